@@ -1,0 +1,35 @@
+// common.h: what every subcommand shares: exit codes, the subcommand table entry, running a
+// subcommand body with errors mapped to exit codes, and --shape parsing.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace onnxtool::app {
+
+/// Exit codes in the grep tradition (see man/onnxtool.1).
+enum ExitCode : int {
+  kOk = 0,           ///< success
+  kFinding = 1,      ///< a finding: check failed, outputs differ
+  kUsage = 2,        ///< usage error, unreadable or invalid input
+  kUnsupported = 3,  ///< unsupported op, opset or device
+};
+
+/// One subcommand: adds itself to the app and returns the function to run when selected.
+struct Subcommand {
+  const char* name;
+  std::function<std::function<int()>(CLI::App&)> add;
+};
+
+/// Runs `body`, turning library errors and exceptions into a one-line message on stderr and an
+/// exit code (Error(InvalidInput/Io) -> 2, Error(Unsupported) -> 3, anything else -> 2).
+int runGuarded(const std::function<int()>& body);
+
+// One function per subcommand file.
+std::function<int()> addInspect(CLI::App& app);
+std::function<int()> addCheck(CLI::App& app);
+std::function<int()> addConvert(CLI::App& app);
+
+}  // namespace onnxtool::app

@@ -1,0 +1,435 @@
+// model_io.cpp: model files in and out: mapping, parsing, external data (validated, mapped,
+// written), the streaming writer for large initializers, and atomic replacement of outputs.
+#include "formats/model_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <map>
+
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include "formats/proto_convert.h"
+#include "lib/error.h"
+
+namespace onnxtool {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kProtoLimit = static_cast<uint64_t>(INT_MAX);  // protobuf's message size limit
+constexpr uint64_t kExternalAlign = 64;
+
+void quietProtobufLogs() {
+  static bool done = [] {
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+    return true;
+  }();
+  (void)done;
+}
+
+/// Resolves external data for tensors of one model, caching one map per file.
+class ExternalResolver {
+ public:
+  ExternalResolver(std::string modelFile, std::string baseDir, bool strict, std::vector<std::string>* issues)
+      : modelFile_(std::move(modelFile)), baseDir_(std::move(baseDir)), strict_(strict), issues_(issues) {}
+
+  void bind(Tensor& t, const std::string& where) {
+    try {
+      bindOrThrow(t, where);
+    } catch (const Error& e) {
+      if (strict_) throw;
+      issues_->push_back(e.what());
+    }
+  }
+
+ private:
+  [[noreturn]] void refuse(const Tensor& t, const std::string& where, const std::string& what) {
+    fail(ErrorKind::InvalidInput, "{}: {} '{}': {}", modelFile_, where, t.name, what);
+  }
+
+  void bindOrThrow(Tensor& t, const std::string& where) {
+    const ExternalDataInfo& info = *t.external;
+    const std::string& loc = info.location;
+    if (loc.empty()) refuse(t, where, "external data has no location");
+    if (loc.find('\0') != std::string::npos) refuse(t, where, "external data location contains a NUL byte");
+    fs::path rel(loc);
+    if (rel.is_absolute()) refuse(t, where, fmt::format("external data location '{}' is absolute, expected a path relative to the model's folder", loc));
+    std::error_code ec;
+    fs::path base = fs::canonical(baseDir_.empty() ? fs::path(".") : fs::path(baseDir_), ec);
+    if (ec) refuse(t, where, fmt::format("cannot resolve the model's folder '{}'", baseDir_));
+    fs::path full = base / rel;
+    fs::path real = fs::weakly_canonical(full, ec);
+    if (ec) refuse(t, where, fmt::format("cannot resolve external data location '{}'", loc));
+    auto [bi, ri] = std::mismatch(base.begin(), base.end(), real.begin(), real.end());
+    if (bi != base.end())
+      refuse(t, where, fmt::format("external data location '{}' escapes the model's folder", loc));
+    if (!fs::exists(real, ec)) refuse(t, where, fmt::format("external data file '{}' not found", loc));
+    if (!fs::is_regular_file(real, ec)) refuse(t, where, fmt::format("external data location '{}' is not a regular file", loc));
+    std::string key = real.string();
+    auto it = maps_.find(key);
+    if (it == maps_.end()) it = maps_.emplace(key, MappedFile::open(key)).first;
+    const auto& mf = it->second;
+    uint64_t size = mf->size();
+    uint64_t offset = static_cast<uint64_t>(info.offset);
+    if (offset > size)
+      refuse(t, where, fmt::format("external data offset {} is past the end of '{}' ({} bytes)", offset, loc, size));
+    uint64_t length = info.length ? static_cast<uint64_t>(*info.length) : size - offset;
+    if (length > size - offset)
+      refuse(t, where, fmt::format("external data range {}+{} is past the end of '{}' ({} bytes)", offset, length, loc, size));
+    auto expected = t.expectedBytes();
+    if (t.dtype() != DType::String && expected && *expected != length)
+      refuse(t, where, fmt::format("external data length {} does not match its dims and type, expected {} bytes", length, *expected));
+    t.raw = mf->buffer(mf, static_cast<size_t>(offset), static_cast<size_t>(length));
+  }
+
+  std::string modelFile_, baseDir_;
+  bool strict_;
+  std::vector<std::string>* issues_;
+  std::map<std::string, std::shared_ptr<MappedFile>> maps_;
+};
+
+std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, const std::string& baseDir,
+                                  const std::string& displayName, const LoadOptions& options) {
+  quietProtobufLogs();
+  if (size == 0) fail(ErrorKind::InvalidInput, "{}: empty file, expected an ONNX model", displayName);
+  if (size > kProtoLimit)
+    fail(ErrorKind::InvalidInput, "{}: {} bytes is over protobuf's 2 GiB message limit, not a valid ONNX model", displayName, size);
+  pb::ModelProto p;
+  google::protobuf::io::CodedInputStream in(data, static_cast<int>(size));
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(200);
+  if (!p.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    fail(ErrorKind::InvalidInput, "{}: not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)", displayName);
+  if (!p.has_graph() && !p.has_ir_version() && p.opset_import_size() == 0 && p.functions_size() == 0)
+    fail(ErrorKind::InvalidInput, "{}: not an ONNX model: no ir_version, opset_import or graph", displayName);
+  auto model = std::make_unique<Model>();
+  model->path = displayName;
+  model->baseDir = baseDir;
+  model->fileSize = size;
+  ExternalResolver resolver(displayName, baseDir, options.strictExternalData, &model->loadIssues);
+  protoconv::FromCtx ctx;
+  ctx.file = displayName;
+  ctx.issues = &model->loadIssues;
+  if (options.loadExternalData) ctx.bindExternal = [&](Tensor& t, const std::string& where) { resolver.bind(t, where); };
+  protoconv::fromProto(p, *model, ctx);
+  return model;
+}
+
+std::string readAll(std::istream& in) {
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ---------------------------------------------------------------- writing
+
+/// A temporary file in the target folder, renamed onto `target` by commit(), removed otherwise.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string target) : target_(std::move(target)) {
+    fs::path t(target_);
+    fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
+    std::string tmpl = (dir / ("." + t.filename().string() + ".tmp.XXXXXX")).string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    int fd = ::mkstemp(buf.data());
+    if (fd < 0) fail(ErrorKind::Io, "{}: cannot create a temporary file in '{}': {}", target_, dir.string(), std::strerror(errno));
+    ::fchmod(fd, 0644);
+    tmp_ = buf.data();
+    file_ = ::fdopen(fd, "wb");
+    if (!file_) {
+      ::close(fd);
+      ::unlink(tmp_.c_str());
+      fail(ErrorKind::Io, "{}: cannot open a temporary file: {}", target_, std::strerror(errno));
+    }
+    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+  }
+  ~AtomicFile() {
+    if (file_) std::fclose(file_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  void write(const void* data, size_t n) {
+    if (n && std::fwrite(data, 1, n, file_) != n)
+      fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
+    written_ += n;
+  }
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  void pad(uint64_t align) {
+    static const char zeros[64] = {};
+    while (written_ % align) write(zeros, static_cast<size_t>(std::min<uint64_t>(align - written_ % align, sizeof zeros)));
+  }
+  uint64_t written() const { return written_; }
+  /// Flushes and closes; the file is renamed by rename().
+  void close() {
+    if (std::fflush(file_) != 0 || std::ferror(file_))
+      fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
+    int rc = std::fclose(file_);
+    file_ = nullptr;
+    if (rc != 0) fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
+  }
+  void rename() {
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0)
+      fail(ErrorKind::Io, "{}: cannot rename the temporary file into place: {}", target_, std::strerror(errno));
+    committed_ = true;
+  }
+
+ private:
+  std::string target_, tmp_;
+  FILE* file_ = nullptr;
+  uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+/// Validates an output external data location: relative, no "..", no NUL.
+void checkOutputLocation(const std::string& loc) {
+  fs::path p(loc);
+  if (loc.empty() || p.is_absolute() || loc.find('\0') != std::string::npos)
+    fail(ErrorKind::InvalidInput, "external data file '{}' must be a relative path inside the output folder", loc);
+  for (const auto& part : p)
+    if (part == "..") fail(ErrorKind::InvalidInput, "external data file '{}' must not contain '..'", loc);
+}
+
+template <typename F>
+void forEachTensor(const Graph& g, bool topLevel, F&& f) {
+  for (Value* v : g.initializers()) f(*v->initializer(), true, topLevel);
+  for (Value* v : g.sparseInitializers()) {
+    f(v->sparseInitializer()->values, true, false);
+    f(v->sparseInitializer()->indices, true, false);
+  }
+  for (const auto& n : g.nodes()) {
+    for (const Attribute& a : n->attributes) {
+      if (a.t) f(*a.t, false, false);
+      for (const auto& t : a.tensors) f(*t, false, false);
+      if (a.g) forEachTensor(*a.g, false, f);
+      for (const auto& sg : a.graphs) forEachTensor(*sg, false, f);
+    }
+  }
+}
+
+template <typename F>
+void forEachModelTensor(const Model& m, F&& f) {
+  if (m.graph) forEachTensor(*m.graph, true, f);
+  for (const auto& fn : m.functions) forEachTensor(*fn->body, false, f);
+}
+
+size_t varintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void appendVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+bool tensorNeedsRaw(const Tensor& t, const pb::TensorProto& p) {
+  if (p.data_location() == pb::TensorProto::EXTERNAL) return false;
+  if (t.dtype() == DType::String || t.storage == Tensor::Storage::Typed) return false;
+  return !(t.storage == Tensor::Storage::None && t.raw.empty());
+}
+
+}  // namespace
+
+std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options) {
+  if (path == "-") {
+    std::string bytes = readAll(std::cin);
+    return loadModelFromBytes(bytes, ".", "<stdin>", options);
+  }
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
+  auto mf = MappedFile::open(path);
+  fs::path pp(path);
+  std::string base = pp.has_parent_path() ? pp.parent_path().string() : ".";
+  return parseModel(mf->data(), mf->size(), base, path, options);
+}
+
+std::unique_ptr<Model> loadModelFromBytes(std::string_view bytes, const std::string& baseDir,
+                                          const std::string& displayName, const LoadOptions& options) {
+  return parseModel(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), baseDir, displayName, options);
+}
+
+std::string serializeModel(const Model& model) {
+  pb::ModelProto p;
+  protoconv::ToCtx ctx;
+  protoconv::toProto(model, p, ctx);
+  if (p.ByteSizeLong() > kProtoLimit)
+    fail(ErrorKind::InvalidInput, "model is over protobuf's 2 GiB limit when inlined; save it with external data");
+  return p.SerializeAsString();
+}
+
+void saveModel(const Model& model, const std::string& path, const SaveOptions& options) {
+  using Mode = SaveOptions::ExternalMode;
+  bool toStdout = path == "-";
+  if (toStdout && options.refuseTerminal && ::isatty(STDOUT_FILENO))
+    fail(ErrorKind::InvalidInput, "refusing to write a binary model to a terminal; redirect standard output or use a file name");
+
+  Mode mode = options.mode;
+  uint64_t threshold = options.sizeThreshold;
+  bool externalizeAttrs = options.externalizeAttributes;
+  // Inline size estimate: tensors that would stay inline.
+  uint64_t inlineBytes = 0;
+  forEachModelTensor(model, [&](const Tensor& t, bool isInit, bool) {
+    bool ext = (mode == Mode::Keep && t.storage == Tensor::Storage::External) ||
+               (mode == Mode::Externalize && (isInit || externalizeAttrs) && t.raw.size() >= threshold);
+    if (!ext) inlineBytes += t.raw.size() + 64;
+    if (t.storage == Tensor::Storage::External && t.raw.empty() && t.expectedBytes().value_or(0) > 0)
+      fail(ErrorKind::InvalidInput, "tensor '{}': external data was not loaded, cannot save it", t.name);
+  });
+  const uint64_t kInlineBudget = kProtoLimit - (64u << 20);  // leave room for the graph itself
+  if (inlineBytes > kInlineBudget) {
+    if (mode == Mode::Inline || toStdout)
+      fail(ErrorKind::InvalidInput, "{}: the model's {} bytes of tensors exceed protobuf's 2 GiB limit when inlined; save with external data",
+           path, inlineBytes);
+    mode = Mode::Externalize;  // never write a corrupt >2 GiB protobuf
+    threshold = std::min<uint64_t>(threshold, 1024);
+    externalizeAttrs = true;
+  }
+  if (toStdout && mode == Mode::Externalize)
+    fail(ErrorKind::InvalidInput, "cannot write external data when the model goes to standard output");
+
+  fs::path out(path);
+  fs::path outDir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::string defaultExternal = out.filename().string() + ".data";
+  std::string externalName = options.externalFile.empty() ? defaultExternal : options.externalFile;
+  if (mode == Mode::Externalize) checkOutputLocation(externalName);
+
+  std::map<std::string, std::unique_ptr<AtomicFile>> dataFiles;
+  protoconv::ToCtx ctx;
+  ctx.placeExternal = [&](const Tensor& t, pb::TensorProto& p, bool isInit) -> bool {
+    std::string location;
+    if (mode == Mode::Keep && t.storage == Tensor::Storage::External && t.external) {
+      location = t.external->location;
+      if (toStdout) fail(ErrorKind::InvalidInput, "tensor '{}' uses external data; cannot write it to standard output without --inline", t.name);
+      checkOutputLocation(location);
+    } else if (mode == Mode::Externalize && (isInit || externalizeAttrs) && t.raw.size() >= threshold) {
+      location = externalName;
+    } else {
+      return false;
+    }
+    auto& file = dataFiles[location];
+    if (!file) file = std::make_unique<AtomicFile>((outDir / location).string());
+    file->pad(kExternalAlign);
+    uint64_t offset = file->written();
+    file->write(t.raw.data(), t.raw.size());
+    p.clear_external_data();
+    auto add = [&](const std::string& k, const std::string& v) {
+      auto* e = p.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(t.raw.size()));
+    if (t.external)
+      for (const auto& [k, v] : t.external->entries)
+        if (k != "location" && k != "offset" && k != "length" && k != "checksum") add(k, v);
+    p.clear_raw_data();
+    return true;
+  };
+  ctx.deferTopLevelRaw = true;
+
+  pb::ModelProto p;
+  protoconv::toProto(model, p, ctx);
+
+  // Stream: model fields, then the graph with its initializers' raw bytes written straight from
+  // the IR's buffers (no second copy of the weights in memory). Field order is free in protobuf.
+  bool hasGraph = p.has_graph();
+  pb::GraphProto g;
+  g.Swap(p.mutable_graph());
+  p.clear_graph();
+  google::protobuf::RepeatedPtrField<pb::TensorProto> inits;
+  inits.Swap(g.mutable_initializer());
+  std::string head = p.SerializeAsString();
+  std::string graphHead = g.SerializeAsString();
+  std::vector<std::string> tensorHeads;
+  std::vector<const Tensor*> rawOf;
+  uint64_t graphLen = graphHead.size();
+  const auto& initValues = model.graph ? model.graph->initializers() : std::vector<Value*>{};
+  for (int i = 0; i < inits.size(); ++i) {
+    const Tensor& t = *initValues[static_cast<size_t>(i)]->initializer();
+    std::string th = inits.Get(i).SerializeAsString();
+    bool raw = tensorNeedsRaw(t, inits.Get(i));
+    if (raw) {
+      th.push_back(static_cast<char>((9 << 3) | 2));
+      appendVarint(th, t.raw.size());
+    }
+    uint64_t tensorLen = th.size() + (raw ? t.raw.size() : 0);
+    graphLen += 1 + varintSize(tensorLen) + tensorLen;
+    std::string framed;
+    framed.push_back(static_cast<char>((5 << 3) | 2));
+    appendVarint(framed, tensorLen);
+    tensorHeads.push_back(framed + th);
+    rawOf.push_back(raw ? &t : nullptr);
+  }
+  uint64_t total = head.size() + (hasGraph ? 1 + varintSize(graphLen) + graphLen : 0);
+  if (total > kProtoLimit)
+    fail(ErrorKind::InvalidInput, "{}: the serialized model would be {} bytes, over protobuf's 2 GiB limit; use external data", path, total);
+
+  auto emit = [&](auto&& writeFn) {
+    writeFn(head);
+    if (!hasGraph) return;
+    std::string frame;
+    frame.push_back(static_cast<char>((7 << 3) | 2));
+    appendVarint(frame, graphLen);
+    writeFn(frame);
+    writeFn(graphHead);
+    for (size_t i = 0; i < tensorHeads.size(); ++i) {
+      writeFn(tensorHeads[i]);
+      if (rawOf[i]) writeFn(rawOf[i]->raw.view());
+    }
+  };
+  if (toStdout) {
+    emit([](std::string_view s) { std::cout.write(s.data(), static_cast<std::streamsize>(s.size())); });
+    std::cout.flush();
+    if (!std::cout) fail(ErrorKind::Io, "writing the model to standard output failed");
+    return;
+  }
+  AtomicFile modelFile(path);
+  emit([&](std::string_view s) { modelFile.write(s); });
+  for (auto& [loc, f] : dataFiles) f->close();
+  modelFile.close();
+  for (auto& [loc, f] : dataFiles) f->rename();
+  modelFile.rename();
+}
+
+Tensor loadTensorProto(std::string_view bytes, const std::string& displayName) {
+  quietProtobufLogs();
+  pb::TensorProto p;
+  if (bytes.size() > kProtoLimit || !p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    fail(ErrorKind::InvalidInput, "{}: not a valid TensorProto (protobuf parsing failed)", displayName);
+  std::vector<std::string> issues;
+  protoconv::FromCtx ctx;
+  ctx.file = displayName;
+  ctx.issues = &issues;
+  Tensor t;
+  protoconv::fromProto(p, t, ctx, "tensor");
+  if (!issues.empty()) fail(ErrorKind::InvalidInput, "{}", issues.front());
+  return t;
+}
+
+std::string serializeTensorProto(const Tensor& t) {
+  pb::TensorProto p;
+  protoconv::ToCtx ctx;
+  protoconv::toProto(t, p, ctx, false);
+  return p.SerializeAsString();
+}
+
+}  // namespace onnxtool
