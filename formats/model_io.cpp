@@ -293,7 +293,7 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
     if (t.storage == Tensor::Storage::External && t.raw.empty() && t.expectedBytes().value_or(0) > 0)
       fail(ErrorKind::InvalidInput, "tensor '{}': external data was not loaded, cannot save it", t.name);
   });
-  const uint64_t kInlineBudget = kProtoLimit - (64u << 20);  // leave room for the graph itself
+  const uint64_t kInlineBudget = options.inlineLimit ? options.inlineLimit : kProtoLimit - (64u << 20);
   if (inlineBytes > kInlineBudget) {
     if (mode == Mode::Inline || toStdout)
       fail(ErrorKind::InvalidInput, "{}: the model's {} bytes of tensors exceed protobuf's 2 GiB limit when inlined; save with external data",

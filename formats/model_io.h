@@ -48,6 +48,9 @@ struct SaveOptions {
   bool refuseTerminal = true;
   /// Tensors of Constant nodes and other attributes are externalized too (default: initializers only).
   bool externalizeAttributes = false;
+  /// Largest inline tensor payload before Keep mode switches to external data; 0 means
+  /// protobuf's 2 GiB limit less headroom for the graph. Tests lower it.
+  uint64_t inlineLimit = 0;
 };
 
 /// Saves atomically. A model whose inline serialization would exceed 2 GiB is written with

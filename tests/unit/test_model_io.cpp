@@ -1,0 +1,241 @@
+// test_model_io.cpp: model files: external data as untrusted input, zero-copy mapping, atomic
+// saving, automatic external data past the inline limit, tensor typed-field decoding.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "formats/model_io.h"
+#include "formats/onnx.pb.h"
+#include "lib/error.h"
+
+using namespace onnxtool;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "onnxtool-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& s) const { return (path / s).string(); }
+};
+
+void writeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+/// A one-initializer model whose tensor "w" (float32 [4]) points at external data.
+pb::ModelProto externalModel(const std::string& location, int64_t offset = 0, int64_t length = 16) {
+  pb::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* t = g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(pb::TensorProto::FLOAT);
+  t->add_dims(4);
+  t->set_data_location(pb::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(length));
+  auto* n = g->add_node();
+  n->set_op_type("Identity");
+  n->add_input("w");
+  n->add_output("y");
+  auto* out = g->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(pb::TensorProto::FLOAT);
+  return m;
+}
+
+std::string loadError(const std::string& path) {
+  try {
+    loadModel(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool addressIsMappedFrom(const void* p, const std::string& file) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string real = fs::canonical(file).string();
+  while (std::getline(maps, line)) {
+    std::istringstream ls(line);
+    std::string range, perms, off, dev, inode, name;
+    ls >> range >> perms >> off >> dev >> inode >> name;
+    auto dash = range.find('-');
+    uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (addr >= lo && addr < hi) return name == real;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("external data is mapped, not copied", "[io]") {
+  TempDir d;
+  float data[4] = {1, 2, 3, 4};
+  writeFile(d / "w.bin", std::string(reinterpret_cast<char*>(data), sizeof data));
+  writeFile(d / "m.onnx", externalModel("w.bin").SerializeAsString());
+  auto m = loadModel(d / "m.onnx");
+  const Tensor* t = m->graph->findLocal("w")->initializer();
+  REQUIRE(t->raw.size() == 16);
+  CHECK(t->elementAsDouble(3) == 4.0);
+  CHECK(addressIsMappedFrom(t->raw.data(), d / "w.bin"));
+}
+
+TEST_CASE("external data locations are untrusted", "[io]") {
+  TempDir d;
+  fs::create_directory(d.path / "model");
+  writeFile(d / "secret.bin", std::string(16, 'x'));
+  writeFile(d / "model/w.bin", std::string(16, '\0'));
+  fs::create_symlink(d / "secret.bin", d / "model/link.bin");
+  struct Case {
+    pb::ModelProto model;
+    const char* expected;
+  };
+  Case cases[] = {
+      {externalModel("../secret.bin"), "escapes the model's folder"},
+      {externalModel("sub/../../secret.bin"), "escapes the model's folder"},
+      {externalModel("link.bin"), "escapes the model's folder"},
+      {externalModel(d / "secret.bin"), "is absolute"},
+      {externalModel("missing.bin"), "not found"},
+      {externalModel("w.bin", 32, 16), "past the end"},
+      {externalModel("w.bin", 8, 16), "past the end"},
+      {externalModel("w.bin", 0, 12), "does not match its dims"},
+      {externalModel(""), "has no location"},
+      {externalModel("."), "not a regular file"},
+  };
+  for (auto& c : cases) {
+    writeFile(d / "model/m.onnx", c.model.SerializeAsString());
+    std::string err = loadError(d / "model/m.onnx");
+    INFO(err);
+    CHECK(err.find(c.expected) != std::string::npos);
+    CHECK(err.find("initializer 'w'") != std::string::npos);
+    CHECK(err.find("m.onnx") != std::string::npos);
+  }
+  // Non-strict loading turns the same problem into a finding for `check`.
+  writeFile(d / "model/m.onnx", externalModel("../secret.bin").SerializeAsString());
+  LoadOptions lenient;
+  lenient.strictExternalData = false;
+  auto m = loadModel(d / "model/m.onnx", lenient);
+  REQUIRE(m->loadIssues.size() == 1);
+  CHECK(m->loadIssues[0].find("escapes") != std::string::npos);
+}
+
+TEST_CASE("unreadable input gets a one-line error naming the file", "[io]") {
+  TempDir d;
+  writeFile(d / "empty.onnx", "");
+  CHECK(loadError(d / "empty.onnx").find("empty file") != std::string::npos);
+  std::string good = externalModel("w.bin").SerializeAsString();
+  writeFile(d / "trunc.onnx", good.substr(0, good.size() / 2));
+  CHECK(loadError(d / "trunc.onnx").find("protobuf parsing failed") != std::string::npos);
+  CHECK(loadError(d / "nope.onnx").find("nope.onnx: cannot open") != std::string::npos);
+  CHECK(loadError(d.path.string()).find("is a directory") != std::string::npos);
+  writeFile(d / "text.onnx", "hello world, this is not a model\n");
+  CHECK_FALSE(loadError(d / "text.onnx").empty());
+}
+
+TEST_CASE("a failed save leaves no file behind", "[io]") {
+  TempDir d;
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports.push_back({"", 17, {}});
+  m->graph = std::make_unique<Graph>();
+  m->graph->addInitializer(Tensor::fromFloats("w", {1024}, std::vector<float>(1024, 1.f)));
+  // the external file's name is taken by a directory: the data write fails after the model started
+  fs::create_directory(d.path / "taken.data");
+  SaveOptions o;
+  o.mode = SaveOptions::ExternalMode::Externalize;
+  o.externalFile = "taken.data";
+  CHECK_THROWS_AS(saveModel(*m, d / "out.onnx", o), Error);
+  o.externalFile = "../outside.data";
+  CHECK_THROWS_AS(saveModel(*m, d / "out.onnx", o), Error);
+  CHECK_THROWS_AS(saveModel(*m, d / "no/such/dir/out.onnx"), Error);
+  size_t entries = 0;
+  for (auto& e : fs::directory_iterator(d.path)) {
+    (void)e;
+    ++entries;
+  }
+  CHECK(entries == 1);  // only taken.data
+  CHECK_FALSE(fs::exists(d / "out.onnx"));
+}
+
+TEST_CASE("models over the inline limit are saved with external data automatically", "[io]") {
+  TempDir d;
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports.push_back({"", 17, {}});
+  m->graph = std::make_unique<Graph>();
+  m->graph->addInitializer(Tensor::fromFloats("big", {4096}, std::vector<float>(4096, 0.5f)));
+  m->graph->addInitializer(Tensor::fromFloats("small", {2}, {1.f, 2.f}));
+  SaveOptions o;
+  o.inlineLimit = 8192;  // stands in for protobuf's 2 GiB
+  saveModel(*m, d / "m.onnx", o);
+  REQUIRE(fs::exists(d / "m.onnx.data"));
+  CHECK(fs::file_size(d / "m.onnx.data") >= 4096 * 4);
+  auto back = loadModel(d / "m.onnx");
+  const Tensor* big = back->graph->findLocal("big")->initializer();
+  CHECK(big->storage == Tensor::Storage::External);
+  CHECK(big->elementAsDouble(4095) == 0.5);
+  // --inline refuses instead of writing a corrupt file
+  o.mode = SaveOptions::ExternalMode::Inline;
+  CHECK_THROWS_AS(saveModel(*back, d / "inline.onnx", o), Error);
+  CHECK_FALSE(fs::exists(d / "inline.onnx"));
+}
+
+TEST_CASE("typed data fields decode to raw layout and round trip unchanged", "[io]") {
+  pb::TensorProto p;
+  p.set_name("h");
+  p.set_data_type(pb::TensorProto::FLOAT16);
+  p.add_dims(2);
+  p.add_int32_data(0x3c00);
+  p.add_int32_data(0xc000);
+  Tensor t = loadTensorProto(p.SerializeAsString(), "h.pb");
+  CHECK(t.storage == Tensor::Storage::Typed);
+  REQUIRE(t.raw.size() == 4);
+  CHECK(t.elementAsDouble(0) == 1.0);
+  CHECK(t.elementAsDouble(1) == -2.0);
+  pb::TensorProto back;
+  REQUIRE(back.ParseFromString(serializeTensorProto(t)));
+  CHECK(back.int32_data_size() == 2);
+  CHECK_FALSE(back.has_raw_data());
+
+  pb::TensorProto i4;
+  i4.set_data_type(pb::TensorProto::INT4);
+  i4.add_dims(3);
+  i4.add_int32_data(0x21);  // elements 1, 2 packed low nibble first
+  i4.add_int32_data(0x03);
+  Tensor t4 = loadTensorProto(i4.SerializeAsString(), "i4.pb");
+  REQUIRE(t4.raw.size() == 2);
+  CHECK(t4.raw.data()[0] == 0x21);
+  CHECK(t4.expectedBytes() == 2u);
+
+  // modifying the data switches the tensor to raw_data on save
+  t.setRaw(Buffer::copyOf(std::string("\x00\x3c\x00\x3c", 4)));
+  pb::TensorProto mod;
+  REQUIRE(mod.ParseFromString(serializeTensorProto(t)));
+  CHECK(mod.int32_data_size() == 0);
+  CHECK(mod.raw_data().size() == 4);
+}
