@@ -21,6 +21,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "formats/proto_convert.h"
+#include "formats/wire_splice.h"
 #include "lib/error.h"
 
 namespace onnxtool {
@@ -31,6 +32,7 @@ namespace {
 
 constexpr uint64_t kProtoLimit = static_cast<uint64_t>(INT_MAX);  // protobuf's message size limit
 constexpr uint64_t kExternalAlign = 64;
+constexpr size_t kMinBorrowBytes = 256;  // smaller raw_data is cheaper to copy than to track
 
 void quietProtobufLogs() {
   static bool done = [] {
@@ -101,14 +103,21 @@ class ExternalResolver {
   std::map<std::string, std::shared_ptr<MappedFile>> maps_;
 };
 
-std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, const std::string& baseDir,
-                                  const std::string& displayName, const LoadOptions& options) {
+/// Parses the model in [data, data+size); `owner` keeps those bytes alive, and initializers
+/// borrow their raw_data from them (zero copy) when it is set.
+std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                                  const std::string& baseDir, const std::string& displayName,
+                                  const LoadOptions& options) {
   quietProtobufLogs();
   if (size == 0) fail(ErrorKind::InvalidInput, "{}: empty file, expected an ONNX model", displayName);
   if (size > kProtoLimit)
     fail(ErrorKind::InvalidInput, "{}: {} bytes is over protobuf's 2 GiB message limit, not a valid ONNX model", displayName, size);
+  std::optional<wire::Spliced> spliced;
+  if (owner) spliced = wire::spliceInitializerData(data, size, kMinBorrowBytes);
+  const uint8_t* parseData = spliced ? reinterpret_cast<const uint8_t*>(spliced->message.data()) : data;
+  size_t parseSize = spliced ? spliced->message.size() : size;
   pb::ModelProto p;
-  google::protobuf::io::CodedInputStream in(data, static_cast<int>(size));
+  google::protobuf::io::CodedInputStream in(parseData, static_cast<int>(parseSize));
   in.SetTotalBytesLimit(INT_MAX);
   in.SetRecursionLimit(200);
   if (!p.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
@@ -123,6 +132,12 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, const std::s
   protoconv::FromCtx ctx;
   ctx.file = displayName;
   ctx.issues = &model->loadIssues;
+  if (spliced) {
+    for (const auto& span : spliced->raw) {
+      if (span) ctx.mainGraphRaw.push_back(Buffer::borrow(owner, data + span->offset, span->length));
+      else ctx.mainGraphRaw.push_back(std::nullopt);
+    }
+  }
   if (options.loadExternalData) ctx.bindExternal = [&](Tensor& t, const std::string& where) { resolver.bind(t, where); };
   protoconv::fromProto(p, *model, ctx);
   return model;
@@ -250,20 +265,20 @@ bool tensorNeedsRaw(const Tensor& t, const pb::TensorProto& p) {
 
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options) {
   if (path == "-") {
-    std::string bytes = readAll(std::cin);
-    return loadModelFromBytes(bytes, ".", "<stdin>", options);
+    auto bytes = std::make_shared<std::string>(readAll(std::cin));
+    return parseModel(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), bytes, ".", "<stdin>", options);
   }
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
   auto mf = MappedFile::open(path);
   fs::path pp(path);
   std::string base = pp.has_parent_path() ? pp.parent_path().string() : ".";
-  return parseModel(mf->data(), mf->size(), base, path, options);
+  return parseModel(mf->data(), mf->size(), mf, base, path, options);
 }
 
 std::unique_ptr<Model> loadModelFromBytes(std::string_view bytes, const std::string& baseDir,
                                           const std::string& displayName, const LoadOptions& options) {
-  return parseModel(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), baseDir, displayName, options);
+  return parseModel(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, baseDir, displayName, options);
 }
 
 std::string serializeModel(const Model& model) {

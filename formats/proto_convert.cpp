@@ -394,7 +394,7 @@ void toProto(const Tensor& t, pb::TensorProto& p, ToCtx& ctx, bool isInitializer
 
 namespace {
 
-void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string& where);
+void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string& where, bool mainGraph = false);
 void graphToProto(const Graph& g, pb::GraphProto& p, ToCtx& ctx, bool topLevel);
 
 std::shared_ptr<SparseTensor> sparseFromProto(pb::SparseTensorProto& p, FromCtx& ctx, const std::string& where) {
@@ -540,16 +540,23 @@ Value* resolveUse(Graph& g, const std::string& n) {
   return g.createValue(n);
 }
 
-void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string& where) {
+void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string& where, bool mainGraph) {
   g.name = p.name();
   g.docString = p.doc_string();
   g.metadata = pairsFrom(p.metadata_props());
   std::string here = where.empty() ? fmt::format("graph '{}'", g.name) : fmt::format("{} graph '{}'", where, g.name);
 
   // Initializers first: they define values; graph inputs may name them (IR < 4 style).
+  size_t initIndex = 0;
   for (auto& tp : *p.mutable_initializer()) {
     Tensor t;
-    fromProto(tp, t, ctx, fmt::format("initializer"));
+    fromProto(tp, t, ctx, "initializer");
+    if (mainGraph && initIndex < ctx.mainGraphRaw.size() && ctx.mainGraphRaw[initIndex] &&
+        t.storage != Tensor::Storage::External && t.dtype() != DType::String) {
+      t.raw = std::move(*ctx.mainGraphRaw[initIndex]);
+      t.storage = Tensor::Storage::Raw;
+    }
+    ++initIndex;
     bool dup = g.findLocal(t.name) != nullptr;
     if (dup) ctx.issues->push_back(fmt::format("{}: {}: initializer '{}' is defined more than once", ctx.file, here, t.name));
     g.addInitializer(std::move(t), dup);
@@ -716,7 +723,7 @@ void fromProto(pb::ModelProto& p, Model& m, FromCtx& ctx) {
   m.metadata = pairsFrom(p.metadata_props());
   if (p.has_graph()) {
     m.graph = std::make_unique<Graph>();
-    graphFromProto(*p.mutable_graph(), *m.graph, ctx, "");
+    graphFromProto(*p.mutable_graph(), *m.graph, ctx, "", true);
   }
   for (auto& f : *p.mutable_functions()) m.functions.push_back(functionFrom(f, ctx));
   m.residual = residualOf(p, {1, 2, 3, 4, 5, 6}, {8, 7, 14, 25});

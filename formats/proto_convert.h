@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct FromCtx {
   std::vector<std::string>* issues;       ///< Model::loadIssues
   /// Called for every tensor whose data is external, after conversion (binds the bytes).
   std::function<void(Tensor&, const std::string& where)> bindExternal;
+  /// Bytes of main-graph initializers whose raw_data was cut from the message before parsing
+  /// (see wire_splice.h), by initializer index; such tensors borrow these buffers.
+  std::vector<std::optional<Buffer>> mainGraphRaw;
 };
 
 void fromProto(pb::ModelProto& p, Model& m, FromCtx& ctx);

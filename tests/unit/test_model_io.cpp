@@ -239,3 +239,61 @@ TEST_CASE("typed data fields decode to raw layout and round trip unchanged", "[i
   CHECK(mod.int32_data_size() == 0);
   CHECK(mod.raw_data().size() == 4);
 }
+
+TEST_CASE("inline initializer bytes are borrowed from the mapped model file", "[io]") {
+  TempDir d;
+  pb::ModelProto m = externalModel("unused");
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_external_data();
+  t->clear_data_location();
+  t->clear_dims();
+  t->add_dims(1024);
+  std::string bytes(4096, '\0');
+  for (size_t i = 0; i < bytes.size(); i += 4) bytes[i + 3] = 0x3f;  // 0.5f pattern
+  t->set_raw_data(bytes);
+  auto* small = m.mutable_graph()->add_initializer();  // below the borrow threshold: copied
+  small->set_name("s");
+  small->set_data_type(pb::TensorProto::FLOAT);
+  small->add_dims(1);
+  small->set_raw_data(std::string(4, '\0'));
+  writeFile(d / "m.onnx", m.SerializeAsString());
+  auto model = loadModel(d / "m.onnx");
+  const Tensor* w = model->graph->findLocal("w")->initializer();
+  REQUIRE(w->raw.size() == 4096);
+  CHECK(w->storage == Tensor::Storage::Raw);
+  CHECK(addressIsMappedFrom(w->raw.data(), d / "m.onnx"));
+  CHECK(w->elementAsDouble(1023) == 0.5);
+  CHECK(model->graph->findLocal("s")->initializer()->raw.size() == 4);
+  // saved back byte-identical in content
+  saveModel(*model, d / "out.onnx");
+  pb::ModelProto back;
+  std::ifstream f(d / "out.onnx", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REQUIRE(back.ParseFromString(s));
+  CHECK(back.graph().initializer(0).raw_data() == bytes);
+  CHECK(back.graph().initializer_size() == 2);
+}
+
+TEST_CASE("a tensor with its raw_data field twice keeps protobuf's last-one-wins meaning", "[io]") {
+  TempDir d;
+  pb::ModelProto m = externalModel("unused");
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_external_data();
+  t->clear_data_location();
+  t->clear_dims();
+  t->add_dims(128);
+  t->set_raw_data(std::string(512, '\x01'));
+  std::string bytes = m.SerializeAsString();
+  // append a second initializer-level raw_data by re-serializing a tensor with two raw fields
+  pb::TensorProto second;
+  second.set_raw_data(std::string(512, '\x02'));
+  pb::GraphProto g2;
+  *g2.add_initializer() = second;
+  pb::ModelProto m2;
+  *m2.mutable_graph() = g2;
+  // Two graph fields merge: the initializer lists concatenate. Protobuf semantics must hold.
+  writeFile(d / "m.onnx", bytes + m2.SerializeAsString());
+  auto model = loadModel(d / "m.onnx");
+  CHECK(model->graph->initializers().size() == 2);
+  CHECK(model->graph->initializers()[1]->initializer()->raw.data()[0] == 2);
+}
