@@ -56,7 +56,6 @@ int main(int argc, char** argv) {
   else if (verbosity == 1) spdlog::set_level(spdlog::level::info);
   else if (verbosity >= 2) spdlog::set_level(spdlog::level::debug);
   int rc = runGuarded(selected);
-  std::fflush(stdout);
-  if (std::ferror(stdout) && errno != EPIPE) return rc == 0 ? kUsage : rc;
+  std::fflush(stdout);  // a reader that closed the pipe early (| head) is not an error
   return rc;
 }
