@@ -1,0 +1,299 @@
+// ref_executor.cpp: the reference executor: runs nodes in order with the reference kernels,
+// subgraphs with outer-scope lookup, model-local functions by running their bodies, and frees
+// each intermediate value after its last consumer ran.
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "exec/executor.h"
+#include "exec/kernel.h"
+#include "lib/error.h"
+#include "lib/ops/op_schema.h"
+
+namespace onnxtool {
+
+namespace {
+
+/// Values of one graph activation, with the enclosing activation for outer-scope lookup.
+struct Env {
+  std::unordered_map<const Value*, RtValue> values;
+  const Env* parent = nullptr;
+  const RtValue* find(const Value* v) const {
+    for (const Env* e = this; e; e = e->parent) {
+      auto it = e->values.find(v);
+      if (it != e->values.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+/// Per-graph preparation: for each node, which values die after it.
+struct GraphSchedule {
+  std::vector<const Node*> nodes;
+  std::vector<std::vector<const Value*>> releaseAfter;
+};
+
+void collectReads(const Graph& g, const Graph& owner, std::vector<const Value*>& out) {
+  for (const auto& n : g.nodes()) {
+    for (Value* v : n->inputs())
+      if (v && v->graph() != &g) out.push_back(v);
+    for (Graph* sg : n->subgraphs()) collectReads(*sg, owner, out);
+  }
+}
+
+GraphSchedule schedule(const Graph& g) {
+  GraphSchedule s;
+  std::unordered_map<const Value*, size_t> lastUse;
+  size_t i = 0;
+  for (const auto& n : g.nodes()) {
+    s.nodes.push_back(n.get());
+    for (Value* v : n->inputs())
+      if (v) lastUse[v] = i;
+    std::vector<const Value*> outer;
+    for (Graph* sg : n->subgraphs()) collectReads(*sg, g, outer);
+    for (const Value* v : outer) lastUse[v] = i;
+    ++i;
+  }
+  s.releaseAfter.resize(s.nodes.size());
+  for (const auto& [v, idx] : lastUse) {
+    if (v->graph() != &g || v->isGraphOutput() || v->initializer() || v->isGraphInput()) continue;
+    s.releaseAfter[idx].push_back(v);
+  }
+  return s;
+}
+
+std::shared_ptr<const Tensor> borrowTensor(const Tensor* t) {
+  return std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t);  // aliasing, no ownership
+}
+
+RtValue initializerValue(const Value* v) {
+  if (v->initializer()) return RtValue::ofTensor(borrowTensor(v->initializer()));
+  // Sparse initializers run as their dense equivalent.
+  const SparseTensor& s = *v->sparseInitializer();
+  Tensor dense;
+  dense.name = s.values.name;
+  dense.dataType = s.values.dataType;
+  dense.dims = s.dims;
+  auto n = dense.numElements();
+  auto bytes = dense.expectedBytes();
+  int bits = dtypeBits(dense.dtype());
+  if (!n || !bytes || bits < 8) fail(ErrorKind::Unsupported, "sparse initializer '{}': unsupported layout", dense.name);
+  Buffer out = Buffer::zeros(static_cast<size_t>(*bytes));
+  size_t esize = static_cast<size_t>(bits / 8);
+  std::vector<int64_t> idx = s.indices.toInt64s();
+  int64_t nnz = s.values.numElements().value_or(0);
+  bool coordinate = s.indices.dims.size() == 2;
+  for (int64_t k = 0; k < nnz; ++k) {
+    int64_t flat = 0;
+    if (coordinate) {
+      for (size_t d = 0; d < dense.dims.size(); ++d) flat = flat * dense.dims[d] + idx[static_cast<size_t>(k) * dense.dims.size() + d];
+    } else {
+      flat = idx[static_cast<size_t>(k)];
+    }
+    if (flat < 0 || flat >= *n) fail(ErrorKind::InvalidInput, "sparse initializer '{}': index out of range", dense.name);
+    std::memcpy(out.mutableData() + static_cast<size_t>(flat) * esize, s.values.raw.data() + static_cast<size_t>(k) * esize, esize);
+  }
+  dense.setRaw(std::move(out));
+  return RtValue::ofTensor(std::move(dense));
+}
+
+std::string describe(const RtValue& v) {
+  switch (v.kind) {
+    case RtValue::Kind::Tensor: {
+      std::string dims;
+      for (int64_t d : v.tensor->dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+      return fmt::format("{}[{}]", dtypeName(v.tensor->dtype()), dims);
+    }
+    case RtValue::Kind::Sequence: return "a sequence";
+    case RtValue::Kind::Map: return "a map";
+    case RtValue::Kind::Optional: return "an optional";
+    default: return "nothing";
+  }
+}
+
+void checkInput(const ValueInfoEntry& e, const RtValue& v) {
+  const TypeInfo& t = e.type();
+  const std::string& name = e.value->name();
+  if (t.kind == TypeInfo::Kind::Tensor) {
+    if (!v.isTensor()) fail(ErrorKind::InvalidInput, "input '{}': expected a tensor {}, got {}", name, t.str(), describe(v));
+    if (v.tensor->dataType != t.elemType)
+      fail(ErrorKind::InvalidInput, "input '{}': expected element type {}, got {}", name, dtypeName(t.dtype()),
+           dtypeName(v.tensor->dtype()));
+    if (t.shape.hasRank) {
+      if (t.shape.rank() != v.tensor->dims.size())
+        fail(ErrorKind::InvalidInput, "input '{}': expected shape {} (rank {}), got {}", name, t.shape.str(), t.shape.rank(),
+             describe(v));
+      for (size_t i = 0; i < t.shape.rank(); ++i)
+        if (t.shape.dims[i].isValue() && t.shape.dims[i].value != v.tensor->dims[i])
+          fail(ErrorKind::InvalidInput, "input '{}': expected shape {}, got {} (dimension {} differs)", name, t.shape.str(),
+               describe(v), i);
+    }
+  } else if (t.kind == TypeInfo::Kind::Sequence && v.kind != RtValue::Kind::Sequence) {
+    fail(ErrorKind::InvalidInput, "input '{}': expected {}, got {}", name, t.str(), describe(v));
+  }
+}
+
+class RefPlan : public Plan {
+ public:
+  RefPlan(const Model& m, const PrepareOptions& o) : model_(m) {
+    if (o.seed) rng_.seed(*o.seed);
+    else rng_.seed(std::random_device{}());
+    if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
+    // Resolve every kernel now so that an unsupported op fails before running.
+    resolveGraph(*m.graph, nullptr);
+  }
+
+  std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override {
+    const Graph& g = *model_.graph;
+    Env env;
+    for (Value* v : g.initializers()) env.values[v] = initializerValue(v);
+    for (Value* v : g.sparseInitializers()) env.values[v] = initializerValue(v);
+    for (const auto& [name, value] : inputs) {
+      const ValueInfoEntry* entry = nullptr;
+      for (const auto& e : g.inputs())
+        if (e.value->name() == name) entry = &e;
+      if (!entry) {
+        std::string names;
+        for (const auto& e : g.inputs())
+          if (!e.value->initializer()) names += (names.empty() ? "" : ", ") + e.value->name();
+        fail(ErrorKind::InvalidInput, "unknown input '{}', the model's inputs are: {}", name, names);
+      }
+      checkInput(*entry, value);
+      env.values[entry->value] = value;
+    }
+    for (const auto& e : g.inputs())
+      if (!env.values.count(e.value))
+        fail(ErrorKind::InvalidInput, "input '{}' is missing, expected {}", e.value->name(), e.type().str());
+    return runGraph(g, env, nullptr, nullptr);
+  }
+
+ private:
+  struct Prepared {
+    GraphSchedule sched;
+    std::vector<const KernelDef*> kernels;   // nullptr for function calls
+    std::vector<const Function*> functions;  // the model-local function a node calls
+    std::vector<int64_t> opsets;
+  };
+
+  int64_t opsetFor(const Node& n, const Function* within) const {
+    std::string_view d = canonicalDomain(n.domain);
+    if (within)
+      for (const auto& o : within->opsetImports)
+        if (canonicalDomain(o.domain) == d) return o.version;
+    if (auto v = model_.opsetVersion(d)) return *v;
+    if (d.empty()) return maxKnownOpset("");
+    return 1;
+  }
+
+  const Prepared& resolveGraph(const Graph& g, const Function* within) {
+    auto it = prepared_.find(&g);
+    if (it != prepared_.end()) return it->second;
+    Prepared p;
+    p.sched = schedule(g);
+    for (const Node* n : p.sched.nodes) {
+      int64_t opset = opsetFor(*n, within);
+      p.opsets.push_back(opset);
+      const Function* fn = model_.findFunction(n->domain, n->opType, n->overload);
+      p.functions.push_back(fn);
+      if (fn) {
+        p.kernels.push_back(nullptr);
+        resolveGraph(*fn->body, fn);
+        continue;
+      }
+      const OpSchema* schema = findSchema(n->domain, n->opType, opset);
+      if (!schema)
+        fail(ErrorKind::Unsupported, "node '{}' ({}): op '{}' is not defined in opset {} of domain '{}'", n->displayName(),
+             n->opType, n->opType, opset, n->domain.empty() ? "ai.onnx" : n->domain);
+      const KernelDef* k = KernelRegistry::instance().find("ref", n->domain, n->opType, schema->sinceVersion);
+      if (!k)
+        fail(ErrorKind::Unsupported, "node '{}' ({}): the ref executor has no kernel for {} version {}", n->displayName(),
+             n->opType, n->opType, schema->sinceVersion);
+      p.kernels.push_back(k);
+      for (Graph* sg : n->subgraphs()) resolveGraph(*sg, within);
+    }
+    return prepared_.emplace(&g, std::move(p)).first->second;
+  }
+
+  std::vector<RtValue> runGraph(const Graph& g, Env& env, const Function* within, const AttrScope* scope) {
+    const Prepared& p = resolveGraph(g, within);
+    for (size_t i = 0; i < p.sched.nodes.size(); ++i) {
+      const Node& n = *p.sched.nodes[i];
+      std::vector<const RtValue*> ins;
+      ins.reserve(n.inputs().size());
+      for (Value* v : n.inputs()) {
+        if (!v) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        const RtValue* rv = env.find(v);
+        if (!rv)
+          fail(ErrorKind::InvalidInput, "node '{}' ({}): input '{}' has no value (undefined or not computed)", n.displayName(),
+               n.opType, v->name());
+        ins.push_back(rv);
+      }
+      std::vector<RtValue> outs;
+      if (const Function* fn = p.functions[i]) {
+        outs = callFunction(n, *fn, ins, scope);
+      } else {
+        const Function* fnCtx = within;
+        SubgraphRunner runner = [this, &env, fnCtx, scope](const Graph& body, const std::vector<RtValue>& inputs) {
+          Env sub;
+          sub.parent = &env;
+          const auto& formal = body.inputs();
+          for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
+          for (Value* v : body.initializers()) sub.values[v] = initializerValue(v);
+          return runGraph(body, sub, fnCtx, scope);
+        };
+        KernelContext ctx(n, p.opsets[i], std::move(ins), n.outputs().size(), runner, &rng_, &model_, scope);
+        p.kernels[i]->fn(ctx);
+        outs = std::move(ctx.outputs());
+      }
+      for (size_t k = 0; k < n.outputs().size() && k < outs.size(); ++k)
+        if (n.outputs()[k]) env.values[n.outputs()[k]] = std::move(outs[k]);
+      for (const Value* v : p.sched.releaseAfter[i]) env.values.erase(v);
+    }
+    std::vector<RtValue> results;
+    for (const auto& e : g.outputs()) {
+      const RtValue* v = e.value ? env.find(e.value) : nullptr;
+      if (!v) fail(ErrorKind::InvalidInput, "graph '{}': output '{}' was not computed", g.name, e.value ? e.value->name() : "");
+      results.push_back(*v);
+    }
+    return results;
+  }
+
+  std::vector<RtValue> callFunction(const Node& call, const Function& fn, const std::vector<const RtValue*>& ins,
+                                    const AttrScope* scope) {
+    Env env;  // function bodies see only their inputs
+    const auto& formal = fn.body->inputs();
+    for (size_t k = 0; k < formal.size(); ++k)
+      if (k < ins.size() && ins[k]) env.values[formal[k].value] = *ins[k];
+    AttrScope inner;
+    inner.callerAttrs = &call.attributes;
+    inner.defaults = &fn.attributeDefaults;
+    inner.parent = scope;
+    return runGraph(*fn.body, env, &fn, &inner);
+  }
+
+  const Model& model_;
+  std::mt19937_64 rng_;
+  std::unordered_map<const Graph*, Prepared> prepared_;
+};
+
+class RefExecutor : public Executor {
+ public:
+  std::string name() const override { return "ref"; }
+  std::unique_ptr<Plan> prepare(const Model& model, const PrepareOptions& options) override {
+    registerRefKernels();
+    return std::make_unique<RefPlan>(model, options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> makeExecutor(const std::string& name) {
+  if (name == "ref") return std::make_unique<RefExecutor>();
+  return nullptr;
+}
+
+}  // namespace onnxtool

@@ -1,0 +1,343 @@
+// conformance.cpp: runs the ONNX backend node tests (DIR/<case>/model.onnx with
+// test_data_set_*/input_*.pb and output_*.pb) on an executor and compares outputs with the
+// suite's tolerance (rtol 1e-3, atol 1e-7 by default). Each case runs in a forked child so a crash
+// is a failure of that case, not of the run. Prints one line per failure with its reason, a per-op
+// summary, and the final line `N passed, M failed, K skipped`.
+//
+// usage: conformance DIR [--executor ref] [--filter REGEX] [--expected-failures FILE] [--rtol R]
+//                        [--atol A] [--timeout SECONDS] [--quiet]
+// Exit 0 when every failure is listed in the expected-failures file, 1 otherwise.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "exec/executor.h"
+#include "formats/model_io.h"
+#include "formats/value_files.h"
+#include "lib/error.h"
+
+using namespace onnxtool;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  std::string dir;
+  std::string executor = "ref";
+  std::string filter;
+  std::string expectedFailures;
+  double rtol = 1e-3, atol = 1e-7;
+  int timeout = 60;
+  bool quiet = false;
+};
+
+double asDouble(const Tensor& t, size_t i) { return t.elementAsDouble(i); }
+
+bool isFloatType(DType t) {
+  return t == DType::Float || t == DType::Double || t == DType::Float16 || t == DType::BFloat16;
+}
+
+std::string dimsStr(const std::vector<int64_t>& d) {
+  std::string s;
+  for (int64_t v : d) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return "[" + s + "]";
+}
+
+/// Empty string when equal within tolerance, else why not.
+std::string compareTensor(const Tensor& got, const Tensor& want, const Options& o) {
+  if (got.dataType != want.dataType)
+    return fmt::format("dtype {} vs expected {}", dtypeName(got.dtype()), dtypeName(want.dtype()));
+  if (got.dims != want.dims) return fmt::format("shape {} vs expected {}", dimsStr(got.dims), dimsStr(want.dims));
+  if (want.dtype() == DType::String) {
+    for (size_t i = 0; i < want.strings.size(); ++i)
+      if (got.strings.at(i) != want.strings[i]) return fmt::format("string {} differs: '{}' vs '{}'", i, got.strings[i], want.strings[i]);
+    return {};
+  }
+  if (got.raw.size() != want.raw.size()) return fmt::format("{} bytes vs expected {}", got.raw.size(), want.raw.size());
+  size_t n = static_cast<size_t>(want.numElements().value_or(0));
+  if (isFloatType(want.dtype()) || want.dtype() == DType::Complex64 || want.dtype() == DType::Complex128) {
+    if (want.dtype() == DType::Complex64 || want.dtype() == DType::Complex128) {
+      // compare component-wise as float/double pairs
+      bool dbl = want.dtype() == DType::Complex128;
+      size_t comps = n * 2;
+      for (size_t i = 0; i < comps; ++i) {
+        double a, b;
+        if (dbl) {
+          std::memcpy(&a, got.raw.data() + 8 * i, 8);
+          std::memcpy(&b, want.raw.data() + 8 * i, 8);
+        } else {
+          float fa, fb;
+          std::memcpy(&fa, got.raw.data() + 4 * i, 4);
+          std::memcpy(&fb, want.raw.data() + 4 * i, 4);
+          a = fa;
+          b = fb;
+        }
+        if (!(std::fabs(a - b) <= o.atol + o.rtol * std::fabs(b)) && !(std::isnan(a) && std::isnan(b)))
+          return fmt::format("component {}: {} vs expected {}", i, a, b);
+      }
+      return {};
+    }
+    double maxErr = 0;
+    size_t worst = 0;
+    bool bad = false;
+    for (size_t i = 0; i < n; ++i) {
+      double a = asDouble(got, i), b = asDouble(want, i);
+      if (std::isnan(a) && std::isnan(b)) continue;
+      if (std::isinf(b) || std::isinf(a)) {
+        if (a != b) {
+          bad = true;
+          worst = i;
+          maxErr = INFINITY;
+        }
+        continue;
+      }
+      double err = std::fabs(a - b);
+      if (!(err <= o.atol + o.rtol * std::fabs(b)) && (!bad || err > maxErr)) {
+        bad = true;
+        maxErr = err;
+        worst = i;
+      }
+    }
+    if (bad)
+      return fmt::format("element {} is {} vs expected {} (abs error {:.3g})", worst, asDouble(got, worst), asDouble(want, worst), maxErr);
+    return {};
+  }
+  if (std::memcmp(got.raw.data(), want.raw.data(), want.raw.size()) != 0) {
+    if (dtypeBits(want.dtype()) >= 8 && !dtypeIsFloat(want.dtype())) {
+      for (size_t i = 0; i < n; ++i)
+        if (asDouble(got, i) != asDouble(want, i))
+          return fmt::format("element {} is {} vs expected {}", i, asDouble(got, i), asDouble(want, i));
+    }
+    return "bytes differ";
+  }
+  return {};
+}
+
+std::string compareValue(const RtValue& got, const RtValue& want, const Options& o) {
+  if (got.kind != want.kind)
+    return fmt::format("value kind {} vs expected {}", static_cast<int>(got.kind), static_cast<int>(want.kind));
+  switch (want.kind) {
+    case RtValue::Kind::Tensor: return compareTensor(*got.tensor, *want.tensor, o);
+    case RtValue::Kind::Sequence:
+    case RtValue::Kind::Optional:
+      if (got.elements.size() != want.elements.size())
+        return fmt::format("{} elements vs expected {}", got.elements.size(), want.elements.size());
+      for (size_t i = 0; i < want.elements.size(); ++i) {
+        std::string e = compareValue(got.elements[i], want.elements[i], o);
+        if (!e.empty()) return fmt::format("element {}: {}", i, e);
+      }
+      return {};
+    case RtValue::Kind::Map: {
+      std::string e = compareTensor(*got.mapKeys, *want.mapKeys, o);
+      if (!e.empty()) return "map keys: " + e;
+      if (got.elements.size() != want.elements.size()) return "map sizes differ";
+      for (size_t i = 0; i < want.elements.size(); ++i) {
+        e = compareValue(got.elements[i], want.elements[i], o);
+        if (!e.empty()) return fmt::format("map value {}: {}", i, e);
+      }
+      return {};
+    }
+    default: return {};
+  }
+}
+
+/// Runs one case; returns "" on success or the reason of failure.
+std::string runCase(const fs::path& caseDir, const Options& o) {
+  auto model = loadModel((caseDir / "model.onnx").string());
+  auto exec = makeExecutor(o.executor);
+  if (!exec) return "no executor named " + o.executor;
+  PrepareOptions po;
+  po.seed = 0;
+  auto plan = exec->prepare(*model, po);
+  std::vector<fs::path> sets;
+  for (auto& e : fs::directory_iterator(caseDir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  const Graph& g = *model->graph;
+  for (const fs::path& set : sets) {
+    std::map<std::string, RtValue> inputs;
+    std::vector<const ValueInfoEntry*> feedable;
+    for (const auto& e : g.inputs())
+      if (!e.value->initializer()) feedable.push_back(&e);
+    for (size_t i = 0;; ++i) {
+      fs::path f = set / fmt::format("input_{}.pb", i);
+      if (!fs::exists(f)) break;
+      if (i >= feedable.size()) return fmt::format("{}: more input files than graph inputs", set.filename().string());
+      inputs[feedable[i]->value->name()] = parseValueProto(readFile(f.string()), feedable[i]->type(), f.string());
+    }
+    std::vector<RtValue> outs = plan->run(inputs);
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      fs::path f = set / fmt::format("output_{}.pb", i);
+      if (!fs::exists(f)) continue;
+      RtValue want = parseValueProto(readFile(f.string()), g.outputs()[i].type(), f.string());
+      std::string e = compareValue(outs.at(i), want, o);
+      if (!e.empty()) return fmt::format("output {} ('{}'): {}", i, g.outputs()[i].value->name(), e);
+    }
+  }
+  return {};
+}
+
+/// Runs a case in a child process: "" on success, the reason otherwise (crash and timeout too).
+std::string runIsolated(const fs::path& caseDir, const Options& o) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::alarm(static_cast<unsigned>(o.timeout));
+    std::string r;
+    try {
+      r = runCase(caseDir, o);
+    } catch (const Error& e) {
+      r = std::string(e.kind() == ErrorKind::Unsupported ? "unsupported: " : "error: ") + e.what();
+    } catch (const std::exception& e) {
+      r = std::string("exception: ") + e.what();
+    }
+    if (r.empty()) r = "\x01ok";
+    ssize_t w = ::write(fds[1], r.data(), r.size());
+    (void)w;
+    ::close(fds[1]);
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (out == "\x01ok") return {};
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return sig == SIGALRM ? fmt::format("timeout after {} s", o.timeout) : fmt::format("crashed: {}", strsignal(sig));
+  }
+  if (out.empty()) return fmt::format("child exited with status {}", WEXITSTATUS(status));
+  return out;
+}
+
+std::map<std::string, std::string> readExpected(const std::string& path) {
+  std::map<std::string, std::string> m;
+  if (path.empty()) return m;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    auto hash = line.find('#');
+    std::string reason = hash == std::string::npos ? "" : line.substr(hash + 1);
+    std::string name = line.substr(0, hash);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1 == 0 ? 0 : name.find_last_not_of(" \t") + 1);
+    if (!name.empty()) m[name] = reason;
+  }
+  return m;
+}
+
+std::string caseOp(const fs::path& caseDir) {
+  try {
+    LoadOptions lo;
+    lo.loadExternalData = false;
+    auto m = loadModel((caseDir / "model.onnx").string(), lo);
+    if (m->graph && m->graph->numNodes() > 0) {
+      std::string op = m->graph->nodes().front()->opType;
+      std::string name = caseDir.filename().string();
+      if (name.find("_expanded") != std::string::npos) op += " (expanded)";
+      return op;
+    }
+  } catch (...) {
+  }
+  return "?";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "conformance: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--executor") o.executor = next();
+    else if (a == "--filter") o.filter = next();
+    else if (a == "--expected-failures") o.expectedFailures = next();
+    else if (a == "--rtol") o.rtol = std::stod(next());
+    else if (a == "--atol") o.atol = std::stod(next());
+    else if (a == "--timeout") o.timeout = std::stoi(next());
+    else if (a == "--quiet") o.quiet = true;
+    else if (!a.empty() && a[0] != '-') o.dir = a;
+    else {
+      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet]\n");
+      return 2;
+    }
+  }
+  if (o.dir.empty() || !fs::is_directory(o.dir)) {
+    std::fprintf(stderr, "conformance: '%s' is not a directory of ONNX node tests\n", o.dir.c_str());
+    return 2;
+  }
+  std::vector<fs::path> cases;
+  for (auto& e : fs::directory_iterator(o.dir))
+    if (fs::exists(e.path() / "model.onnx")) cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  std::regex re(o.filter.empty() ? ".*" : o.filter);
+  auto expected = readExpected(o.expectedFailures);
+  int passed = 0, failed = 0, skipped = 0, unexpected = 0, fixed = 0;
+  std::map<std::string, std::pair<int, int>> perOp;  // op -> (passed, failed)
+  auto t0 = std::chrono::steady_clock::now();
+  for (const fs::path& c : cases) {
+    std::string name = c.filename().string();
+    if (!std::regex_search(name, re)) continue;
+    bool hasData = false;
+    for (auto& e : fs::directory_iterator(c))
+      if (e.is_directory()) hasData = true;
+    if (!hasData) {
+      ++skipped;
+      continue;
+    }
+    std::string reason = runIsolated(c, o);
+    std::string op = caseOp(c);
+    bool listed = expected.count(name) > 0;
+    if (reason.empty()) {
+      ++passed;
+      perOp[op].first++;
+      if (listed) {
+        ++fixed;
+        std::printf("FIXED %s: passes but is listed in the expected failures; remove it from the list\n", name.c_str());
+      }
+    } else {
+      ++failed;
+      perOp[op].second++;
+      if (!listed) ++unexpected;
+      std::string line = reason.substr(0, reason.find('\n'));
+      if (!o.quiet || !listed) std::printf("%s %s: %s\n", listed ? "XFAIL" : "FAIL", name.c_str(), line.c_str());
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!o.quiet) {
+    std::printf("\nper op (passed/total):\n");
+    for (const auto& [op, pf] : perOp)
+      if (pf.second) std::printf("  %-32s %d/%d\n", op.c_str(), pf.first, pf.first + pf.second);
+  }
+  std::printf("executor %s, %.1f s; %d unexpected failures, %d listed cases now pass\n", o.executor.c_str(), secs, unexpected, fixed);
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return unexpected ? 1 : 0;
+}
