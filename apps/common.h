@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -27,9 +28,18 @@ struct Subcommand {
 /// exit code (Error(InvalidInput/Io) -> 2, Error(Unsupported) -> 3, anything else -> 2).
 int runGuarded(const std::function<int()>& body);
 
+/// A `--shape NAME=DIMS` value: DIMS like `1x128`, `1,128` or `batch,seq` (a name keeps or names a
+/// symbolic dim, `?` leaves it unknown). Throws Error(InvalidInput) on a malformed spec.
+struct ShapeSpec {
+  std::string name;
+  std::vector<std::string> dims;  ///< each a decimal number, a symbol, or "?"
+};
+ShapeSpec parseShapeSpec(const std::string& spec);
+
 // One function per subcommand file.
 std::function<int()> addInspect(CLI::App& app);
 std::function<int()> addCheck(CLI::App& app);
 std::function<int()> addConvert(CLI::App& app);
+std::function<int()> addRun(CLI::App& app);
 
 }  // namespace onnxtool::app

@@ -15,6 +15,7 @@ static const Subcommand kSubcommands[] = {
     {"inspect", addInspect},
     {"check", addCheck},
     {"convert", addConvert},
+    {"run", addRun},
 };
 
 int main(int argc, char** argv) {

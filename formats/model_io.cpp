@@ -20,6 +20,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/stubs/logging.h>
 
+#include "formats/atomic_file.h"
 #include "formats/proto_convert.h"
 #include "formats/wire_splice.h"
 #include "lib/error.h"
@@ -148,63 +149,6 @@ std::string readAll(std::istream& in) {
 }
 
 // ---------------------------------------------------------------- writing
-
-/// A temporary file in the target folder, renamed onto `target` by commit(), removed otherwise.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string target) : target_(std::move(target)) {
-    fs::path t(target_);
-    fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
-    std::string tmpl = (dir / ("." + t.filename().string() + ".tmp.XXXXXX")).string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    int fd = ::mkstemp(buf.data());
-    if (fd < 0) fail(ErrorKind::Io, "{}: cannot create a temporary file in '{}': {}", target_, dir.string(), std::strerror(errno));
-    ::fchmod(fd, 0644);
-    tmp_ = buf.data();
-    file_ = ::fdopen(fd, "wb");
-    if (!file_) {
-      ::close(fd);
-      ::unlink(tmp_.c_str());
-      fail(ErrorKind::Io, "{}: cannot open a temporary file: {}", target_, std::strerror(errno));
-    }
-    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
-  }
-  ~AtomicFile() {
-    if (file_) std::fclose(file_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  void write(const void* data, size_t n) {
-    if (n && std::fwrite(data, 1, n, file_) != n)
-      fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
-    written_ += n;
-  }
-  void write(std::string_view s) { write(s.data(), s.size()); }
-  void pad(uint64_t align) {
-    static const char zeros[64] = {};
-    while (written_ % align) write(zeros, static_cast<size_t>(std::min<uint64_t>(align - written_ % align, sizeof zeros)));
-  }
-  uint64_t written() const { return written_; }
-  /// Flushes and closes; the file is renamed by rename().
-  void close() {
-    if (std::fflush(file_) != 0 || std::ferror(file_))
-      fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
-    int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (rc != 0) fail(ErrorKind::Io, "{}: write failed: {}", target_, std::strerror(errno));
-  }
-  void rename() {
-    if (::rename(tmp_.c_str(), target_.c_str()) != 0)
-      fail(ErrorKind::Io, "{}: cannot rename the temporary file into place: {}", target_, std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string target_, tmp_;
-  FILE* file_ = nullptr;
-  uint64_t written_ = 0;
-  bool committed_ = false;
-};
 
 /// Validates an output external data location: relative, no "..", no NUL.
 void checkOutputLocation(const std::string& loc) {

@@ -103,11 +103,13 @@ def test_help_and_usage(c):
     r = run(["--version"])
     c.check(r.returncode == 0 and r.stdout.startswith("onnxtool "), f"--version: {r.stdout!r}")
     r = run(["--help"])
-    c.check(r.returncode == 0 and all(s in r.stdout for s in ("inspect", "check", "convert", "--quiet", "--verbose")),
+    c.check(r.returncode == 0 and all(s in r.stdout for s in ("inspect", "check", "convert", "run", "--quiet", "--verbose")),
             "--help lists subcommands and global flags")
     for sub, flags in (("inspect", ["--json", "--nodes", "--initializers"]),
                        ("check", ["--json"]),
-                       ("convert", ["--output", "--external-data", "--size-threshold", "--inline"])):
+                       ("convert", ["--output", "--external-data", "--size-threshold", "--inline"]),
+                       ("run", ["--input", "--inputs-dir", "--random", "--seed", "--shape", "--output-dir", "--output-format",
+                                "--compare", "--rtol", "--atol", "--executor", "--json"])):
         r = run([sub, "--help"])
         c.check(r.returncode == 0 and all(f in r.stdout for f in flags), f"{sub} --help lists {flags}")
         page = os.path.join(SOURCE_DIR, "man", f"onnxtool-{sub}.1")

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "exec/executor.h"
+#include "exec/value_ops.h"
 #include "formats/model_io.h"
 #include "formats/value_files.h"
 #include "lib/error.h"
@@ -45,116 +46,6 @@ struct Options {
   int timeout = 60;
   bool quiet = false;
 };
-
-double asDouble(const Tensor& t, size_t i) { return t.elementAsDouble(i); }
-
-bool isFloatType(DType t) {
-  return t == DType::Float || t == DType::Double || t == DType::Float16 || t == DType::BFloat16;
-}
-
-std::string dimsStr(const std::vector<int64_t>& d) {
-  std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : ",") + std::to_string(v);
-  return "[" + s + "]";
-}
-
-/// Empty string when equal within tolerance, else why not.
-std::string compareTensor(const Tensor& got, const Tensor& want, const Options& o) {
-  if (got.dataType != want.dataType)
-    return fmt::format("dtype {} vs expected {}", dtypeName(got.dtype()), dtypeName(want.dtype()));
-  if (got.dims != want.dims) return fmt::format("shape {} vs expected {}", dimsStr(got.dims), dimsStr(want.dims));
-  if (want.dtype() == DType::String) {
-    for (size_t i = 0; i < want.strings.size(); ++i)
-      if (got.strings.at(i) != want.strings[i]) return fmt::format("string {} differs: '{}' vs '{}'", i, got.strings[i], want.strings[i]);
-    return {};
-  }
-  if (got.raw.size() != want.raw.size()) return fmt::format("{} bytes vs expected {}", got.raw.size(), want.raw.size());
-  size_t n = static_cast<size_t>(want.numElements().value_or(0));
-  if (isFloatType(want.dtype()) || want.dtype() == DType::Complex64 || want.dtype() == DType::Complex128) {
-    if (want.dtype() == DType::Complex64 || want.dtype() == DType::Complex128) {
-      // compare component-wise as float/double pairs
-      bool dbl = want.dtype() == DType::Complex128;
-      size_t comps = n * 2;
-      for (size_t i = 0; i < comps; ++i) {
-        double a, b;
-        if (dbl) {
-          std::memcpy(&a, got.raw.data() + 8 * i, 8);
-          std::memcpy(&b, want.raw.data() + 8 * i, 8);
-        } else {
-          float fa, fb;
-          std::memcpy(&fa, got.raw.data() + 4 * i, 4);
-          std::memcpy(&fb, want.raw.data() + 4 * i, 4);
-          a = fa;
-          b = fb;
-        }
-        if (!(std::fabs(a - b) <= o.atol + o.rtol * std::fabs(b)) && !(std::isnan(a) && std::isnan(b)))
-          return fmt::format("component {}: {} vs expected {}", i, a, b);
-      }
-      return {};
-    }
-    double maxErr = 0;
-    size_t worst = 0;
-    bool bad = false;
-    for (size_t i = 0; i < n; ++i) {
-      double a = asDouble(got, i), b = asDouble(want, i);
-      if (std::isnan(a) && std::isnan(b)) continue;
-      if (std::isinf(b) || std::isinf(a)) {
-        if (a != b) {
-          bad = true;
-          worst = i;
-          maxErr = INFINITY;
-        }
-        continue;
-      }
-      double err = std::fabs(a - b);
-      if (!(err <= o.atol + o.rtol * std::fabs(b)) && (!bad || err > maxErr)) {
-        bad = true;
-        maxErr = err;
-        worst = i;
-      }
-    }
-    if (bad)
-      return fmt::format("element {} is {} vs expected {} (abs error {:.3g})", worst, asDouble(got, worst), asDouble(want, worst), maxErr);
-    return {};
-  }
-  if (std::memcmp(got.raw.data(), want.raw.data(), want.raw.size()) != 0) {
-    if (dtypeBits(want.dtype()) >= 8 && !dtypeIsFloat(want.dtype())) {
-      for (size_t i = 0; i < n; ++i)
-        if (asDouble(got, i) != asDouble(want, i))
-          return fmt::format("element {} is {} vs expected {}", i, asDouble(got, i), asDouble(want, i));
-    }
-    return "bytes differ";
-  }
-  return {};
-}
-
-std::string compareValue(const RtValue& got, const RtValue& want, const Options& o) {
-  if (got.kind != want.kind)
-    return fmt::format("value kind {} vs expected {}", static_cast<int>(got.kind), static_cast<int>(want.kind));
-  switch (want.kind) {
-    case RtValue::Kind::Tensor: return compareTensor(*got.tensor, *want.tensor, o);
-    case RtValue::Kind::Sequence:
-    case RtValue::Kind::Optional:
-      if (got.elements.size() != want.elements.size())
-        return fmt::format("{} elements vs expected {}", got.elements.size(), want.elements.size());
-      for (size_t i = 0; i < want.elements.size(); ++i) {
-        std::string e = compareValue(got.elements[i], want.elements[i], o);
-        if (!e.empty()) return fmt::format("element {}: {}", i, e);
-      }
-      return {};
-    case RtValue::Kind::Map: {
-      std::string e = compareTensor(*got.mapKeys, *want.mapKeys, o);
-      if (!e.empty()) return "map keys: " + e;
-      if (got.elements.size() != want.elements.size()) return "map sizes differ";
-      for (size_t i = 0; i < want.elements.size(); ++i) {
-        e = compareValue(got.elements[i], want.elements[i], o);
-        if (!e.empty()) return fmt::format("map value {}: {}", i, e);
-      }
-      return {};
-    }
-    default: return {};
-  }
-}
 
 /// Runs one case; returns "" on success or the reason of failure.
 std::string runCase(const fs::path& caseDir, const Options& o) {
@@ -185,8 +76,8 @@ std::string runCase(const fs::path& caseDir, const Options& o) {
       fs::path f = set / fmt::format("output_{}.pb", i);
       if (!fs::exists(f)) continue;
       RtValue want = parseValueProto(readFile(f.string()), g.outputs()[i].type(), f.string());
-      std::string e = compareValue(outs.at(i), want, o);
-      if (!e.empty()) return fmt::format("output {} ('{}'): {}", i, g.outputs()[i].value->name(), e);
+      CompareResult r = compareValues(outs.at(i), want, o.rtol, o.atol);
+      if (!r.ok) return fmt::format("output {} ('{}'): {}", i, g.outputs()[i].value->name(), r.message);
     }
   }
   return {};

@@ -1,0 +1,133 @@
+"""`onnxtool run`: inputs from .npy/.npz/.pb/.json/--inputs-dir/--random, outputs as summaries,
+-O files in every format, --compare, and clear exit-2 errors naming the input. Oracles:
+onnxruntime for model outputs, numpy/onnx for the files."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnxtool_test import NODE_TESTS, SOURCE_DIR, Checker, run  # noqa: E402
+
+SMALL = os.path.join(SOURCE_DIR, "testdata", "models", "small_cnn.onnx")
+
+
+def ort_run(path, feeds):
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def two_input_model(tmp):
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["m"]), helper.make_node("Add", ["m", "bias"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])],
+                          [numpy_helper.from_array(np.array([0.5, -1.0], dtype=np.float32), "bias")])
+    p = os.path.join(tmp, "mm.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    return p
+
+
+def main():
+    c = Checker("run")
+    tmp = tempfile.mkdtemp(prefix="onnxtool-run-")
+    try:
+        model = two_input_model(tmp)
+        a = np.random.RandomState(0).rand(4, 3).astype(np.float32)
+        b = np.random.RandomState(1).rand(3, 2).astype(np.float32)
+        want = ort_run(model, {"a": a, "b": b})[0]
+        np.save(os.path.join(tmp, "a.npy"), a)
+        np.save(os.path.join(tmp, "bb.npy"), b)
+        out = os.path.join(tmp, "out")
+        r = run(["run", model, "-i", os.path.join(tmp, "a.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy"), "-O", out])
+        c.check(r.returncode == 0, f"run -i .npy: {r.stderr}")
+        got = np.load(os.path.join(out, "y.npy")) if os.path.exists(os.path.join(out, "y.npy")) else None
+        c.check(got is not None and np.allclose(got, want, rtol=1e-5, atol=1e-6), "npy output matches onnxruntime")
+        # summary on stdout
+        r = run(["run", model, "-i", os.path.join(tmp, "a.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy")])
+        c.check(r.returncode == 0 and r.stdout.startswith("y: float32 [4,2]"), f"summary line: {r.stdout!r}")
+        # npz, json, pb inputs; pb/json outputs
+        np.savez(os.path.join(tmp, "in.npz"), a=a, b=b)
+        r = run(["run", model, "-i", os.path.join(tmp, "in.npz"), "-O", out, "--output-format", "pb"])
+        c.check(r.returncode == 0, f"run -i .npz: {r.stderr}")
+        t = onnx.TensorProto()
+        with open(os.path.join(out, "y.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        c.check(t.name == "y" and np.allclose(numpy_helper.to_array(t), want, rtol=1e-5, atol=1e-6), "pb output")
+        np.savez_compressed(os.path.join(tmp, "inz.npz"), a=a, b=b)
+        r = run(["run", model, "-i", os.path.join(tmp, "inz.npz"), "--json"])
+        c.check(r.returncode == 0 and json.loads(r.stdout)["outputs"][0]["shape"] == [4, 2], f"compressed npz: {r.stderr}")
+        with open(os.path.join(tmp, "a.json"), "w") as f:
+            json.dump({"dtype": "float32", "data": a.tolist()}, f)
+        with open(os.path.join(tmp, "b.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(b, "b").SerializeToString())
+        r = run(["run", model, "-i", "a=" + os.path.join(tmp, "a.json"), "-i", os.path.join(tmp, "b.pb"), "-O", out,
+                 "--output-format", "json"])
+        c.check(r.returncode == 0, f"json + pb inputs: {r.stderr}")
+        with open(os.path.join(out, "y.json")) as f:
+            j = json.load(f)
+        c.check(j["dtype"] == "float32" and j["shape"] == [4, 2] and np.allclose(np.array(j["data"]), want, rtol=1e-5, atol=1e-6),
+                "json output")
+        # --compare against a folder of expected outputs: match, then mismatch (exit 1)
+        exp = os.path.join(tmp, "expected")
+        os.makedirs(exp)
+        with open(os.path.join(exp, "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(want, "y").SerializeToString())
+        args = ["run", model, "-i", os.path.join(tmp, "a.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy"), "--compare", exp]
+        r = run(args)
+        c.check(r.returncode == 0 and "match" in r.stdout, f"--compare match: {r.stdout} {r.stderr}")
+        with open(os.path.join(exp, "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(want + 0.01, "y").SerializeToString())
+        r = run(args)
+        c.check(r.returncode == 1 and "MISMATCH" in r.stdout, f"--compare mismatch exits 1: {r.returncode} {r.stdout}")
+        r = run(args + ["--atol", "0.1"])
+        c.check(r.returncode == 0, "--atol widens the tolerance")
+        # --random with --shape and --seed is reproducible
+        r1 = run(["run", model, "--random", "--seed", "7", "--shape", "a=5x3", "--json"])
+        r2 = run(["run", model, "--random", "--seed", "7", "--shape", "a=5x3", "--json"])
+        c.check(r1.returncode == 0 and json.loads(r1.stdout)["outputs"][0]["shape"] == [5, 2], f"--random --shape: {r1.stderr}")
+        c.check(r1.stdout == r2.stdout, "--seed makes --random reproducible")
+        # the ONNX test-data layout
+        case = os.path.join(NODE_TESTS, "test_add")
+        r = run(["run", os.path.join(case, "model.onnx"), "--inputs-dir", os.path.join(case, "test_data_set_0"),
+                 "--compare", os.path.join(case, "test_data_set_0")])
+        c.check(r.returncode == 0, f"--inputs-dir + --compare on test_add: {r.stdout} {r.stderr}")
+        # bad input: exit 2, one line naming the input
+        np.save(os.path.join(tmp, "ai.npy"), a.astype(np.int32))
+        np.save(os.path.join(tmp, "a5.npy"), np.zeros((4, 5), np.float32))
+        with open(os.path.join(tmp, "bad.npy"), "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00garbage")
+        cases = [
+            (["-i", "a=" + os.path.join(tmp, "ai.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy")], "'a'"),
+            (["-i", "a=" + os.path.join(tmp, "a5.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy")], "'a'"),
+            (["-i", os.path.join(tmp, "a.npy")], "'b'"),
+            (["-i", "zz=" + os.path.join(tmp, "a.npy")], "'zz'"),
+            (["-i", "a=" + os.path.join(tmp, "bad.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy")], "bad.npy"),
+            (["-i", "a=" + os.path.join(tmp, "missing.npy")], "missing.npy"),
+            (["--random", "--shape", "a=2xq"], "'q'"),
+        ]
+        for extra, needle in cases:
+            r = run(["run", model] + extra)
+            c.check(r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1,
+                    f"bad input {extra}: exit {r.returncode}, stderr {r.stderr!r} should name {needle}")
+        # a real CNN against onnxruntime
+        x = np.random.RandomState(3).rand(2, 1, 28, 28).astype(np.float32)
+        np.save(os.path.join(tmp, "input.npy"), x)
+        r = run(["run", SMALL, "-i", os.path.join(tmp, "input.npy"), "-O", out])
+        got = np.load(os.path.join(out, "probs.npy")) if r.returncode == 0 else None
+        want = ort_run(SMALL, {"input": x})[0]
+        c.check(got is not None and np.allclose(got, want, rtol=1e-4, atol=1e-5), f"small_cnn vs onnxruntime: {r.stderr}")
+    finally:
+        shutil.rmtree(tmp)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
