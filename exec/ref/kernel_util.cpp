@@ -130,6 +130,7 @@ void registerRefKernels() {
     ref::registerControlFlowOps();
     ref::registerConvRnnOps();
     ref::registerMlOps();
+    ref::registerPreviewOps();
   });
 }
 

@@ -143,5 +143,6 @@ void registerNnOps();
 void registerControlFlowOps();
 void registerConvRnnOps();
 void registerMlOps();
+void registerPreviewOps();
 
 }  // namespace onnxtool::ref

@@ -34,12 +34,16 @@ struct GraphSchedule {
   std::vector<std::vector<const Value*>> releaseAfter;
 };
 
-void collectReads(const Graph& g, const Graph& owner, std::vector<const Value*>& out) {
+/// Values of enclosing graphs that subgraph `g` (or a subgraph nested in it) reads: as node
+/// inputs, and as graph outputs (a branch may yield an outer value directly).
+void collectReads(const Graph& g, std::vector<const Value*>& out) {
   for (const auto& n : g.nodes()) {
     for (Value* v : n->inputs())
       if (v && v->graph() != &g) out.push_back(v);
-    for (Graph* sg : n->subgraphs()) collectReads(*sg, owner, out);
+    for (Graph* sg : n->subgraphs()) collectReads(*sg, out);
   }
+  for (const auto& e : g.outputs())
+    if (e.value && e.value->graph() != &g) out.push_back(e.value);
 }
 
 GraphSchedule schedule(const Graph& g) {
@@ -51,7 +55,7 @@ GraphSchedule schedule(const Graph& g) {
     for (Value* v : n->inputs())
       if (v) lastUse[v] = i;
     std::vector<const Value*> outer;
-    for (Graph* sg : n->subgraphs()) collectReads(*sg, g, outer);
+    for (Graph* sg : n->subgraphs()) collectReads(*sg, outer);
     for (const Value* v : outer) lastUse[v] = i;
     ++i;
   }
@@ -241,8 +245,10 @@ class RefPlan : public Plan {
           Env sub;
           sub.parent = &env;
           const auto& formal = body.inputs();
-          for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
+          // Initializers first so that a formal input of the same name (IR < 4 style) overrides.
           for (Value* v : body.initializers()) sub.values[v] = initializerValue(v);
+          for (Value* v : body.sparseInitializers()) sub.values[v] = initializerValue(v);
+          for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
           return runGraph(body, sub, fnCtx, scope);
         };
         KernelContext ctx(n, p.opsets[i], std::move(ins), n.outputs().size(), runner, &rng_, &model_, scope);
@@ -266,8 +272,9 @@ class RefPlan : public Plan {
                                     const AttrScope* scope) {
     Env env;  // function bodies see only their inputs
     const auto& formal = fn.body->inputs();
-    for (size_t k = 0; k < formal.size(); ++k)
-      if (k < ins.size() && ins[k]) env.values[formal[k].value] = *ins[k];
+    // An omitted optional input binds as an empty value, so body nodes see it as absent
+    // (KernelContext::hasInput) instead of failing to find it.
+    for (size_t k = 0; k < formal.size(); ++k) env.values[formal[k].value] = k < ins.size() && ins[k] ? *ins[k] : RtValue{};
     AttrScope inner;
     inner.callerAttrs = &call.attributes;
     inner.defaults = &fn.attributeDefaults;

@@ -87,6 +87,7 @@ std::string runCase(const fs::path& caseDir, const Options& o) {
 std::string runIsolated(const fs::path& caseDir, const Options& o) {
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
+  std::fflush(nullptr);  // the child must not inherit (and later repeat) buffered output
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
@@ -103,8 +104,7 @@ std::string runIsolated(const fs::path& caseDir, const Options& o) {
     ssize_t w = ::write(fds[1], r.data(), r.size());
     (void)w;
     ::close(fds[1]);
-    std::fflush(nullptr);
-    ::_exit(0);
+    ::_exit(0);  // no exit handlers, no flushing of the parent's buffers
   }
   ::close(fds[1]);
   std::string out;
