@@ -1,0 +1,45 @@
+// checker.h: the model checker behind `onnxtool check`: every structural problem of a loaded
+// model (IR version and opset rules, SSA and scoping, node order, ops and attributes against the
+// schema registry, tensors and types, model-local functions), reported all at once, one line each.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/ir.h"
+
+namespace onnxtool {
+
+/// One finding of the checker.
+struct Diagnostic {
+  enum class Severity { Error, Warning };
+  Severity severity = Severity::Error;
+  /// The complete one-line message, file prefix included:
+  /// `<file>: node '<name>' (<Op>): <what is wrong>, <what was expected>`, or with `graph '<g>'`,
+  /// `subgraph '<attr>' of node '<n>' (<Op>)`, `initializer '<x>'`, `function '<domain>::<name>'`
+  /// or `model` in place of the node. Always one printable line: control characters and bytes
+  /// that are not UTF-8 (from names in the model) are escaped as \n, \x01, ...
+  std::string message;
+  std::string nodeName;  ///< the node concerned (Node::displayName()), empty for other findings
+  std::string opType;    ///< its op_type, empty for other findings
+};
+
+/// The newest IR version this checker knows (onnx 1.23's IR_VERSION).
+inline constexpr int64_t kMaxKnownIrVersion = 14;
+
+/// Tensors declaring more bytes than this are refused as too large to allocate (1 TiB).
+inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+
+/// Checks `m` and returns every finding, in model order: problems the loader recorded
+/// (Model::loadIssues) first, then model-level, graph, node and function findings.
+/// Nodes of domains the registry does not know (and no model-local function defines) are
+/// warnings ("unverifiable"), not errors; the model is valid iff no finding is an Error.
+/// Never throws on malformed models, never allocates in proportion to declared tensor sizes;
+/// only reads what the model holds. Messages name `m.path` as the file.
+std::vector<Diagnostic> checkModel(const Model& m);
+
+/// Whether any diagnostic is an Error.
+bool hasErrors(const std::vector<Diagnostic>& diagnostics);
+
+}  // namespace onnxtool
