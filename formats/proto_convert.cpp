@@ -466,7 +466,7 @@ Attribute attrFromProto(pb::AttributeProto& p, FromCtx& ctx, Graph* owner, Node*
   setCount += (p.floats_size() > 0) + (p.ints_size() > 0) + (p.strings_size() > 0) + (p.tensors_size() > 0) +
               (p.graphs_size() > 0) + (p.sparse_tensors_size() > 0) + (p.type_protos_size() > 0);
   if (setCount > 1)
-    ctx.issues->push_back(fmt::format("{}: {}: more than one value field is set", ctx.file, here));
+    ctx.issues->push_back(fmt::format("{}: {}: more than one value field is set, expected only the field of its type", ctx.file, here));
 
   int valueField = a.refAttrName.empty() ? valueFieldOf(a.type) : -1;
   std::initializer_list<int> implied1 = {2};
@@ -558,7 +558,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
     }
     ++initIndex;
     bool dup = g.findLocal(t.name) != nullptr;
-    if (dup) ctx.issues->push_back(fmt::format("{}: {}: initializer '{}' is defined more than once", ctx.file, here, t.name));
+    if (dup) ctx.issues->push_back(fmt::format("{}: {}: initializer '{}' is defined more than once, expected unique initializer names", ctx.file, here, t.name));
     g.addInitializer(std::move(t), dup);
   }
   for (auto& sp : *p.mutable_sparse_initializer()) {
@@ -566,7 +566,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
     bool dup = g.findLocal(s->values.name) != nullptr;
     if (dup)
       ctx.issues->push_back(
-          fmt::format("{}: {}: initializer '{}' is defined more than once", ctx.file, here, s->values.name));
+          fmt::format("{}: {}: initializer '{}' is defined more than once, expected unique initializer names", ctx.file, here, s->values.name));
     g.addSparseInitializer(std::move(*s), dup);
   }
   bool firstType = true;
@@ -574,7 +574,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
     Value* v = g.findLocal(vp.name());
     bool isInit = v && (v->initializer() || v->sparseInitializer()) && !v->isGraphInput();
     if (!v || !isInit) {
-      if (v) ctx.issues->push_back(fmt::format("{}: {}: graph input '{}' is listed more than once", ctx.file, here, vp.name()));
+      if (v) ctx.issues->push_back(fmt::format("{}: {}: graph input '{}' is listed more than once, expected unique input names", ctx.file, here, vp.name()));
       v = g.createValue(vp.name(), v != nullptr);
     }
     g.addInput(v);
@@ -677,7 +677,7 @@ std::unique_ptr<Function> functionFrom(pb::FunctionProto& p, FromCtx& ctx) {
   for (auto& ap : *p.mutable_attribute_proto()) f->attributeDefaults.push_back(attrFromProto(ap, ctx, &g, nullptr, where));
   for (const auto& in : p.input()) {
     Value* v = g.findLocal(in);
-    if (v) ctx.issues->push_back(fmt::format("{}: {}: input '{}' is listed more than once", ctx.file, where, in));
+    if (v) ctx.issues->push_back(fmt::format("{}: {}: input '{}' is listed more than once, expected unique input names", ctx.file, where, in));
     v = g.createValue(in, v != nullptr);
     g.addInput(v);
   }

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Exports the real-model test set with PyTorch (random weights, fixed seed) into a folder:
+resnet50, mobilenet_v2, efficientnet_b0 (torchvision, dynamic batch), bert_base and minilm
+(BERT-style encoders written here: embeddings, multi-head attention, erf GELU, LayerNorm; dynamic
+batch and sequence), gpt2_small_past (a GPT-2-style decoder with past key/value inputs).
+
+Needs torch and torchvision: Debian's python3-torch/python3-torchvision or PyPI's wheels. Not
+part of CI (torch is several hundred MB); run it by hand:
+    /usr/bin/python3 scripts/export_models.py build/models [--only NAME...]
+"""
+import argparse
+import math
+import os
+
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    """A BERT-style encoder (post-LayerNorm, erf GELU) returning the last hidden state."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, max_pos=512):
+        super().__init__()
+        self.heads = heads
+        self.word = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(max_pos, hidden)
+        self.token_type = nn.Embedding(2, hidden)
+        self.ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = nn.ModuleList()
+        for _ in range(layers):
+            self.layers.append(nn.ModuleDict({
+                "q": nn.Linear(hidden, hidden), "k": nn.Linear(hidden, hidden), "v": nn.Linear(hidden, hidden),
+                "o": nn.Linear(hidden, hidden), "ln1": nn.LayerNorm(hidden, eps=1e-12),
+                "f1": nn.Linear(hidden, ffn), "f2": nn.Linear(ffn, hidden), "ln2": nn.LayerNorm(hidden, eps=1e-12)}))
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        pos = torch.arange(s, device=input_ids.device).unsqueeze(0)
+        x = self.ln(self.word(input_ids) + self.pos(pos) + self.token_type(torch.zeros_like(input_ids)))
+        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        h = self.heads
+        d = x.shape[-1] // h
+        for L in self.layers:
+            def split(t):
+                return t.view(b, s, h, d).transpose(1, 2)
+            q, k, v = split(L["q"](x)), split(L["k"](x)), split(L["v"](x))
+            a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + mask, dim=-1)
+            c = (a @ v).transpose(1, 2).reshape(b, s, h * d)
+            x = L["ln1"](x + L["o"](c))
+            x = L["ln2"](x + L["f2"](torch.nn.functional.gelu(L["f1"](x))))
+        return x
+
+
+class Gpt2(nn.Module):
+    """A GPT-2-style decoder block stack with past key/values (pre-LayerNorm, tanh GELU)."""
+
+    def __init__(self, vocab=50257, hidden=768, layers=4, heads=12):
+        super().__init__()
+        self.h = heads
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(1024, hidden)
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(nn.ModuleDict({
+                "ln1": nn.LayerNorm(hidden), "qkv": nn.Linear(hidden, 3 * hidden), "proj": nn.Linear(hidden, hidden),
+                "ln2": nn.LayerNorm(hidden), "fc": nn.Linear(hidden, 4 * hidden), "out": nn.Linear(4 * hidden, hidden)}))
+        self.lnf = nn.LayerNorm(hidden)
+
+    def forward(self, input_ids, past_key, past_value):
+        b, s = input_ids.shape
+        past = past_key.shape[3]
+        pos = torch.arange(past, past + s, device=input_ids.device).unsqueeze(0)
+        x = self.wte(input_ids) + self.wpe(pos)
+        d = x.shape[-1] // self.h
+        keys, values = [], []
+        for i, B in enumerate(self.blocks):
+            q, k, v = B["qkv"](B["ln1"](x)).split(x.shape[-1], dim=-1)
+            q = q.view(b, s, self.h, d).transpose(1, 2)
+            k = torch.cat([past_key[i], k.view(b, s, self.h, d).transpose(1, 2)], dim=2)
+            v = torch.cat([past_value[i], v.view(b, s, self.h, d).transpose(1, 2)], dim=2)
+            keys.append(k)
+            values.append(v)
+            att = q @ k.transpose(-1, -2) / math.sqrt(d)
+            total = past + s
+            causal = torch.tril(torch.ones(total, total, dtype=torch.bool))[past:total, :total]
+            att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(b, s, -1)
+            x = x + B["proj"](y)
+            x = x + B["out"](torch.nn.functional.gelu(B["fc"](B["ln2"](x)), approximate="tanh"))
+        return self.lnf(x), torch.stack(keys), torch.stack(values)
+
+
+def export(model, args, path, names_in, names_out, dynamic):
+    model.eval()
+    with torch.no_grad():
+        torch.onnx.export(model, args, path, input_names=names_in, output_names=names_out, dynamic_axes=dynamic,
+                          opset_version=17, do_constant_folding=True)
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.manual_seed(0)
+    want = lambda n: not a.only or n in a.only  # noqa: E731
+    import torchvision
+    img = torch.rand(1, 3, 224, 224)
+    for name, ctor in (("resnet50", torchvision.models.resnet50), ("mobilenet_v2", torchvision.models.mobilenet_v2),
+                       ("efficientnet_b0", torchvision.models.efficientnet_b0)):
+        if want(name):
+            export(ctor(), (img,), os.path.join(a.out, f"{name}.onnx"), ["input"], ["logits"],
+                   {"input": {0: "batch"}, "logits": {0: "batch"}})
+    ids = torch.randint(0, 1000, (1, 16))
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+           "last_hidden_state": {0: "batch", 1: "seq"}}
+    if want("bert_base"):
+        export(Encoder(), (ids, mask), os.path.join(a.out, "bert_base.onnx"), ["input_ids", "attention_mask"],
+               ["last_hidden_state"], dyn)
+    if want("minilm"):
+        export(Encoder(hidden=384, layers=6, heads=12, ffn=1536), (ids, mask), os.path.join(a.out, "minilm.onnx"),
+               ["input_ids", "attention_mask"], ["last_hidden_state"], dyn)
+    if want("gpt2_small_past"):
+        g = Gpt2()
+        pk = torch.rand(4, 1, 12, 5, 64)
+        export(g, (ids, pk, pk.clone()), os.path.join(a.out, "gpt2_small_past.onnx"),
+               ["input_ids", "past_key", "past_value"], ["hidden", "present_key", "present_value"],
+               {"input_ids": {0: "batch", 1: "seq"}, "past_key": {1: "batch", 3: "past"},
+                "past_value": {1: "batch", 3: "past"}, "hidden": {0: "batch", 1: "seq"},
+                "present_key": {1: "batch", 3: "total"}, "present_value": {1: "batch", 3: "total"}})
+
+
+if __name__ == "__main__":
+    main()
