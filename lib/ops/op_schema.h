@@ -1,4 +1,5 @@
-// op_schema.h: ONNX operator schemas (ai.onnx and ai.onnx.ml, every version) and their lookup.
+// op_schema.h: ONNX operator schemas (ai.onnx, ai.onnx.ml, ai.onnx.preview and
+// ai.onnx.preview.training, every version) and their lookup.
 //
 // The schemas are data generated from the `onnx` package by scripts/gen_op_schemas.py into
 // lib/ops/schemas.inc; tests/py/test_registry_vs_onnx.py checks them against onnx.defs. All
@@ -66,7 +67,7 @@ struct TypeConstraint {
 /// One version of one operator: in force from sinceVersion of its domain's opset until the
 /// next version's sinceVersion.
 struct OpSchema {
-  std::string_view domain;  ///< "" (ai.onnx) or "ai.onnx.ml"
+  std::string_view domain;  ///< "" (ai.onnx), "ai.onnx.ml", "ai.onnx.preview[.training]"
   std::string_view name;
   int sinceVersion;
   bool deprecated;  ///< a model using this version is invalid (onnx removes the op here)
@@ -102,7 +103,8 @@ std::span<const OpSchema> allSchemas();
 /// Whether `domain` has an op `opType` at any version.
 bool opExists(std::string_view domain, std::string_view opType);
 
-/// Whether the registry holds `domain` ("", "ai.onnx" or "ai.onnx.ml").
+/// Whether the registry holds `domain` ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview" or
+/// "ai.onnx.preview.training"; onnx's "ai.onnx.training" defines no ops and is not held).
 bool isKnownDomain(std::string_view domain);
 
 /// The newest opset version of `domain` the registry knows (onnx's, which may exceed the

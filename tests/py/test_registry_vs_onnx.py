@@ -22,7 +22,7 @@ import tempfile
 import onnx
 import onnx.defs
 
-DOMAINS = ("", "ai.onnx.ml")
+DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
 MAX_LISTED = 200
 
 
@@ -138,8 +138,12 @@ def main():
     got = dump_registry(build_dir)
 
     schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in DOMAINS]
-    max_opset = {"": onnx.defs.onnx_opset_version(), "ai.onnx.ml": onnx.defs.onnx_ml_opset_version()}
     diffs = []
+    versions = onnx.defs.C.schema_version_map()
+    max_opset = {d: versions[d][1] for d in DOMAINS}
+    # The public accessors and the version map must agree where both exist.
+    diff("max_opset[ai.onnx]", onnx.defs.onnx_opset_version(), max_opset[""], diffs)
+    diff("max_opset[ai.onnx.ml]", onnx.defs.onnx_ml_opset_version(), max_opset["ai.onnx.ml"], diffs)
     diff("onnx_version", onnx.__version__, got.get("onnx_version"), diffs)
     diff("max_opset", max_opset, got.get("max_opset"), diffs)
 

@@ -67,6 +67,11 @@ TEST_CASE("ai.onnx names the default domain", "[registry]") {
   CHECK(maxKnownOpset("ai.onnx") == 28);
   CHECK(maxKnownOpset("ai.onnx.ml") == 5);
   CHECK(maxKnownOpset("com.microsoft") == 0);
+  CHECK(isKnownDomain("ai.onnx.preview"));
+  CHECK(isKnownDomain("ai.onnx.preview.training"));
+  CHECK_FALSE(isKnownDomain("ai.onnx.training"));  // onnx versions it but defines no op in it
+  CHECK(maxKnownOpset("ai.onnx.preview") == 1);
+  CHECK(maxKnownOpset("ai.onnx.preview.training") == 1);
   CHECK(schemaSourceVersion() == "1.23.2");
 }
 
@@ -182,14 +187,69 @@ TEST_CASE("schemaVersions and allSchemas are sorted and consistent", "[registry]
   CHECK(schemaVersions("", "NoSuchOp").empty());
 
   auto all = allSchemas();
-  CHECK(all.size() == 654);  // onnx 1.23.2: 629 ai.onnx + 25 ai.onnx.ml
+  // onnx 1.23.2: 629 ai.onnx + 25 ai.onnx.ml + 1 ai.onnx.preview + 4 ai.onnx.preview.training
+  CHECK(all.size() == 659);
   size_t ops = 0;
 #define ONNXTOOL_OP(domain, name)                          \
   CHECK(opExists(domain, #name));                          \
   CHECK(findSchema(domain, #name, maxKnownOpset(domain))); \
   ++ops;
 #include "lib/ops/ops.def"
-  CHECK(ops == 222);
+  CHECK(ops == 227);
+}
+
+TEST_CASE("preview domains: training optimizers, Gradient and FlexAttention", "[registry]") {
+  const std::string_view training = "ai.onnx.preview.training";
+  CHECK(sinceOf(training, "Adam", 1) == 1);
+  CHECK(findSchema("", "Adam", 28) == nullptr);  // not in ai.onnx
+  CHECK(findSchema(training, "FlexAttention", 1) == nullptr);
+  CHECK(findSchema("ai.onnx.preview", "Adam", 1) == nullptr);
+
+  const OpSchema& adam = schemaAt(training, "Adam", 1);
+  REQUIRE(adam.inputs.size() == 3);  // R, T, then X..., G..., V..., H... in one variadic list
+  CHECK(adam.inputs[0].name == "R");
+  CHECK(adam.inputs[1].typeStr == "T2");
+  CHECK(adam.inputs[2].option == ParamOption::Variadic);
+  CHECK_FALSE(adam.inputs[2].isHomogeneous);
+  CHECK(adam.maxInputs == kUnboundedArity);
+  CHECK(adam.findAttr("alpha")->defaultFloat() == std::optional<float>(0.9f));
+  CHECK(adam.findAttr("beta")->defaultFloat() == std::optional<float>(0.999f));
+  CHECK(adam.findAttr("epsilon")->defaultFloat() == std::optional<float>(1e-6f));
+  CHECK(adam.findAttr("norm_coefficient_post")->defaultFloat() == std::optional<float>(0.0f));
+  const TypeConstraint* t2 = adam.findConstraint("T2");
+  REQUIRE(t2);
+  CHECK(std::vector<std::string_view>(t2->allowedTypes.begin(), t2->allowedTypes.end()) ==
+        std::vector<std::string_view>{"tensor(int64)"});
+
+  const OpSchema& momentum = schemaAt(training, "Momentum", 1);
+  CHECK(momentum.findAttr("mode")->type == AttrType::String);
+  CHECK(momentum.findAttr("mode")->required);
+  CHECK(momentum.findAttr("alpha")->required);
+  CHECK_FALSE(momentum.findAttr("alpha")->hasDefault);
+
+  const OpSchema& adagrad = schemaAt(training, "Adagrad", 1);
+  CHECK(adagrad.findAttr("decay_factor")->defaultFloat() == std::optional<float>(0.0f));
+  CHECK(adagrad.findAttr("epsilon")->defaultFloat() == std::optional<float>(1e-6f));
+
+  const OpSchema& gradient = schemaAt(training, "Gradient", 1);
+  CHECK(gradient.findAttr("xs")->type == AttrType::Strings);
+  CHECK(gradient.findAttr("xs")->required);
+  CHECK_FALSE(gradient.findAttr("zs")->required);
+  CHECK(gradient.findAttr("y")->type == AttrType::String);
+
+  const OpSchema& flex = schemaAt("ai.onnx.preview", "FlexAttention", 1);
+  CHECK(flex.minInputs == 3);
+  CHECK(flex.maxInputs == 3);
+  CHECK(flex.findAttr("score_mod")->type == AttrType::Graph);
+  CHECK(flex.findAttr("prob_mod")->type == AttrType::Graph);
+  CHECK_FALSE(flex.findAttr("scale")->hasDefault);  // absent means 1/sqrt(head_size)
+  CHECK(flex.findAttr("softmax_precision")->type == AttrType::Int);
+  CHECK(flex.findAttr("mask_mod") == nullptr);
+  CHECK(flex.hasContextDependentFunction);
+  CHECK_FALSE(flex.hasFunction);
+  const TypeConstraint* t1 = flex.findConstraint("T1");
+  REQUIRE(t1);
+  CHECK(t1->allowedTypes.size() == 4);  // bfloat16, float16, float, double
 }
 
 TEST_CASE("attrTypeName gives the spec enum names", "[registry]") {
@@ -298,7 +358,7 @@ TEST_CASE("dump the registry as JSON to $ONNXTOOL_SCHEMA_DUMP", "[.dump]") {
   for (const OpSchema& s : allSchemas()) doc["schemas"].push_back(schemaJson(s));
   // The version in force for every op at every opset of its domain (0: none), through findSchema.
   json resolved = json::object();
-  for (std::string_view domain : {"", "ai.onnx.ml"}) {
+  for (std::string_view domain : {"", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"}) {
     doc["max_opset"][std::string(domain)] = maxKnownOpset(domain);
     for (const OpSchema& s : allSchemas()) {
       if (s.domain != domain) continue;
