@@ -739,8 +739,8 @@ class Checker {
       return;
     }
     warning(where,
-            fmt::format("unverifiable: unknown domain '{}', expected ai.onnx, ai.onnx.ml or a model-local function "
-                        "(not checked against a schema)",
+            fmt::format("unverifiable: unknown domain '{}', expected a domain of the ONNX spec (ai.onnx, ai.onnx.ml, "
+                        "ai.onnx.preview, ai.onnx.preview.training) or a model-local function (not checked against a schema)",
                         domain),
             &n);
   }
