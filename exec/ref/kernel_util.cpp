@@ -131,6 +131,7 @@ void registerRefKernels() {
     ref::registerConvRnnOps();
     ref::registerMlOps();
     ref::registerPreviewOps();
+    ref::registerImageDecoder();
   });
 }
 

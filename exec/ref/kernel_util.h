@@ -144,5 +144,6 @@ void registerControlFlowOps();
 void registerConvRnnOps();
 void registerMlOps();
 void registerPreviewOps();
+void registerImageDecoder();
 
 }  // namespace onnxtool::ref
