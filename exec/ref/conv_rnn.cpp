@@ -14,64 +14,13 @@
 #include <fmt/format.h>
 
 #include "exec/ref/kernel_util.h"
+#include "exec/ref/numeric_util.h"
 
 namespace onnxtool::ref {
 
 void registerImageOps();  // image.cpp (kernel_util.h lists one function per family file)
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Element conversion
-
-template <typename T>
-double toDouble(T v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return static_cast<float>(v);
-  else return static_cast<double>(v);
-}
-
-/// The elements of a numeric tensor as doubles.
-std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(numel(t)));
-  dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = data<T>(t);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = toDouble(p[i]);
-  });
-  return v;
-}
-
-/// A tensor of `dtype` holding `v`: floats round to nearest, integers round half to even and
-/// saturate (what numpy's round-then-clip cast does).
-Tensor fromDoubles(const KernelContext& ctx, DType dtype, std::vector<int64_t> dims, const std::vector<double>& v) {
-  Tensor out = makeTensor(dtype, std::move(dims));
-  dispatchNumeric(ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = mutableData<T>(out);
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) {
-        p[i] = v[i] != 0;
-      } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-        p[i] = T(static_cast<float>(v[i]));
-      } else if constexpr (std::is_floating_point_v<T>) {
-        p[i] = static_cast<T>(v[i]);
-      } else {
-        double r = std::nearbyint(v[i]);
-        if (std::isnan(r)) r = 0;
-        r = std::clamp(r, static_cast<double>(std::numeric_limits<T>::lowest()),
-                       static_cast<double>(std::numeric_limits<T>::max()));
-        // doubles just below 2^63/2^64 round up to them: saturate explicitly
-        if (r >= static_cast<double>(std::numeric_limits<T>::max())) p[i] = std::numeric_limits<T>::max();
-        else p[i] = static_cast<T>(r);
-      }
-    }
-  });
-  return out;
-}
-
-bool isFloatType(DType t) {
-  return t == DType::Float || t == DType::Double || t == DType::Float16 || t == DType::BFloat16;
-}
 
 void requireFloat(const KernelContext& ctx, const Tensor& t, const char* what) {
   if (!isFloatType(t.dtype()))
@@ -83,15 +32,6 @@ int64_t floorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
-/// Row-major multi-index of `flat` in `dims`.
-void unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& idx) {
-  idx.resize(dims.size());
-  for (size_t i = dims.size(); i-- > 0;) {
-    idx[i] = dims[i] ? flat % dims[i] : 0;
-    flat = dims[i] ? flat / dims[i] : 0;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Window geometry shared by convolution and pooling
@@ -255,7 +195,7 @@ void conv(KernelContext& ctx) {
   }
   std::vector<double> y = convolve(ctx, toDoubles(ctx, x), x.dims, toDoubles(ctx, w), w.dims,
                                    bias.empty() ? nullptr : bias.data(), ctx.attrInt("group", 1), g);
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), outDims(x.dims[0], w.dims[0], g.out), y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), outDims(x.dims[0], w.dims[0], g.out), y));
 }
 
 /// Subtracts the zero point of input `zpInput` when present (scalar, or per channel along axis 0 of `dims` when `perChannel`).
@@ -316,7 +256,7 @@ void qlinearConv(KernelContext& ctx) {
     float mult = xScale * static_cast<float>(wScale[wScale.size() == 1 ? 0 : static_cast<size_t>(m)]) / yScale;
     y[i] = static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(y[i]))) * mult + yZero;
   }
-  ctx.setOutput(0, fromDoubles(ctx, outType, outDims(x.dims[0], M, g.out), y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, outType, outDims(x.dims[0], M, g.out), y));
 }
 
 /// Scatter-adds a transposed convolution: x [N, C, in...], w [C, M/group, k...] into
@@ -405,7 +345,7 @@ void convTranspose(KernelContext& ctx) {
       for (int64_t m = 0; m < M; ++m) std::fill_n(y.begin() + (n * M + m) * O, O, b[static_cast<size_t>(m)]);
   }
   convolveTransposed(ctx, toDoubles(ctx, x), x.dims, toDoubles(ctx, w), w.dims, group, g, y);
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), outDims(N, M, g.in), y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), outDims(N, M, g.in), y));
 }
 
 /// Value of `img` (one channel, dims `dims`) at fractional `pos`, multilinear, zero outside.
@@ -496,7 +436,7 @@ void deformConv(KernelContext& ctx) {
           for (int64_t p = 0; p < P; ++p) yp[p] += wgt * sp[p];
         }
     }
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), outDims(N, M, g.out), y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), outDims(N, M, g.out), y));
 }
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
@@ -537,15 +477,15 @@ void causalConvWithState(KernelContext& ctx) {
       }
       for (int64_t i = 0; i < S; ++i) state[static_cast<size_t>(bc * S + i)] = row[static_cast<size_t>(padded - S + i)];
     }
-  Tensor out = fromDoubles(ctx, x.dtype(), x.dims, y);
+  Tensor out = fromDoublesRounded(ctx, x.dtype(), x.dims, y);
   if (act != "none") {
     // the activation applies to the convolution already rounded to the element type
     std::vector<double> rounded = toDoubles(ctx, out);
     for (double& v : rounded) v = v * sigmoid(v);
-    out = fromDoubles(ctx, x.dtype(), x.dims, rounded);
+    out = fromDoublesRounded(ctx, x.dtype(), x.dims, rounded);
   }
   ctx.setOutput(0, std::move(out));
-  ctx.setOutput(1, fromDoubles(ctx, x.dtype(), {B, C, S}, state));
+  ctx.setOutput(1, fromDoublesRounded(ctx, x.dtype(), {B, C, S}, state));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -638,7 +578,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
     }
   }
   std::vector<int64_t> yd = outDims(N, C, g.out);
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), yd, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), yd, y));
   if (kind == PoolKind::Max && ctx.wantsOutput(1)) {
     Tensor it = makeTensor(DType::Int64, yd);
     std::copy(ind.begin(), ind.end(), mutableData<int64_t>(it));
@@ -672,7 +612,7 @@ void globalPool(KernelContext& ctx, PoolKind kind) {
   }
   std::vector<int64_t> yd = x.dims;
   for (size_t i = 2; i < yd.size(); ++i) yd[i] = 1;
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), yd, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), yd, y));
 }
 
 void globalAveragePool(KernelContext& ctx) { globalPool(ctx, PoolKind::Average); }
@@ -929,25 +869,25 @@ void recurrent(KernelContext& ctx, Cell cell) {
   }
   auto emitState = [&](size_t out, const std::vector<double>& s) {
     if (!layout) {
-      ctx.setOutput(out, fromDoubles(ctx, x.dtype(), {dirs, Bt, H}, s));
+      ctx.setOutput(out, fromDoublesRounded(ctx, x.dtype(), {dirs, Bt, H}, s));
       return;
     }
     std::vector<double> v(s.size());
     for (int64_t d = 0; d < dirs; ++d)
       for (int64_t b = 0; b < Bt; ++b)
         std::copy_n(s.begin() + (d * Bt + b) * H, H, v.begin() + (b * dirs + d) * H);
-    ctx.setOutput(out, fromDoubles(ctx, x.dtype(), {Bt, dirs, H}, v));
+    ctx.setOutput(out, fromDoublesRounded(ctx, x.dtype(), {Bt, dirs, H}, v));
   };
   if (ctx.wantsOutput(0)) {
     if (!layout) {
-      ctx.setOutput(0, fromDoubles(ctx, x.dtype(), {S, dirs, Bt, H}, y));
+      ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), {S, dirs, Bt, H}, y));
     } else {
       std::vector<double> v(y.size());
       for (int64_t t = 0; t < S; ++t)
         for (int64_t d = 0; d < dirs; ++d)
           for (int64_t b = 0; b < Bt; ++b)
             std::copy_n(y.begin() + ((t * dirs + d) * Bt + b) * H, H, v.begin() + ((b * S + t) * dirs + d) * H);
-      ctx.setOutput(0, fromDoubles(ctx, x.dtype(), {Bt, S, dirs, H}, v));
+      ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), {Bt, S, dirs, H}, v));
     }
   }
   if (ctx.wantsOutput(1)) emitState(1, yh);

@@ -13,66 +13,11 @@
 #include <fmt/format.h>
 
 #include "exec/ref/kernel_util.h"
+#include "exec/ref/numeric_util.h"
 
 namespace onnxtool::ref {
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Element conversion (the same small helpers as conv_rnn.cpp; kernel_util.h is shared)
-
-template <typename T>
-double toDouble(T v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return static_cast<float>(v);
-  else return static_cast<double>(v);
-}
-
-std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(numel(t)));
-  dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = data<T>(t);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = toDouble(p[i]);
-  });
-  return v;
-}
-
-/// A tensor of `dtype` holding `v`; integers round half to even and saturate.
-Tensor fromDoubles(const KernelContext& ctx, DType dtype, std::vector<int64_t> dims, const std::vector<double>& v) {
-  Tensor out = makeTensor(dtype, std::move(dims));
-  dispatchNumeric(ctx, dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = mutableData<T>(out);
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) {
-        p[i] = v[i] != 0;
-      } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-        p[i] = T(static_cast<float>(v[i]));
-      } else if constexpr (std::is_floating_point_v<T>) {
-        p[i] = static_cast<T>(v[i]);
-      } else {
-        double r = std::nearbyint(v[i]);
-        if (std::isnan(r)) r = 0;
-        if (r >= static_cast<double>(std::numeric_limits<T>::max())) p[i] = std::numeric_limits<T>::max();
-        else if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) p[i] = std::numeric_limits<T>::lowest();
-        else p[i] = static_cast<T>(r);
-      }
-    }
-  });
-  return out;
-}
-
-bool isFloatType(DType t) {
-  return t == DType::Float || t == DType::Double || t == DType::Float16 || t == DType::BFloat16;
-}
-
-void unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& idx) {
-  idx.resize(dims.size());
-  for (size_t i = dims.size(); i-- > 0;) {
-    idx[i] = dims[i] ? flat % dims[i] : 0;
-    flat = dims[i] ? flat / dims[i] : 0;
-  }
-}
 
 /// Copies element `from` of `src` to element `to` of `dst` (same dtype, whole bytes or strings).
 void copyElement(const Tensor& src, int64_t from, Tensor& dst, int64_t to, size_t esize) {
@@ -241,7 +186,7 @@ Tensor resizeNearest(const KernelContext& ctx, const Tensor& x, const ResizeSpec
   }
   Tensor out = makeTensor(x.dtype(), s.outDims);
   Tensor fill;
-  if (x.dtype() != DType::String) fill = fromDoubles(ctx, x.dtype(), {1}, {s.extrapolation});
+  if (x.dtype() != DType::String) fill = fromDoublesRounded(ctx, x.dtype(), {1}, {s.extrapolation});
   std::vector<int64_t> inStrides = stridesOf(x.dims), o;
   for (int64_t i = 0, n = numel(s.outDims); i < n; ++i) {
     unravel(i, s.outDims, o);
@@ -292,7 +237,7 @@ Tensor resizeInterpolate(const KernelContext& ctx, const Tensor& x, const Resize
     cur = std::move(next);
     dims = std::move(nd);
   }
-  return fromDoubles(ctx, x.dtype(), s.outDims, cur);
+  return fromDoublesRounded(ctx, x.dtype(), s.outDims, cur);
 }
 
 void runResize(KernelContext& ctx, const Tensor& x, ResizeSpec& s) {
@@ -530,7 +475,7 @@ void gridSample(KernelContext& ctx) {
     }
   std::vector<int64_t> yd{N, C};
   yd.insert(yd.end(), out.begin(), out.end());
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), yd, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), yd, y));
 }
 
 void affineGrid(KernelContext& ctx) {
@@ -566,7 +511,7 @@ void affineGrid(KernelContext& ctx) {
   std::vector<int64_t> od{N};
   od.insert(od.end(), sp.begin(), sp.end());
   od.push_back(static_cast<int64_t>(r));
-  ctx.setOutput(0, fromDoubles(ctx, theta.dtype(), od, out));
+  ctx.setOutput(0, fromDoublesRounded(ctx, theta.dtype(), od, out));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,7 +559,7 @@ void col2Im(KernelContext& ctx) {
   }
   std::vector<int64_t> yd{N, C};
   yd.insert(yd.end(), image.begin(), image.end());
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), yd, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), yd, y));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -723,7 +668,7 @@ void roiAlign(KernelContext& ctx, bool halfPixelDefault) {
       }
     }
   }
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), {R, C, oh, ow}, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), {R, C, oh, ow}, y));
 }
 
 void roiAlign10(KernelContext& ctx) { roiAlign(ctx, false); }
@@ -770,7 +715,7 @@ void maxRoiPool(KernelContext& ctx) {
         }
     }
   }
-  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), {R, C, PH, PW}, y));
+  ctx.setOutput(0, fromDoublesRounded(ctx, x.dtype(), {R, C, PH, PW}, y));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -90,6 +90,11 @@ int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+int64_t axisIn(const KernelContext& ctx, int64_t axis, int64_t rank) {
+  if (rank == 0) ctx.fail(fmt::format("input is a scalar, axis {} needs rank >= 1", axis));
+  return normalizeAxis(ctx, axis, rank);
+}
+
 std::vector<int64_t> inputInts(const KernelContext& ctx, size_t i) {
   const Tensor& t = ctx.tensor(i);
   if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)

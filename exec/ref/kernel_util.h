@@ -90,6 +90,8 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims);
 
 /// Normalises a possibly negative axis into [0, rank); fails naming the node otherwise.
 int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank);
+/// Like normalizeAxis, but refuses a scalar: an op indexing a dimension needs rank >= 1.
+int64_t axisIn(const KernelContext& ctx, int64_t axis, int64_t rank);
 
 /// Reads input i (an integer tensor) as int64 values (shapes, axes, indices).
 std::vector<int64_t> inputInts(const KernelContext& ctx, size_t i);

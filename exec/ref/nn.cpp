@@ -15,80 +15,13 @@
 
 #include "exec/ref/float_formats.h"
 #include "exec/ref/kernel_util.h"
+#include "exec/ref/numeric_util.h"
 
 namespace onnxtool::ref {
 
 void registerReduceOps();  // reduce.cpp
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-/// Converts a double into T: floats round to nearest, integers truncate (NaN -> 0, saturating
-/// outside the range rather than invoking undefined behaviour), bool is "non-zero".
-template <typename T>
-T castTo(double d) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(d));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(d);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return d != 0;
-  } else {
-    if (std::isnan(d)) return T(0);
-    if (d <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<T>(d);
-  }
-}
-
-/// All elements of a numeric tensor as doubles.
-std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(numel(t)));
-  dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = data<T>(t);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(p[i]);
-  });
-  return v;
-}
-
-/// All elements of an integer tensor as int64 (exact, unlike toDoubles for big values).
-std::vector<int64_t> toInts(const KernelContext& ctx, const Tensor& t) {
-  std::vector<int64_t> v(static_cast<size_t>(numel(t)));
-  dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (isFloatLike<T>) {
-      ctx.fail(fmt::format("expected an integer tensor, got {}", dtypeName(t.dtype())));
-    } else {
-      const T* p = data<T>(t);
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(p[i]);
-    }
-  });
-  return v;
-}
-
-/// A tensor of `dt` and `dims` holding `v` converted by castTo.
-Tensor fromDoubles(const KernelContext& ctx, DType dt, std::vector<int64_t> dims, const std::vector<double>& v) {
-  Tensor out = makeTensor(dt, std::move(dims));
-  dispatchNumeric(ctx, dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = mutableData<T>(out);
-    for (size_t i = 0; i < v.size(); ++i) p[i] = castTo<T>(v[i]);
-  });
-  return out;
-}
-
-/// `x` rounded to the precision of `dt` (used where the spec's computation happens in that type).
-double roundTo(DType dt, double x) {
-  switch (dt) {
-    case DType::Float: return static_cast<float>(x);
-    case DType::Float16: return static_cast<float>(Float16(static_cast<float>(x)));
-    case DType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(x)));
-    default: return x;
-  }
-}
 
 void requireFloat(const KernelContext& ctx, const Tensor& t) {
   switch (t.dtype()) {

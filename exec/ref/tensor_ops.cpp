@@ -86,12 +86,6 @@ using moves::copyRun;
 using moves::movableBits;
 using moves::takeFlat;
 
-/// Like normalizeAxis, but refuses a scalar: an op indexing a dimension needs rank >= 1.
-int64_t axisIn(const KernelContext& ctx, int64_t axis, int64_t rank) {
-  if (rank == 0) ctx.fail(fmt::format("input is a scalar, axis {} needs rank >= 1", axis));
-  return normalizeAxis(ctx, axis, rank);
-}
-
 /// Refuses an output axis longer than any tensor this executor could allocate, before the
 /// per-axis index maps are built (pads and repeats come from data).
 constexpr int64_t kMaxAxisLength = int64_t{1} << 32;

@@ -35,12 +35,6 @@ using moves::copyRun;
 using moves::movableBits;
 using moves::takeFlat;
 
-/// Like normalizeAxis, but refuses a scalar: an op indexing a dimension needs rank >= 1.
-int64_t axisIn(const KernelContext& ctx, int64_t axis, int64_t rank) {
-  if (rank == 0) ctx.fail(fmt::format("input is a scalar, axis {} needs rank >= 1", axis));
-  return normalizeAxis(ctx, axis, rank);
-}
-
 int64_t product(const std::vector<int64_t>& dims, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to && i < dims.size(); ++i) p *= dims[i];

@@ -9,13 +9,13 @@
 #include "exec/executor.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
-Tensor floats(std::vector<int64_t> dims, const std::vector<float>& v) { return Tensor::fromFloats("", std::move(dims), v); }
-Tensor int64s(std::vector<int64_t> dims, const std::vector<int64_t>& v) { return Tensor::fromInt64s("", std::move(dims), v); }
 Tensor boolScalar(bool b) {
   Tensor t;
   t.dataType = static_cast<int32_t>(DType::Bool);
@@ -23,7 +23,6 @@ Tensor boolScalar(bool b) {
   t.setRaw(Buffer::copyOf(std::span<const uint8_t>(&byte, 1)));
   return t;
 }
-RtValue tv(Tensor t) { return RtValue::ofTensor(std::move(t)); }
 
 std::vector<float> floatsOf(const RtValue& v) {
   REQUIRE(v.isTensor());
@@ -32,16 +31,6 @@ std::vector<float> floatsOf(const RtValue& v) {
     out.push_back(static_cast<float>(v.tensor->elementAsDouble(i)));
   return out;
 }
-
-Attribute graphAttr(std::string name, std::shared_ptr<Graph> g) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Graph;
-  a.g = std::move(g);
-  return a;
-}
-
-Attribute intsAttr(std::string name, std::vector<int64_t> v) { return Attribute::ofInts(std::move(name), std::move(v)); }
 
 /// A model under construction: main graph `g`, opset `opset` of ai.onnx.
 struct ModelBuilder {
@@ -96,14 +85,14 @@ TEST_CASE("Loop carries values, stacks scan outputs, and reads outer scope", "[r
   mb.g->addOutput(loop->output(0));
   mb.g->addOutput(loop->output(1));
 
-  auto outs = mb.run({{"M", tv(int64s({}, {3}))}, {"x0", tv(floats({2}, {1, 2}))}, {"step", tv(floats({2}, {10, 20}))}});
+  auto outs = mb.run({{"M", T(i64({}, {3}))}, {"x0", T(f32({2}, {1, 2}))}, {"step", T(f32({2}, {10, 20}))}});
   CHECK(floatsOf(outs[0]) == std::vector<float>{31, 62});
   CHECK(outs[1].tensor->dims == std::vector<int64_t>{3, 2});
   CHECK(floatsOf(outs[1]) == std::vector<float>{1, 2, 11, 22, 21, 42});
 
   SECTION("zero iterations give the initial values and an empty scan output typed from the body") {
     scanOut->output(0)->setType(TypeInfo::tensor(DType::Float, Shape::of({2})));
-    auto zero = mb.run({{"M", tv(int64s({}, {0}))}, {"x0", tv(floats({2}, {1, 2}))}, {"step", tv(floats({2}, {10, 20}))}});
+    auto zero = mb.run({{"M", T(i64({}, {0}))}, {"x0", T(f32({2}, {1, 2}))}, {"step", T(f32({2}, {10, 20}))}});
     CHECK(floatsOf(zero[0]) == std::vector<float>{1, 2});
     CHECK(zero[1].tensor->dims == std::vector<int64_t>{0, 2});
     CHECK(zero[1].tensor->dtype() == DType::Float);
@@ -129,14 +118,14 @@ TEST_CASE("Loop as a while loop: the condition comes from an outer-scope sequenc
   mb.g->addOutput(len->output(0));
   mb.g->addOutput(loop->output(0));
 
-  auto outs = mb.run({{"c0", tv(boolScalar(true))}, {"a", tv(boolScalar(true))}, {"b", tv(boolScalar(false))},
-                      {"s", tv(floats({1}, {5}))}});
+  auto outs = mb.run({{"c0", T(boolScalar(true))}, {"a", T(boolScalar(true))}, {"b", T(boolScalar(false))},
+                      {"s", T(f32({1}, {5}))}});
   CHECK(outs[0].tensor->elementAsInt(0) == 3);
   REQUIRE(outs[1].kind == RtValue::Kind::Sequence);
   CHECK(outs[1].elements.size() == 3);
 
-  auto none = mb.run({{"c0", tv(boolScalar(false))}, {"a", tv(boolScalar(true))}, {"b", tv(boolScalar(false))},
-                      {"s", tv(floats({1}, {5}))}});
+  auto none = mb.run({{"c0", T(boolScalar(false))}, {"a", T(boolScalar(true))}, {"b", T(boolScalar(false))},
+                      {"s", T(f32({1}, {5}))}});
   CHECK(none[0].tensor->elementAsInt(0) == 0);
 }
 
@@ -149,7 +138,7 @@ TEST_CASE("Loop without trip count and condition is refused", "[ref]") {
   Node* loop = mb.g->addNode("Loop", {nullptr, nullptr, x}, {"y"});
   loop->setAttr(graphAttr("body", body));
   mb.g->addOutput(loop->output(0));
-  CHECK_THROWS_AS(mb.run({{"x", tv(floats({1}, {1}))}}), Error);
+  CHECK_THROWS_AS(mb.run({{"x", T(f32({1}, {1}))}}), Error);
 }
 
 TEST_CASE("Scan-9 honours input/output axes and directions", "[ref]") {
@@ -164,14 +153,14 @@ TEST_CASE("Scan-9 honours input/output axes and directions", "[ref]") {
   Node* scan = mb.g->addNode("Scan", {init, x}, {"final", "ys"});
   scan->setAttr(graphAttr("body", body));
   scan->setAttr(Attribute::ofInt("num_scan_inputs", 1));
-  scan->setAttr(intsAttr("scan_input_axes", {-1}));  // scan the columns of a [2,3] input
-  scan->setAttr(intsAttr("scan_input_directions", {1}));
-  scan->setAttr(intsAttr("scan_output_axes", {1}));
-  scan->setAttr(intsAttr("scan_output_directions", {1}));
+  scan->setAttr(ints("scan_input_axes", {-1}));  // scan the columns of a [2,3] input
+  scan->setAttr(ints("scan_input_directions", {1}));
+  scan->setAttr(ints("scan_output_axes", {1}));
+  scan->setAttr(ints("scan_output_directions", {1}));
   mb.g->addOutput(scan->output(0));
   mb.g->addOutput(scan->output(1));
 
-  auto outs = mb.run({{"init", tv(floats({2}, {0, 0}))}, {"x", tv(floats({2, 3}, {1, 2, 3, 4, 5, 6}))}});
+  auto outs = mb.run({{"init", T(f32({2}, {0, 0}))}, {"x", T(f32({2, 3}, {1, 2, 3, 4, 5, 6}))}});
   // Columns visited 2, 1, 0: running sums [3,6], [5,11], [6,15]; prepended along axis 1.
   CHECK(floatsOf(outs[0]) == std::vector<float>{6, 15});
   CHECK(outs[1].tensor->dims == std::vector<int64_t>{2, 3});
@@ -191,14 +180,14 @@ TEST_CASE("Scan-8 scans per batch, honours sequence_lens and reverse, zero-pads 
   Node* scan = mb.g->addNode("Scan", {lens, init, x}, {"final", "ys"});
   scan->setAttr(graphAttr("body", body));
   scan->setAttr(Attribute::ofInt("num_scan_inputs", 1));
-  scan->setAttr(intsAttr("directions", {1}));
+  scan->setAttr(ints("directions", {1}));
   mb.g->addOutput(scan->output(0));
   mb.g->addOutput(scan->output(1));
 
   // batch 2, max length 3, element shape [1]; batch 1 has length 2.
-  auto outs = mb.run({{"lens", tv(int64s({2}, {3, 2}))},
-                      {"init", tv(floats({2, 1}, {0, 100}))},
-                      {"x", tv(floats({2, 3, 1}, {1, 2, 3, 4, 5, 6}))}});
+  auto outs = mb.run({{"lens", T(i64({2}, {3, 2}))},
+                      {"init", T(f32({2, 1}, {0, 100}))},
+                      {"x", T(f32({2, 3, 1}, {1, 2, 3, 4, 5, 6}))}});
   CHECK(floatsOf(outs[0]) == std::vector<float>{6, 109});
   CHECK(outs[1].tensor->dims == std::vector<int64_t>{2, 3, 1});
   CHECK(floatsOf(outs[1]) == std::vector<float>{3, 5, 6, 105, 109, 0});
@@ -238,13 +227,13 @@ TEST_CASE("If yields sequences, optionals, and outer values released early elsew
   mb.g->addOutput(if2->output(0));
   mb.g->addOutput(has->output(0));
 
-  auto yes = mb.run({{"c", tv(boolScalar(true))}, {"x", tv(floats({1}, {2}))}});
+  auto yes = mb.run({{"c", T(boolScalar(true))}, {"x", T(f32({1}, {2}))}});
   CHECK(floatsOf(yes[0]) == std::vector<float>{4});
   REQUIRE(yes[1].kind == RtValue::Kind::Optional);
   REQUIRE(yes[1].elements.size() == 1);
   CHECK(yes[1].elements[0].elements.size() == 2);
   CHECK(yes[2].tensor->elementAsInt(0) == 1);
-  auto no = mb.run({{"c", tv(boolScalar(false))}, {"x", tv(floats({1}, {2}))}});
+  auto no = mb.run({{"c", T(boolScalar(false))}, {"x", T(f32({1}, {2}))}});
   CHECK(floatsOf(no[0]) == std::vector<float>{4});
   CHECK(no[1].kind == RtValue::Kind::Optional);
   CHECK(no[1].elements.empty());
@@ -258,7 +247,7 @@ TEST_CASE("OptionalGetElement of a none optional fails; of a tensor passes it th
   Node* has = mb.g->addNode("OptionalHasElement", {x}, {"h"});
   mb.g->addOutput(get->output(0));
   mb.g->addOutput(has->output(0));
-  auto outs = mb.run({{"x", tv(floats({1}, {7}))}});
+  auto outs = mb.run({{"x", T(f32({1}, {7}))}});
   CHECK(floatsOf(outs[0]) == std::vector<float>{7});
   CHECK(outs[1].tensor->elementAsInt(0) == 1);
   CHECK_THROWS_AS(mb.run({{"x", RtValue::optionalNone()}}), Error);
@@ -284,7 +273,7 @@ TEST_CASE("SplitToSequence and ConcatFromSequence", "[ref]") {
   mb.g->addOutput(joined->output(0));
 
   std::vector<float> xs{0, 1, 2, 3, 4, 10, 11, 12, 13, 14};
-  auto outs = mb.run({{"x", tv(floats({2, 5}, xs))}, {"split", tv(int64s({}, {2}))}});
+  auto outs = mb.run({{"x", T(f32({2, 5}, xs))}, {"split", T(i64({}, {2}))}});
   REQUIRE(outs[0].elements.size() == 3);  // 2, 2, and the remainder 1
   CHECK(outs[0].elements[2].tensor->dims == std::vector<int64_t>{2, 1});
   CHECK(floatsOf(outs[0].elements[1]) == std::vector<float>{2, 3, 12, 13});
@@ -295,8 +284,8 @@ TEST_CASE("SplitToSequence and ConcatFromSequence", "[ref]") {
   CHECK(floatsOf(outs[3]) == xs);
 
   SECTION("1-D split lengths must cover the axis") {
-    CHECK_THROWS_AS(mb.run({{"x", tv(floats({2, 5}, xs))}, {"split", tv(int64s({2}, {2, 2}))}}), Error);
-    auto zeroLen = mb.run({{"x", tv(floats({2, 5}, xs))}, {"split", tv(int64s({3}, {0, 5, 0}))}});
+    CHECK_THROWS_AS(mb.run({{"x", T(f32({2, 5}, xs))}, {"split", T(i64({2}, {2, 2}))}}), Error);
+    auto zeroLen = mb.run({{"x", T(f32({2, 5}, xs))}, {"split", T(i64({3}, {0, 5, 0}))}});
     CHECK(zeroLen[0].elements.size() == 3);
     CHECK(zeroLen[0].elements[0].tensor->dims == std::vector<int64_t>{2, 0});
   }
@@ -314,7 +303,7 @@ TEST_CASE("SplitToSequence copies packed 4-bit elements", "[ref]") {
   u4.dims = {2, 3};
   const uint8_t bytes[] = {0x21, 0x43, 0x65};
   u4.setRaw(Buffer::copyOf(std::span<const uint8_t>(bytes, 3)));
-  auto outs = mb.run({{"x", tv(u4)}, {"split", tv(int64s({2}, {1, 2}))}});
+  auto outs = mb.run({{"x", T(u4)}, {"split", T(i64({2}, {1, 2}))}});
   REQUIRE(outs[0].elements.size() == 2);
   const Tensor& right = *outs[0].elements[1].tensor;
   CHECK(right.dims == std::vector<int64_t>{2, 2});
@@ -335,12 +324,12 @@ TEST_CASE("SequenceInsert, SequenceErase and SequenceAt positions", "[ref]") {
   Node* at = mb.g->addNode("SequenceAt", {er->output(0), p}, {"e"});
   mb.g->addOutput(er->output(0));
   mb.g->addOutput(at->output(0));
-  auto outs = mb.run({{"a", tv(floats({1}, {1}))}, {"b", tv(floats({1}, {2}))}, {"p", tv(int64s({}, {-1}))}});
+  auto outs = mb.run({{"a", T(f32({1}, {1}))}, {"b", T(f32({1}, {2}))}, {"p", T(i64({}, {-1}))}});
   // insert at -1: [a, b, a]; erase last: [a, b]; at -1: b.
   CHECK(outs[0].elements.size() == 2);
   CHECK(floatsOf(outs[1]) == std::vector<float>{2});
-  CHECK_THROWS_AS(mb.run({{"a", tv(floats({1}, {1}))}, {"b", tv(floats({1}, {2}))}, {"p", tv(int64s({}, {4}))}}), Error);
-  CHECK_THROWS_AS(mb.run({{"a", tv(floats({1}, {1}))}, {"b", tv(int64s({1}, {2}))}, {"p", tv(int64s({}, {0}))}}), Error);
+  CHECK_THROWS_AS(mb.run({{"a", T(f32({1}, {1}))}, {"b", T(f32({1}, {2}))}, {"p", T(i64({}, {4}))}}), Error);
+  CHECK_THROWS_AS(mb.run({{"a", T(f32({1}, {1}))}, {"b", T(i64({1}, {2}))}, {"p", T(i64({}, {0}))}}), Error);
 }
 
 TEST_CASE("SequenceMap maps sequences element-wise and passes tensors whole", "[ref]") {
@@ -353,10 +342,10 @@ TEST_CASE("SequenceMap maps sequences element-wise and passes tensors whole", "[
   Node* map = mb.g->addNode("SequenceMap", {s, t}, {"out"});
   map->setAttr(graphAttr("body", body));
   mb.g->addOutput(map->output(0));
-  auto outs = mb.run({{"s", RtValue::sequence({tv(floats({1}, {1})), tv(floats({2}, {2, 3}))})}, {"t", tv(floats({1}, {10}))}});
+  auto outs = mb.run({{"s", RtValue::sequence({T(f32({1}, {1})), T(f32({2}, {2, 3}))})}, {"t", T(f32({1}, {10}))}});
   REQUIRE(outs[0].elements.size() == 2);
   CHECK(floatsOf(outs[0].elements[1]) == std::vector<float>{12, 13});
-  auto empty = mb.run({{"s", RtValue::sequence({})}, {"t", tv(floats({1}, {10}))}});
+  auto empty = mb.run({{"s", RtValue::sequence({})}, {"t", T(f32({1}, {10}))}});
   CHECK(empty[0].kind == RtValue::Kind::Sequence);
   CHECK(empty[0].elements.empty());
 }
@@ -420,7 +409,7 @@ TEST_CASE("Model-local functions: attribute references, omitted inputs, nested c
   mb.g->addOutput(call2->output(0));
   mb.g->addOutput(call2->output(1));
 
-  auto outs = mb.run({{"x", tv(floats({2}, {1, 2}))}});
+  auto outs = mb.run({{"x", T(f32({2}, {1, 2}))}});
   CHECK(floatsOf(outs[0]) == std::vector<float>{1.5f, 2.5f});
   CHECK(outs[1].tensor->elementAsInt(0) == 0);  // opt omitted by the caller
   CHECK(floatsOf(outs[2]) == std::vector<float>{7, 8});

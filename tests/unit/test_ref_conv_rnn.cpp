@@ -17,82 +17,15 @@
 #include "exec/executor.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
-template <typename T>
-Tensor tensorOf(DType t, std::vector<int64_t> dims, const std::vector<T>& v) {
-  Tensor x;
-  x.dataType = static_cast<int32_t>(t);
-  x.dims = std::move(dims);
-  x.setRaw(Buffer::copyOf(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T))));
-  return x;
-}
-Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) { return tensorOf(DType::Float, std::move(dims), v); }
-Tensor i64(std::vector<int64_t> dims, const std::vector<int64_t>& v) { return tensorOf(DType::Int64, std::move(dims), v); }
-Tensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& v) { return tensorOf(DType::Int32, std::move(dims), v); }
-
-template <typename T>
-std::vector<T> values(const RtValue& v) {
-  REQUIRE(v.isTensor());
-  const Tensor& t = *v.tensor;
-  std::vector<T> out(t.raw.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), t.raw.data(), out.size() * sizeof(T));
-  return out;
-}
-std::vector<int64_t> dimsOf(const RtValue& v) {
-  REQUIRE(v.isTensor());
-  return v.tensor->dims;
-}
-
-/// Runs a one-node model of `op` at `opset` (ai.onnx) with the given inputs (nullopt: omitted
-/// optional input) and attributes; returns `numOutputs` outputs.
-std::vector<RtValue> runOp(const std::string& op, int64_t opset, std::vector<std::optional<RtValue>> inputs,
-                           std::vector<Attribute> attrs = {}, size_t numOutputs = 1) {
-  Model m;
-  m.irVersion = 8;
-  m.opsetImports.push_back({"", opset, {}});
-  m.graph = std::make_unique<Graph>();
-  Graph* g = m.graph.get();
-  g->name = "g";
-  std::vector<Value*> ins;
-  std::map<std::string, RtValue> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    Value* v = g->createValue("in" + std::to_string(i));
-    g->addInput(v);
-    ins.push_back(v);
-    feeds[v->name()] = *inputs[i];
-  }
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < numOutputs; ++i) outs.push_back("out" + std::to_string(i));
-  Node* n = g->addNode(op, ins, outs);
-  n->name = "n";
-  for (auto& a : attrs) n->setAttr(std::move(a));
-  for (size_t i = 0; i < numOutputs; ++i) g->addOutput(n->output(i));
-  return makeExecutor("ref")->prepare(m, {})->run(feeds);
-}
-
-RtValue T(Tensor t) { return RtValue::ofTensor(std::move(t)); }
-Attribute ints(const std::string& name, std::vector<int64_t> v) { return Attribute::ofInts(name, std::move(v)); }
-Attribute one(const std::string& name, int64_t v) { return Attribute::ofInt(name, v); }
 Attribute flt(const std::string& name, float v) { return Attribute::ofFloat(name, v); }
 Attribute str(const std::string& name, std::string v) { return Attribute::ofString(name, std::move(v)); }
-Attribute strs(const std::string& name, std::vector<std::string> v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::Strings;
-  a.strings = std::move(v);
-  return a;
-}
-
-using V = std::vector<float>;
-using I = std::vector<int64_t>;
 
 void checkClose(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
@@ -220,7 +153,7 @@ TEST_CASE("RNN honours sequence_lens in both directions", "[ref]") {
   // h_t = x_t + h_{t-1} (identity activation): Y is a running sum, zero past each sequence's end
   Tensor x = f32({3, 2, 1}, {1, 1, 2, 2, 3, 3});
   Tensor w = f32({1, 1, 1}, {1}), r = f32({1, 1, 1}, {1});
-  std::vector<Attribute> attrs = {one("hidden_size", 1), strs("activations", {"Affine"}),
+  std::vector<Attribute> attrs = {one("hidden_size", 1), stringsAttr("activations", {"Affine"}),
                                   Attribute::ofFloats("activation_alpha", {1}),
                                   Attribute::ofFloats("activation_beta", {0})};
   auto y = runOp("RNN", 14, {T(x), T(w), T(r), std::nullopt, T(i32({2}, {3, 2}))}, attrs, 2);

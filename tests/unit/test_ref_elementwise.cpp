@@ -17,81 +17,21 @@
 #include "exec/ref/float_formats.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
-template <typename E>
-Tensor tensorOf(DType t, std::vector<int64_t> dims, const std::vector<E>& v) {
-  Tensor x;
-  x.dataType = static_cast<int32_t>(t);
-  x.dims = std::move(dims);
-  x.setRaw(Buffer::copyOf(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E))));
-  return x;
-}
-Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) { return tensorOf(DType::Float, std::move(dims), v); }
-Tensor str(std::vector<int64_t> dims, const std::vector<std::string>& v) {
-  Tensor x;
-  x.dataType = static_cast<int32_t>(DType::String);
-  x.dims = std::move(dims);
-  x.strings = v;
-  x.storage = Tensor::Storage::Raw;
-  return x;
-}
-
-template <typename E>
-std::vector<E> values(const RtValue& v) {
-  REQUIRE(v.isTensor());
-  const Tensor& t = *v.tensor;
-  std::vector<E> out(t.raw.size() / sizeof(E));
-  if (!out.empty()) std::memcpy(out.data(), t.raw.data(), out.size() * sizeof(E));
-  return out;
-}
 std::vector<uint8_t> bytes(const RtValue& v) { return values<uint8_t>(v); }
 
-/// Runs a one-node model of `op` at `opset` (ai.onnx); nullopt inputs are omitted optional ones.
-std::vector<RtValue> runOp(const std::string& op, int64_t opset, std::vector<std::optional<Tensor>> inputs,
-                           std::vector<Attribute> attrs = {}, size_t numOutputs = 1) {
-  Model m;
-  m.irVersion = 8;
-  m.opsetImports.push_back({"", opset, {}});
-  m.graph = std::make_unique<Graph>();
-  Graph* g = m.graph.get();
-  g->name = "g";
-  std::vector<Value*> ins;
-  std::map<std::string, RtValue> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    Value* v = g->createValue("in" + std::to_string(i));
-    g->addInput(v);
-    ins.push_back(v);
-    feeds[v->name()] = RtValue::ofTensor(std::move(*inputs[i]));
-  }
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < numOutputs; ++i) outs.push_back("out" + std::to_string(i));
-  Node* n = g->addNode(op, ins, outs);
-  n->name = "n";
-  for (auto& a : attrs) n->setAttr(std::move(a));
-  for (size_t i = 0; i < numOutputs; ++i) g->addOutput(n->output(i));
-  return makeExecutor("ref")->prepare(m, {})->run(feeds);
-}
-
-RtValue run1(const std::string& op, int64_t opset, std::vector<std::optional<Tensor>> inputs,
+RtValue run1(const std::string& op, int64_t opset, std::vector<In> inputs,
              std::vector<Attribute> attrs = {}) {
   return runOp(op, opset, std::move(inputs), std::move(attrs))[0];
 }
 
-Attribute one(const std::string& name, int64_t v) { return Attribute::ofInt(name, v); }
 Attribute toType(DType t) { return Attribute::ofInt("to", static_cast<int64_t>(t)); }
-
-const float kNan = std::numeric_limits<float>::quiet_NaN();
-const float kInf = std::numeric_limits<float>::infinity();
-
-using V = std::vector<float>;
 
 }  // namespace
 

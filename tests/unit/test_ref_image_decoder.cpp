@@ -22,19 +22,18 @@
 #include "exec/executor.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
 Tensor byteTensor(const Bytes& b, std::vector<int64_t> dims = {}) {
-  Tensor t;
-  t.dataType = static_cast<int32_t>(DType::UInt8);
-  t.dims = dims.empty() ? std::vector<int64_t>{static_cast<int64_t>(b.size())} : std::move(dims);
-  t.setRaw(Buffer::copyOf(std::span<const uint8_t>(b.data(), b.size())));
-  return t;
+  if (dims.empty()) dims = {static_cast<int64_t>(b.size())};
+  return tensorOf(DType::UInt8, std::move(dims), b);
 }
 
 /// Runs ImageDecoder-20 on `input` and returns its output tensor.
@@ -88,7 +87,6 @@ std::string decodeError(const Bytes& encoded, const std::string& pixelFormat = "
   return message;
 }
 
-std::string str(const Bytes& b) { return std::string(b.begin(), b.end()); }
 Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
 // Pillow's luma of pure red, green and blue.

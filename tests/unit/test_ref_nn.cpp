@@ -17,63 +17,14 @@
 #include "exec/executor.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
-template <typename E>
-Tensor tensorOf(DType t, std::vector<int64_t> dims, const std::vector<E>& v) {
-  Tensor x;
-  x.dataType = static_cast<int32_t>(t);
-  x.dims = std::move(dims);
-  x.setRaw(Buffer::copyOf(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E))));
-  return x;
-}
-Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) { return tensorOf(DType::Float, std::move(dims), v); }
-Tensor i64(std::vector<int64_t> dims, const std::vector<int64_t>& v) { return tensorOf(DType::Int64, std::move(dims), v); }
-
-template <typename E>
-std::vector<E> values(const RtValue& v) {
-  REQUIRE(v.isTensor());
-  const Tensor& t = *v.tensor;
-  std::vector<E> out(t.raw.size() / sizeof(E));
-  if (!out.empty()) std::memcpy(out.data(), t.raw.data(), out.size() * sizeof(E));
-  return out;
-}
-std::vector<int64_t> dimsOf(const RtValue& v) { return v.tensor->dims; }
-
-/// Runs a one-node model of `op` at `opset` (ai.onnx); nullopt inputs are omitted optional ones.
-std::vector<RtValue> runOp(const std::string& op, int64_t opset, std::vector<std::optional<Tensor>> inputs,
-                           std::vector<Attribute> attrs = {}, size_t numOutputs = 1) {
-  Model m;
-  m.irVersion = 8;
-  m.opsetImports.push_back({"", opset, {}});
-  m.graph = std::make_unique<Graph>();
-  Graph* g = m.graph.get();
-  g->name = "g";
-  std::vector<Value*> ins;
-  std::map<std::string, RtValue> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    Value* v = g->createValue("in" + std::to_string(i));
-    g->addInput(v);
-    ins.push_back(v);
-    feeds[v->name()] = RtValue::ofTensor(std::move(*inputs[i]));
-  }
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < numOutputs; ++i) outs.push_back("out" + std::to_string(i));
-  Node* n = g->addNode(op, ins, outs);
-  n->name = "n";
-  for (auto& a : attrs) n->setAttr(std::move(a));
-  for (size_t i = 0; i < numOutputs; ++i) g->addOutput(n->output(i));
-  return makeExecutor("ref")->prepare(m, {})->run(feeds);
-}
-
-std::vector<float> runF(const std::string& op, int64_t opset, std::vector<std::optional<Tensor>> inputs,
+std::vector<float> runF(const std::string& op, int64_t opset, std::vector<In> inputs,
                         std::vector<Attribute> attrs = {}) {
   return values<float>(runOp(op, opset, std::move(inputs), std::move(attrs)).at(0));
 }
@@ -87,8 +38,6 @@ void requireNear(const std::vector<float>& got, const std::vector<float>& want, 
     else REQUIRE(std::fabs(got[i] - want[i]) <= tol + tol * std::fabs(want[i]));
   }
 }
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 }  // namespace
 

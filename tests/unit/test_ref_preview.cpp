@@ -12,15 +12,16 @@
 #include "exec/executor.h"
 #include "lib/error.h"
 #include "lib/ir.h"
+#include "tests/unit/ref_test_util.h"
 
 using namespace onnxtool;
+using namespace onnxtool::testutil;
 
 namespace {
 
 constexpr const char* kTraining = "ai.onnx.preview.training";
 constexpr const char* kPreview = "ai.onnx.preview";
 
-Tensor floats(std::vector<int64_t> dims, const std::vector<float>& v) { return Tensor::fromFloats("", std::move(dims), v); }
 Tensor int64Scalar(int64_t v) { return Tensor::fromInt64s("", {}, {v}); }
 Tensor doubles(std::vector<int64_t> dims, const std::vector<double>& v) {
   Tensor t;
@@ -37,15 +38,6 @@ Tensor halves(std::vector<int64_t> dims, const std::vector<float>& v) {
   for (float f : v) bits.push_back(floatToHalf(f));
   t.setRaw(Buffer::copyOf(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bits.data()), bits.size() * 2)));
   return t;
-}
-RtValue tv(Tensor t) { return RtValue::ofTensor(std::move(t)); }
-
-std::vector<double> valuesOf(const RtValue& v) {
-  REQUIRE(v.isTensor());
-  std::vector<double> out;
-  for (size_t i = 0; i < static_cast<size_t>(v.tensor->numElements().value_or(0)); ++i)
-    out.push_back(v.tensor->elementAsDouble(i));
-  return out;
 }
 
 /// Checks `got` against `want` element by element, to 1e-5 relative (float32 rounding).
@@ -82,18 +74,10 @@ struct OneNode {
   std::vector<RtValue> run(std::vector<Tensor> values) {
     REQUIRE(values.size() == ins.size());
     std::map<std::string, RtValue> feeds;
-    for (size_t i = 0; i < ins.size(); ++i) feeds.emplace(ins[i], tv(std::move(values[i])));
+    for (size_t i = 0; i < ins.size(); ++i) feeds.emplace(ins[i], T(std::move(values[i])));
     return makeExecutor("ref")->prepare(m, {})->run(feeds);
   }
 };
-
-Attribute graphAttr(std::string name, std::shared_ptr<Graph> g) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Graph;
-  a.g = std::move(g);
-  return a;
-}
 
 }  // namespace
 
@@ -104,15 +88,15 @@ TEST_CASE("Adagrad: one step with decay, L2 term and epsilon", "[ref]") {
   n.node->setAttr(Attribute::ofFloat("epsilon", 0.0f));
   // r = 0.5 / (1 + 2 * 0.25) = 1/3; G' = 0.5 X + G = [3, -4]; H_new = H + G'^2 = [9, 25];
   // X_new = X - r G' / sqrt(H_new) = [1 - 1/3, 2 + 4/15].
-  auto outs = n.run({floats({}, {0.5f}), int64Scalar(2), floats({2}, {1, 2}), floats({2}, {2.5f, -5}),
-                     floats({2}, {0, 9})});
+  auto outs = n.run({f32({}, {0.5f}), int64Scalar(2), f32({2}, {1, 2}), f32({2}, {2.5f, -5}),
+                     f32({2}, {0, 9})});
   checkClose(outs[0], {2.0 / 3, 2 + 4.0 / 15});
   checkClose(outs[1], {9, 25});
 
   SECTION("the default epsilon (1e-6) is added to sqrt(H_new)") {
     n.node->removeAttr("epsilon");
-    auto d = n.run({floats({}, {0.5f}), int64Scalar(2), floats({2}, {1, 2}), floats({2}, {2.5f, -5}),
-                    floats({2}, {0, 9})});
+    auto d = n.run({f32({}, {0.5f}), int64Scalar(2), f32({2}, {1, 2}), f32({2}, {2.5f, -5}),
+                    f32({2}, {0, 9})});
     checkClose(d[0], {1 - (1.0 / 3) * 3 / (3 + 1e-6), 2 + (1.0 / 3) * 4 / (5 + 1e-6)});
   }
 }
@@ -122,8 +106,8 @@ TEST_CASE("Adagrad: two tensors, and an H that broadcasts to X", "[ref]") {
             {"X1_new", "X2_new", "H1_new", "H2_new"});
   n.node->setAttr(Attribute::ofFloat("epsilon", 0.0f));
   // r = 1; group 1: G' = 3, H_new = 16 + 9 = 25, X_new = 1 - 3/5. Group 2: H = [0] broadcasts.
-  auto outs = n.run({floats({}, {1}), int64Scalar(0), floats({}, {1}), floats({2}, {4, 4}), floats({}, {3}),
-                     floats({2}, {1, -2}), floats({}, {16}), floats({1}, {0})});
+  auto outs = n.run({f32({}, {1}), int64Scalar(0), f32({}, {1}), f32({2}, {4, 4}), f32({}, {3}),
+                     f32({2}, {1, -2}), f32({}, {16}), f32({1}, {0})});
   checkClose(outs[0], {1 - 3.0 / 5});
   checkClose(outs[1], {4 - 1.0, 4 + 1.0});
   checkClose(outs[2], {25});
@@ -138,8 +122,8 @@ TEST_CASE("Momentum: standard and Nesterov, first step vs later steps", "[ref]")
   n.node->setAttr(Attribute::ofFloat("norm_coefficient", 0.0f));
   n.node->setAttr(Attribute::ofString("mode", "standard"));
   auto feeds = [](int64_t t) {
-    return std::vector<Tensor>{floats({}, {0.1f}), int64Scalar(t), floats({1}, {1}), floats({1}, {2}),
-                               floats({1}, {1})};
+    return std::vector<Tensor>{f32({}, {0.1f}), int64Scalar(t), f32({1}, {1}), f32({1}, {2}),
+                               f32({1}, {1})};
   };
   double alpha = 0.9f, beta = 0.5f, r = 0.1f;  // attributes and R are float32
 
@@ -178,8 +162,8 @@ TEST_CASE("Momentum: double state keeps its type, groups keep their order", "[re
   n.node->setAttr(Attribute::ofFloat("beta", 1.0f));
   n.node->setAttr(Attribute::ofFloat("norm_coefficient", 0.0f));
   n.node->setAttr(Attribute::ofString("mode", "standard"));
-  auto outs = n.run({doubles({}, {0.25}), int64Scalar(1), doubles({1}, {1}), floats({1}, {2}), doubles({1}, {4}),
-                     floats({1}, {8}), doubles({1}, {2}), floats({1}, {4})});
+  auto outs = n.run({doubles({}, {0.25}), int64Scalar(1), doubles({1}, {1}), f32({1}, {2}), doubles({1}, {4}),
+                     f32({1}, {8}), doubles({1}, {2}), f32({1}, {4})});
   // V1_new = 0.5 * 2 + 4 = 5, X1_new = 1 - 0.25 * 5; V2_new = 0.5 * 4 + 8 = 10, X2_new = 2 - 0.25 * 10.
   CHECK(outs[0].tensor->dtype() == DType::Double);
   CHECK(outs[1].tensor->dtype() == DType::Float);
@@ -196,8 +180,8 @@ TEST_CASE("Adam: one step with and without bias correction", "[ref]") {
   n.node->setAttr(Attribute::ofFloat("beta", 0.75f));
   n.node->setAttr(Attribute::ofFloat("epsilon", 0.0f));
   auto feeds = [](int64_t t) {
-    return std::vector<Tensor>{floats({}, {0.1f}), int64Scalar(t), floats({2}, {1, -1}), floats({2}, {2, -2}),
-                               floats({2}, {0, 0}), floats({2}, {0, 0})};
+    return std::vector<Tensor>{f32({}, {0.1f}), int64Scalar(t), f32({2}, {1, -1}), f32({2}, {2, -2}),
+                               f32({2}, {0, 0}), f32({2}, {0, 0})};
   };
   double r = 0.1f;
   // V_new = 0.5 G, H_new = 0.25 G^2, so V_new / sqrt(H_new) = sign(G).
@@ -226,8 +210,8 @@ TEST_CASE("Adam: one step with and without bias correction", "[ref]") {
 TEST_CASE("Adam: two tensors, defaults, and a miscounted input list", "[ref]") {
   OneNode n(kTraining, "Adam", {"R", "T", "X1", "X2", "G1", "G2", "V1", "V2", "H1", "H2"},
             {"X1_new", "X2_new", "V1_new", "V2_new", "H1_new", "H2_new"});
-  auto outs = n.run({floats({}, {0.1f}), int64Scalar(0), floats({1}, {1}), floats({1}, {5}), floats({1}, {1}),
-                     floats({1}, {0}), floats({1}, {0}), floats({1}, {3}), floats({1}, {0}), floats({1}, {1})});
+  auto outs = n.run({f32({}, {0.1f}), int64Scalar(0), f32({1}, {1}), f32({1}, {5}), f32({1}, {1}),
+                     f32({1}, {0}), f32({1}, {0}), f32({1}, {3}), f32({1}, {0}), f32({1}, {1})});
   double alpha = 0.9f, beta = 0.999f, eps = 1e-6f;
   double v1 = (1 - alpha) * 1, h1 = (1 - beta) * 1;
   checkClose(outs[2], {v1});
@@ -239,7 +223,7 @@ TEST_CASE("Adam: two tensors, defaults, and a miscounted input list", "[ref]") {
   checkClose(outs[1], {5 - 0.1f * alpha * 3 / (std::sqrt(beta) + eps)});
 
   OneNode bad(kTraining, "Adam", {"R", "T", "X", "G", "V"}, {"X_new", "V_new"});
-  CHECK_THROWS_AS(bad.run({floats({}, {0.1f}), int64Scalar(0), floats({1}, {1}), floats({1}, {1}), floats({1}, {1})}),
+  CHECK_THROWS_AS(bad.run({f32({}, {0.1f}), int64Scalar(0), f32({1}, {1}), f32({1}, {1}), f32({1}, {1})}),
                   Error);
 }
 
@@ -250,8 +234,8 @@ TEST_CASE("FlexAttention: exact softmax, GQA, score_mod and prob_mod", "[ref]") 
   OneNode n(kPreview, "FlexAttention", {"Q", "K", "V"}, {"Y"});
   n.node->setAttr(Attribute::ofFloat("scale", 1.0f));
   auto feeds = [&] {
-    return std::vector<Tensor>{floats({1, 2, 1, 1}, {1, 2}), floats({1, 1, 2, 1}, {0, ln3}),
-                               floats({1, 1, 2, 2}, {4, 0, 8, 4})};
+    return std::vector<Tensor>{f32({1, 2, 1, 1}, {1, 2}), f32({1, 1, 2, 1}, {0, ln3}),
+                               f32({1, 1, 2, 2}, {4, 0, 8, 4})};
   };
   auto outs = n.run(feeds());
   REQUIRE(outs[0].tensor->dims == std::vector<int64_t>{1, 2, 1, 2});
@@ -261,8 +245,8 @@ TEST_CASE("FlexAttention: exact softmax, GQA, score_mod and prob_mod", "[ref]") 
   SECTION("the default scale is 1/sqrt(head_size)") {
     OneNode wide(kPreview, "FlexAttention", {"Q", "K", "V"}, {"Y"});
     // head_size 4: Q.K1 = 2 ln 3, scaled by 1/2 gives ln 3 again: Y = 10 / 4.
-    auto w = wide.run({floats({1, 1, 1, 4}, {1, 1, 1, 1}), floats({1, 1, 2, 4}, {0, 0, 0, 0, ln3 / 2, ln3 / 2, ln3 / 2, ln3 / 2}),
-                       floats({1, 1, 2, 1}, {10, 0})});
+    auto w = wide.run({f32({1, 1, 1, 4}, {1, 1, 1, 1}), f32({1, 1, 2, 4}, {0, 0, 0, 0, ln3 / 2, ln3 / 2, ln3 / 2, ln3 / 2}),
+                       f32({1, 1, 2, 1}, {10, 0})});
     checkClose(w[0], {2.5});
   }
   SECTION("score_mod reads an outer-scope value; a -inf masks a key out") {
@@ -276,7 +260,7 @@ TEST_CASE("FlexAttention: exact softmax, GQA, score_mod and prob_mod", "[ref]") 
     body->addOutput(add->output(0));
     n.node->setAttr(graphAttr("score_mod", body));
     auto f = feeds();
-    f.push_back(floats({2}, {0, -INFINITY}));
+    f.push_back(f32({2}, {0, -INFINITY}));
     auto m = n.run(std::move(f));
     checkClose(m[0], {4, 0, 4, 0});
   }
@@ -300,8 +284,8 @@ TEST_CASE("FlexAttention: float16 in and out, malformed shapes refused", "[ref]"
   checkClose(outs[0], {2});
 
   // Three query heads cannot share two K/V heads.
-  CHECK_THROWS_AS(n.run({floats({1, 3, 1, 1}, {1, 1, 1}), floats({1, 2, 1, 1}, {1, 1}), floats({1, 2, 1, 1}, {1, 1})}),
+  CHECK_THROWS_AS(n.run({f32({1, 3, 1, 1}, {1, 1, 1}), f32({1, 2, 1, 1}, {1, 1}), f32({1, 2, 1, 1}, {1, 1})}),
                   Error);
   // Rank 3 is not accepted.
-  CHECK_THROWS_AS(n.run({floats({1, 1, 1}, {1}), floats({1, 1, 1}, {1}), floats({1, 1, 1}, {1})}), Error);
+  CHECK_THROWS_AS(n.run({f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1})}), Error);
 }
