@@ -107,8 +107,8 @@ class ExternalResolver {
 /// Parses the model in [data, data+size); `owner` keeps those bytes alive, and initializers
 /// borrow their raw_data from them (zero copy) when it is set.
 std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
-                                  const std::string& baseDir, const std::string& displayName,
-                                  const LoadOptions& options) {
+                                  const std::shared_ptr<MappedFile>& mapped, const std::string& baseDir,
+                                  const std::string& displayName, const LoadOptions& options) {
   quietProtobufLogs();
   if (size == 0) fail(ErrorKind::InvalidInput, "{}: empty file, expected an ONNX model", displayName);
   if (size > kProtoLimit)
@@ -135,7 +135,8 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
   ctx.issues = &model->loadIssues;
   if (spliced) {
     for (const auto& span : spliced->raw) {
-      if (span) ctx.mainGraphRaw.push_back(Buffer::borrow(owner, data + span->offset, span->length));
+      if (span && mapped) ctx.mainGraphRaw.push_back(mapped->buffer(mapped, span->offset, span->length));
+      else if (span) ctx.mainGraphRaw.push_back(Buffer::borrow(owner, data + span->offset, span->length));
       else ctx.mainGraphRaw.push_back(std::nullopt);
     }
   }
@@ -210,19 +211,20 @@ bool tensorNeedsRaw(const Tensor& t, const pb::TensorProto& p) {
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options) {
   if (path == "-") {
     auto bytes = std::make_shared<std::string>(readAll(std::cin));
-    return parseModel(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), bytes, ".", "<stdin>", options);
+    return parseModel(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), bytes, nullptr, ".", "<stdin>", options);
   }
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
   auto mf = MappedFile::open(path);
   fs::path pp(path);
   std::string base = pp.has_parent_path() ? pp.parent_path().string() : ".";
-  return parseModel(mf->data(), mf->size(), mf, base, path, options);
+  return parseModel(mf->data(), mf->size(), mf, mf, base, path, options);
 }
 
 std::unique_ptr<Model> loadModelFromBytes(std::string_view bytes, const std::string& baseDir,
                                           const std::string& displayName, const LoadOptions& options) {
-  return parseModel(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, baseDir, displayName, options);
+  return parseModel(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, nullptr, baseDir, displayName,
+                    options);
 }
 
 std::string serializeModel(const Model& model) {

@@ -38,7 +38,20 @@ Buffer Buffer::borrow(std::shared_ptr<const void> owner, const uint8_t* data, si
   return b;
 }
 
-Buffer Buffer::slice(size_t offset, size_t n) const { return borrow(owner_, data_ + offset, n); }
+Buffer Buffer::slice(size_t offset, size_t n) const {
+  Buffer b = borrow(owner_, data_ + offset, n);
+  b.mapped_ = mapped_;
+  return b;
+}
+
+void Buffer::dropMappedPages() const {
+  if (!mapped_ || size_ == 0) return;
+  // Private, never-written file pages: dropping them only costs a re-read if touched again.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data_) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data_) + size_ + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -74,7 +87,9 @@ MappedFile::~MappedFile() {
 }
 
 Buffer MappedFile::buffer(std::shared_ptr<const MappedFile> self, size_t offset, size_t n) const {
-  return Buffer::borrow(std::move(self), data_ + offset, n);
+  Buffer b = Buffer::borrow(std::move(self), data_ + offset, n);
+  b.mapped_ = true;
+  return b;
 }
 
 }  // namespace onnxtool

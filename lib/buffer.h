@@ -36,11 +36,19 @@ class Buffer {
   /// Mutable access: only valid for buffers made by zeros()/copyOf()/fromString() that are not
   /// shared yet; used by producers filling a fresh buffer.
   uint8_t* mutableData() { return const_cast<uint8_t*>(data_); }
+  /// Whether data() is aligned to `alignment` bytes (borrowed bytes may sit at any file offset).
+  bool isAligned(size_t alignment) const { return reinterpret_cast<uintptr_t>(data_) % alignment == 0; }
+  /// For bytes borrowed from a mapped file: lets the kernel drop their pages from memory (they
+  /// are read from the file again if touched). For use after copying them elsewhere. No-op for
+  /// other buffers.
+  void dropMappedPages() const;
 
  private:
+  friend class MappedFile;
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;
 };
 
 /// A read-only memory map of a whole file; bytes are paged in only when touched.

@@ -8,6 +8,7 @@
 
 #include "exec/executor.h"
 #include "exec/kernel.h"
+#include "lib/checker.h"
 #include "lib/error.h"
 #include "lib/ops/op_schema.h"
 
@@ -71,8 +72,19 @@ std::shared_ptr<const Tensor> borrowTensor(const Tensor* t) {
   return std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t);  // aliasing, no ownership
 }
 
+/// Kernels read elements through typed pointers, so tensor bytes must be aligned; bytes borrowed
+/// from a model file sit at whatever offset the writer chose.
+constexpr size_t kKernelAlignment = 16;
+
 RtValue initializerValue(const Value* v) {
-  if (v->initializer()) return RtValue::ofTensor(borrowTensor(v->initializer()));
+  if (v->initializer()) {
+    const Tensor* t = v->initializer();
+    if (t->raw.empty() || t->raw.isAligned(kKernelAlignment)) return RtValue::ofTensor(borrowTensor(t));
+    Tensor copy = *t;
+    copy.setRaw(Buffer::copyOf(t->raw.bytes()));  // heap allocations are 16-byte aligned
+    t->raw.dropMappedPages();                      // the copy replaces them for this run
+    return RtValue::ofTensor(std::move(copy));
+  }
   // Sparse initializers run as their dense equivalent.
   const SparseTensor& s = *v->sparseInitializer();
   Tensor dense;
@@ -116,9 +128,44 @@ std::string describe(const RtValue& v) {
   }
 }
 
+/// Refuses a tensor from the model whose bytes do not hold what its dims and type declare:
+/// kernels index tensors by their dims, so a short one would be read past its end.
+void checkModelTensor(const Tensor& t, const std::string& where) {
+  auto problems = tensorDataProblems(t);
+  if (!problems.empty()) fail(ErrorKind::InvalidInput, "{}: {}", where, problems.front());
+}
+void checkModelSparse(const SparseTensor& s, const std::string& where) {
+  auto problems = sparseTensorDataProblems(s);
+  if (!problems.empty()) fail(ErrorKind::InvalidInput, "{}: {}", where, problems.front());
+}
+
+/// The tensors held by attributes (Constant values, ConstantOfShape's value, ...), checked as above.
+void checkAttributeTensors(const std::vector<Attribute>& attrs, const std::string& where) {
+  for (const Attribute& a : attrs) {
+    std::string at = fmt::format("{}: attribute '{}'", where, a.name);
+    if (a.t) checkModelTensor(*a.t, at);
+    for (const auto& t : a.tensors)
+      if (t) checkModelTensor(*t, at);
+    if (a.sparseTensor) checkModelSparse(*a.sparseTensor, at);
+    for (const auto& s : a.sparseTensors)
+      if (s) checkModelSparse(*s, at);
+  }
+}
+
 void checkInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();
   const std::string& name = e.value->name();
+  if (v.isTensor()) {  // whatever the model declares, kernels index the data by its dims
+    const Tensor& x = *v.tensor;
+    auto n = x.numElements();
+    auto bytes = x.expectedBytes();
+    bool sized = x.dtype() == DType::String ? n && x.strings.size() == static_cast<uint64_t>(*n)
+                                            : bytes && x.raw.size() == *bytes;
+    if (!sized)
+      fail(ErrorKind::InvalidInput, "input '{}': its data ({}) does not match its dims and type {}", name,
+           x.dtype() == DType::String ? fmt::format("{} strings", x.strings.size()) : fmt::format("{} bytes", x.raw.size()),
+           describe(v));
+  }
   if (t.kind == TypeInfo::Kind::Tensor) {
     if (!v.isTensor()) fail(ErrorKind::InvalidInput, "input '{}': expected a tensor {}, got {}", name, t.str(), describe(v));
     if (v.tensor->dataType != t.elemType)
@@ -151,8 +198,8 @@ class RefPlan : public Plan {
   std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override {
     const Graph& g = *model_.graph;
     Env env;
-    for (Value* v : g.initializers()) env.values[v] = initializerValue(v);
-    for (Value* v : g.sparseInitializers()) env.values[v] = initializerValue(v);
+    for (Value* v : g.initializers()) env.values[v] = cachedInitializer(v);
+    for (Value* v : g.sparseInitializers()) env.values[v] = cachedInitializer(v);
     for (const auto& [name, value] : inputs) {
       const ValueInfoEntry* entry = nullptr;
       for (const auto& e : g.inputs())
@@ -195,13 +242,18 @@ class RefPlan : public Plan {
     if (it != prepared_.end()) return it->second;
     Prepared p;
     p.sched = schedule(g);
+    for (Value* v : g.initializers()) checkModelTensor(*v->initializer(), fmt::format("initializer '{}'", v->name()));
+    for (Value* v : g.sparseInitializers())
+      checkModelSparse(*v->sparseInitializer(), fmt::format("sparse initializer '{}'", v->name()));
     for (const Node* n : p.sched.nodes) {
       int64_t opset = opsetFor(*n, within);
       p.opsets.push_back(opset);
+      checkAttributeTensors(n->attributes, fmt::format("node '{}' ({})", n->displayName(), n->opType));
       const Function* fn = model_.findFunction(n->domain, n->opType, n->overload);
       p.functions.push_back(fn);
       if (fn) {
         p.kernels.push_back(nullptr);
+        checkAttributeTensors(fn->attributeDefaults, fmt::format("function '{}'", fn->name));
         resolveGraph(*fn->body, fn);
         continue;
       }
@@ -246,8 +298,8 @@ class RefPlan : public Plan {
           sub.parent = &env;
           const auto& formal = body.inputs();
           // Initializers first so that a formal input of the same name (IR < 4 style) overrides.
-          for (Value* v : body.initializers()) sub.values[v] = initializerValue(v);
-          for (Value* v : body.sparseInitializers()) sub.values[v] = initializerValue(v);
+          for (Value* v : body.initializers()) sub.values[v] = cachedInitializer(v);
+          for (Value* v : body.sparseInitializers()) sub.values[v] = cachedInitializer(v);
           for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
           return runGraph(body, sub, fnCtx, scope);
         };
@@ -282,7 +334,16 @@ class RefPlan : public Plan {
     return runGraph(*fn.body, env, &fn, &inner);
   }
 
+  /// Initializer values, made once per plan (aligned copies and densified sparse tensors are
+  /// not redone on every run or loop iteration).
+  const RtValue& cachedInitializer(const Value* v) {
+    auto it = initCache_.find(v);
+    if (it == initCache_.end()) it = initCache_.emplace(v, initializerValue(v)).first;
+    return it->second;
+  }
+
   const Model& model_;
+  std::unordered_map<const Value*, RtValue> initCache_;
   std::mt19937_64 rng_;
   std::unordered_map<const Graph*, Prepared> prepared_;
 };
