@@ -1,5 +1,6 @@
 // convert.cpp: `onnxtool convert`: re-save a model, moving weights to or from external data.
 #include <optional>
+#include <vector>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -7,6 +8,7 @@
 #include "apps/common.h"
 #include "formats/model_io.h"
 #include "lib/error.h"
+#include "lib/shape_inference.h"
 
 namespace onnxtool::app {
 
@@ -19,6 +21,8 @@ struct ConvertOptions {
   bool externalFlag = false;
   uint64_t sizeThreshold = 1024;
   bool inlineAll = false;
+  bool inferShapes = false;              // --infer-shapes
+  std::vector<std::string> inputShapes;  // --shape NAME=D1,D2,...
 };
 
 int runConvert(const ConvertOptions& o) {
@@ -32,6 +36,27 @@ int runConvert(const ConvertOptions& o) {
   }
   save.sizeThreshold = o.sizeThreshold;
   auto model = loadModel(o.input);
+  if (o.inferShapes) {
+    InferOptions infer;
+    for (const std::string& spec : o.inputShapes) {
+      auto eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0) fail(ErrorKind::InvalidInput, "--shape '{}': expected NAME=DIMS", spec);
+      auto& dims = infer.inputDims[spec.substr(0, eq)];
+      std::string rest = spec.substr(eq + 1);
+      for (size_t pos = 0; !rest.empty() && pos <= rest.size();) {
+        size_t comma = rest.find(',', pos);
+        if (comma == std::string::npos) comma = rest.size();
+        dims.push_back(rest.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    }
+    InferReport report = inferShapes(*model, infer);
+    for (const std::string& e : report.errors) spdlog::warn("{}", e);
+    writeInferredValueInfos(*model);
+    spdlog::info("inferred shapes: {} of {} values fully known", report.valuesFullyKnown, report.valuesTotal);
+  } else if (!o.inputShapes.empty()) {
+    fail(ErrorKind::InvalidInput, "--shape needs --infer-shapes");
+  }
   saveModel(*model, o.output, save);
   spdlog::info("wrote {}", o.output);
   return kOk;
@@ -49,6 +74,13 @@ std::function<int()> addConvert(CLI::App& app) {
       ->expected(0, 1);
   sub->add_option("--size-threshold", o->sizeThreshold, "Smallest tensor moved to external data, in bytes (default 1024)");
   sub->add_flag("--inline", o->inlineAll, "Move all external data into the model file (fails over 2 GiB)");
+  sub->add_flag("--infer-shapes", o->inferShapes,
+                "Infer types and shapes of every value and store them as value_info");
+  sub->add_option("--shape", o->inputShapes,
+                  "With --infer-shapes: set input NAME's dims, e.g. input_ids=batch,128 (? for unknown)")
+      ->type_name("NAME=DIMS")
+      ->expected(1)
+      ->allow_extra_args(false);
   sub->footer("Exit codes: 0 success, 2 invalid input or usage error.");
   return [o, sub] {
     ConvertOptions opts = *o;

@@ -1,0 +1,571 @@
+// shape_inference.cpp: the inference engine: graph walk, declared-type merge, type-constraint
+// checks, data propagation store, subgraphs and model-local functions, and the registry.
+#include "lib/shape_inference.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "lib/error.h"
+
+namespace onnxtool {
+
+namespace {
+
+/// Thrown by InferContext::fail; the engine turns it into a finding.
+struct InferFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Integer tensors up to this many elements take part in data propagation.
+constexpr int64_t kMaxPropagatedElements = 1024;
+
+bool isFullyKnown(const TypeInfo& t) {
+  if (!t.isTensor() || !t.shape.hasRank) return false;
+  return std::none_of(t.shape.dims.begin(), t.shape.dims.end(), [](const Dim& d) { return d.isUnknown(); });
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ registry
+
+InferRegistry& InferRegistry::instance() {
+  static InferRegistry r;
+  return r;
+}
+
+void InferRegistry::add(const InferFnDef& def) { defs_.push_back(def); }
+
+const InferFnDef* InferRegistry::find(std::string_view domain, std::string_view opType, int schemaVersion) const {
+  const InferFnDef* best = nullptr;
+  for (const auto& d : defs_)
+    if (d.domain == domain && d.opType == opType && d.sinceVersion <= schemaVersion &&
+        (!best || d.sinceVersion > best->sinceVersion))
+      best = &d;
+  return best;
+}
+
+void registerShapeInference() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = InferRegistry::instance();
+    registerInferElementwise(r);
+    registerInferTensor(r);
+    registerInferNn(r);
+    registerInferControlFlow(r);
+  });
+}
+
+// ------------------------------------------------------------------------------ engine
+
+class InferEngine {
+ public:
+  InferEngine(Model& model, const InferOptions& options) : model_(model), options_(options) {
+    for (const auto& f : model.functions) functionsByKey_[f->domain + "\n" + f->name] = f.get();
+    for (const auto& d : InferRegistry::instance().all())
+      fnIndex_[std::string(d.domain) + "\n" + std::string(d.opType)].push_back(&d);
+  }
+
+  void run();
+  void inferGraph(Graph& g);
+  InferReport& report() { return report_; }
+
+  // --- shared with InferContext
+  std::unordered_map<const Value*, std::vector<SymDim>> data;
+  std::unordered_map<std::string, SymExpr> exprByName;
+  int freshCounter = 0;
+  std::vector<TypeInfo>* pending = nullptr;  ///< outputs of the node being inferred
+
+  const std::vector<SymDim>* dataOf(const Value* v);
+  const Tensor* constantOf(const Value* v) const;
+  void finding(std::string msg);
+
+ private:
+  void inferNode(Node& n);
+  void inferFunctionCall(Node& n, const Function& f);
+  void checkConstraints(const Node& n, const OpSchema& s);
+  void mergeInto(Value* v, const TypeInfo& inferred, const Node& n);
+  void applyInputDims(Graph& g);
+  const InferFnDef* findFn(std::string_view domain, std::string_view op, int version) const;
+
+  Model& model_;
+  const InferOptions& options_;
+  InferReport report_;
+  std::unordered_map<std::string, const Function*> functionsByKey_;
+  std::unordered_map<std::string, std::vector<const InferFnDef*>> fnIndex_;
+  const std::vector<OpsetImport>* imports_ = nullptr;
+  const std::vector<const Attribute*>* callerAttrs_ = nullptr;
+  std::unordered_set<const Function*> activeFunctions_;
+};
+
+void InferEngine::finding(std::string msg) {
+  if (options_.strict) throw Error(ErrorKind::InvalidInput, msg);
+  report_.errors.push_back(std::move(msg));
+}
+
+const InferFnDef* InferEngine::findFn(std::string_view domain, std::string_view op, int version) const {
+  auto it = fnIndex_.find(std::string(domain) + "\n" + std::string(op));
+  if (it == fnIndex_.end()) return nullptr;
+  const InferFnDef* best = nullptr;
+  for (const InferFnDef* d : it->second)
+    if (d->sinceVersion <= version && (!best || d->sinceVersion > best->sinceVersion)) best = d;
+  return best;
+}
+
+const Tensor* InferEngine::constantOf(const Value* v) const {
+  if (!v) return nullptr;
+  // An initializer that is also a graph input can be overridden at run time: not a constant.
+  if (v->initializer() && !v->isGraphInput()) return v->initializer();
+  if (Node* p = v->producer(); p && p->opType == "Constant" && p->isDomain("")) {
+    const Attribute* a = p->attr("value");
+    if (a && a->t) return a->t.get();
+  }
+  return nullptr;
+}
+
+const std::vector<SymDim>* InferEngine::dataOf(const Value* v) {
+  if (!v) return nullptr;
+  if (auto it = data.find(v); it != data.end()) return &it->second;
+  const Tensor* t = constantOf(v);
+  if (!t || !dtypeIsInteger(t->dtype()) || !t->numElements() || *t->numElements() > kMaxPropagatedElements ||
+      dtypeBits(t->dtype()) < 8 || t->storage == Tensor::Storage::External)
+    return nullptr;
+  if (t->expectedBytes() && t->raw.size() != *t->expectedBytes()) return nullptr;
+  std::vector<SymDim> d;
+  for (int64_t x : t->toInt64s()) d.push_back(SymExpr(x));
+  return &(data[v] = std::move(d));
+}
+
+void InferEngine::applyInputDims(Graph& g) {
+  for (const auto& [name, dims] : options_.inputDims) {
+    auto it = std::find_if(g.inputs().begin(), g.inputs().end(),
+                           [&](const ValueInfoEntry& e) { return e.value && e.value->name() == name; });
+    if (it == g.inputs().end()) fail(ErrorKind::InvalidInput, "--shape: the model has no input '{}'", name);
+    TypeInfo t = it->value->type();
+    if (t.isNone()) t.kind = TypeInfo::Kind::Tensor;
+    if (!t.isTensor()) fail(ErrorKind::InvalidInput, "--shape: input '{}' is not a tensor", name);
+    Shape s;
+    s.hasRank = true;
+    for (const std::string& d : dims) {
+      if (d == "?") {
+        s.dims.emplace_back();
+        continue;
+      }
+      char* end = nullptr;
+      long long v = std::strtoll(d.c_str(), &end, 10);
+      if (!d.empty() && end && *end == '\0') {
+        if (v < 0) fail(ErrorKind::InvalidInput, "--shape: negative dimension {} for input '{}'", v, name);
+        s.dims.push_back(Dim::ofValue(v));
+      } else if (!d.empty()) {
+        s.dims.push_back(Dim::ofParam(d));
+      } else {
+        fail(ErrorKind::InvalidInput, "--shape: empty dimension for input '{}'", name);
+      }
+    }
+    t.shape = std::move(s);
+    it->value->setType(std::move(t));
+    it->typeOverride.reset();
+    it->hasType = true;
+  }
+}
+
+void InferEngine::run() {
+  if (!model_.graph) return;
+  applyInputDims(*model_.graph);
+  imports_ = &model_.opsetImports;
+  inferGraph(*model_.graph);
+  model_.graph->forEachGraph([&](Graph& g) {
+    for (const auto& n : g.nodes())
+      for (Value* v : n->outputs()) {
+        if (!v) continue;
+        ++report_.valuesTotal;
+        if (isFullyKnown(v->type())) ++report_.valuesFullyKnown;
+        else if (report_.firstGiveUp.empty())
+          report_.firstGiveUp = fmt::format("value '{}' of node '{}' ({}) has type {}", v->name(), n->displayName(),
+                                            n->opType, v->type().str());
+      }
+  });
+}
+
+void InferEngine::inferGraph(Graph& g) {
+  // Initializers not listed as inputs carry no declared type: their tensor gives it.
+  for (Value* v : g.initializers())
+    if (v->type().isNone()) v->setType(TypeInfo::tensor(v->initializer()->dtype(), Shape::of(v->initializer()->dims)));
+  for (Value* v : g.sparseInitializers())
+    if (v->type().isNone()) {
+      TypeInfo t = TypeInfo::tensor(v->sparseInitializer()->values.dtype(), Shape::of(v->sparseInitializer()->dims));
+      t.kind = TypeInfo::Kind::SparseTensor;
+      v->setType(std::move(t));
+    }
+  auto order = g.topologicalOrder();
+  std::vector<Node*> nodes;
+  if (order) {
+    nodes = std::move(*order);
+  } else {
+    finding(fmt::format("graph '{}': the nodes form a cycle; inferring in file order", g.name));
+    for (const auto& n : g.nodes()) nodes.push_back(n.get());
+  }
+  for (Node* n : nodes) inferNode(*n);
+}
+
+void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
+  std::unordered_map<std::string_view, std::pair<std::string, const Value*>> bound;
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    const Value* v = n.inputs()[i];
+    if (!v || v->type().isNone() || s.inputs.empty()) continue;
+    if (v->type().isTensor() && v->type().elemType == 0) continue;
+    size_t f = std::min(i, s.inputs.size() - 1);
+    if (i >= s.inputs.size() && s.inputs.back().option != ParamOption::Variadic) continue;
+    const FormalParam& p = s.inputs[f];
+    std::string actual = v->type().constraintStr();
+    const TypeConstraint* c = s.findConstraint(p.typeStr);
+    if (!c) {
+      if (actual != p.typeStr)
+        throw InferFailure(fmt::format("input '{}' has type {}, expected {}", v->name(), actual, p.typeStr));
+      continue;
+    }
+    if (std::find(c->allowedTypes.begin(), c->allowedTypes.end(), actual) == c->allowedTypes.end())
+      throw InferFailure(fmt::format("input '{}' has type {}, not allowed for {}", v->name(), actual, p.typeStr));
+    if (p.option == ParamOption::Variadic && !p.isHomogeneous) continue;
+    auto [it, fresh] = bound.try_emplace(p.typeStr, actual, v);
+    if (!fresh && it->second.first != actual)
+      throw InferFailure(fmt::format("input '{}' has type {} but input '{}' bound {} to {}", v->name(), actual,
+                                     it->second.second->name(), p.typeStr, it->second.first));
+  }
+  // Outputs whose type is a constraint bound by an input, or a concrete type, get their dtype now;
+  // the op's function refines them.
+  for (size_t i = 0; i < n.outputs().size() && !s.outputs.empty(); ++i) {
+    const FormalParam& p = s.outputs[std::min(i, s.outputs.size() - 1)];
+    TypeInfo t;
+    if (auto it = bound.find(p.typeStr); it != bound.end()) {
+      t = it->second.second->type();
+      if (t.isTensor()) t.shape = Shape::unknownRank();
+    } else if (p.typeStr.starts_with("tensor(")) {
+      if (auto dt = dtypeFromName(p.typeStr)) t = TypeInfo::tensor(*dt, Shape::unknownRank());
+    }
+    if (!t.isNone() && t.isTensor()) (*pending)[i] = std::move(t);
+  }
+}
+
+void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
+  const TypeInfo& declared = v->type();
+  if (inferred.isNone()) return;
+  if (declared.isNone() || (declared.isTensor() && inferred.isTensor() && declared.elemType == 0 &&
+                            !declared.shape.hasRank)) {
+    v->setType(inferred);
+    return;
+  }
+  auto conflict = [&] {
+    finding(fmt::format("node '{}' ({}): output '{}' inferred as {} but declared as {}", n.displayName(), n.opType,
+                        v->name(), inferred.str(), declared.str()));
+  };
+  if (declared.kind != inferred.kind) return conflict();
+  if (!declared.isTensor()) return;  // sequences, optionals: keep the declaration
+  TypeInfo merged = declared;
+  if (declared.elemType == 0) merged.elemType = inferred.elemType;
+  else if (inferred.elemType != 0 && inferred.elemType != declared.elemType) return conflict();
+  if (!declared.shape.hasRank) {
+    merged.shape = inferred.shape;
+  } else if (inferred.shape.hasRank) {
+    if (inferred.shape.rank() != declared.shape.rank()) return conflict();
+    for (size_t i = 0; i < declared.shape.rank(); ++i) {
+      const Dim& d = declared.shape.dims[i];
+      const Dim& x = inferred.shape.dims[i];
+      if (d.isValue() && x.isValue() && d.value != x.value) return conflict();
+      if (d.isUnknown() || (x.isValue() && !d.isValue())) merged.shape.dims[i] = x;
+    }
+  }
+  v->setType(std::move(merged));
+}
+
+void InferEngine::inferNode(Node& n) {
+  std::string domain(canonicalDomain(n.domain));
+  std::vector<TypeInfo> outputs(n.outputs().size());
+  pending = &outputs;
+  int64_t opset = 0;
+  for (const auto& imp : *imports_)
+    if (canonicalDomain(imp.domain) == domain) opset = imp.version;
+  const OpSchema* schema = opset ? findSchema(domain, n.opType, opset) : nullptr;
+  auto giveUp = [&](std::string why) {
+    if (report_.firstGiveUp.empty()) report_.firstGiveUp = why;
+  };
+  if (!schema) {
+    if (auto it = functionsByKey_.find(domain + "\n" + n.opType); it != functionsByKey_.end()) {
+      inferFunctionCall(n, *it->second);
+      return;
+    }
+    ++report_.opsWithoutInference[n.opType];
+    giveUp(fmt::format("no schema for {} (domain '{}', opset {})", n.opType, domain, opset));
+    return;
+  }
+  const InferFnDef* def = findFn(domain, n.opType, schema->sinceVersion);
+  try {
+    checkConstraints(n, *schema);
+    if (def) {
+      InferContext ctx(*this, n, schema, opset, callerAttrs_);
+      def->fn(ctx);
+    } else {
+      ++report_.opsWithoutInference[n.opType];
+      giveUp(fmt::format("no inference for {}", n.opType));
+    }
+  } catch (const InferFailure& e) {
+    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, e.what()));
+  }
+  pending = nullptr;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (Value* v = n.outputs()[i]) mergeInto(v, outputs[i], n);
+}
+
+void InferEngine::inferFunctionCall(Node& n, const Function& f) {
+  if (!f.body || activeFunctions_.count(&f)) {
+    ++report_.opsWithoutInference[n.opType];
+    return;
+  }
+  Graph& body = *f.body;
+  // The body is shared by every call: infer it for this call, read the outputs, then restore
+  // the body's own types so that nothing call-specific is saved into the function.
+  std::vector<std::pair<Value*, TypeInfo>> saved;
+  for (const auto& v : body.values()) saved.emplace_back(v.get(), v->type());
+  for (size_t i = 0; i < body.inputs().size(); ++i)
+    if (Value* in = body.inputs()[i].value) {
+      const Value* actual = n.input(i);
+      in->setType(actual ? actual->type() : TypeInfo{});
+      if (actual) {
+        if (const auto* d = dataOf(actual)) data[in] = *d;
+        else data.erase(in);
+      }
+    }
+  std::vector<const Attribute*> attrs;
+  for (const std::string& name : f.attributeNames) {
+    const Attribute* a = n.attr(name);
+    if (!a)
+      for (const auto& d : f.attributeDefaults)
+        if (d.name == name) a = &d;
+    if (a) attrs.push_back(a);
+  }
+  for (const auto& d : f.attributeDefaults)
+    if (!n.attr(d.name) && std::find(f.attributeNames.begin(), f.attributeNames.end(), d.name) == f.attributeNames.end())
+      attrs.push_back(&d);
+  auto* outerImports = imports_;
+  auto* outerAttrs = callerAttrs_;
+  imports_ = &f.opsetImports;
+  callerAttrs_ = &attrs;
+  activeFunctions_.insert(&f);
+  inferGraph(body);
+  activeFunctions_.erase(&f);
+  imports_ = outerImports;
+  callerAttrs_ = outerAttrs;
+  std::vector<TypeInfo> outputs;
+  for (size_t i = 0; i < body.outputs().size(); ++i) outputs.push_back(body.outputs()[i].value->type());
+  std::vector<std::pair<Value*, std::vector<SymDim>>> outData;
+  for (size_t i = 0; i < body.outputs().size() && i < n.outputs().size(); ++i)
+    if (const auto* d = dataOf(body.outputs()[i].value)) outData.emplace_back(n.outputs()[i], *d);
+  for (auto& [v, t] : saved) v->setType(std::move(t));
+  for (auto& [v, d] : outData)
+    if (v) data[v] = std::move(d);
+  for (size_t i = 0; i < n.outputs().size() && i < outputs.size(); ++i)
+    if (Value* v = n.outputs()[i]) mergeInto(v, outputs[i], n);
+}
+
+// ------------------------------------------------------------------------------ context
+
+InferContext::InferContext(InferEngine& engine, const Node& node, const OpSchema* schema, int64_t opset,
+                           const std::vector<const Attribute*>* callerAttrs)
+    : engine_(engine), node_(node), schema_(schema), opset_(opset), callerAttrs_(callerAttrs) {}
+
+const TypeInfo& InferContext::inputType(size_t i) const {
+  static const TypeInfo none;
+  const Value* v = node_.input(i);
+  return v ? v->type() : none;
+}
+
+DType InferContext::inputDType(size_t i) const {
+  const TypeInfo& t = inputType(i);
+  return t.isTensor() ? t.dtype() : DType::Undefined;
+}
+
+std::optional<SymShape> InferContext::inputShape(size_t i) const {
+  const TypeInfo& t = inputType(i);
+  if (!t.isTensor() || !t.shape.hasRank) return std::nullopt;
+  SymShape s;
+  for (const Dim& d : t.shape.dims) s.push_back(fromDim(d));
+  return s;
+}
+
+std::optional<int64_t> InferContext::inputRank(size_t i) const {
+  const TypeInfo& t = inputType(i);
+  if (!t.isTensor() || !t.shape.hasRank) return std::nullopt;
+  return static_cast<int64_t>(t.shape.rank());
+}
+
+const std::vector<SymDim>* InferContext::inputData(size_t i) const { return engine_.dataOf(node_.input(i)); }
+
+std::optional<std::vector<int64_t>> InferContext::inputInts(size_t i) const {
+  const auto* d = inputData(i);
+  if (!d) return std::nullopt;
+  std::vector<int64_t> r;
+  for (const SymDim& x : *d) {
+    if (!x || !x->isConstant()) return std::nullopt;
+    r.push_back(*x->asConstant());
+  }
+  return r;
+}
+
+const Tensor* InferContext::inputConstant(size_t i) const { return engine_.constantOf(node_.input(i)); }
+
+const Attribute* InferContext::attr(std::string_view name) const {
+  const Attribute* a = node_.attr(name);
+  if (!a || a->refAttrName.empty()) return a;
+  if (!callerAttrs_) return nullptr;
+  for (const Attribute* c : *callerAttrs_)
+    if (c->name == a->refAttrName) return c;
+  return nullptr;
+}
+
+int64_t InferContext::attrInt(std::string_view name, int64_t def) const {
+  const Attribute* a = attr(name);
+  return a && a->type == AttrType::Int ? a->i : def;
+}
+
+float InferContext::attrFloat(std::string_view name, float def) const {
+  const Attribute* a = attr(name);
+  return a && a->type == AttrType::Float ? a->f : def;
+}
+
+std::string InferContext::attrString(std::string_view name, const std::string& def) const {
+  const Attribute* a = attr(name);
+  return a && a->type == AttrType::String ? a->s : def;
+}
+
+std::optional<std::vector<int64_t>> InferContext::attrInts(std::string_view name) const {
+  const Attribute* a = attr(name);
+  if (!a || a->type != AttrType::Ints) return std::nullopt;
+  return a->ints;
+}
+
+void InferContext::setOutput(size_t i, DType dtype, const SymShape& shape) {
+  if (i >= numOutputs()) fail(fmt::format("output {} does not exist", i));
+  Shape s;
+  s.hasRank = true;
+  for (const SymDim& d : shape) s.dims.push_back(toDim(d ? d : SymDim(freshDim())));
+  setOutputType(i, TypeInfo::tensor(dtype, std::move(s)));
+}
+
+void InferContext::setOutputDType(size_t i, DType dtype) {
+  setOutputType(i, TypeInfo::tensor(dtype, Shape::unknownRank()));
+}
+
+void InferContext::setOutputType(size_t i, TypeInfo type) {
+  if (i < engine_.pending->size()) (*engine_.pending)[i] = std::move(type);
+}
+
+void InferContext::setOutputData(size_t i, std::vector<SymDim> data) {
+  if (const Value* v = node_.output(i); v && static_cast<int64_t>(data.size()) <= kMaxPropagatedElements)
+    engine_.data[v] = std::move(data);
+}
+
+SymExpr InferContext::freshDim() { return SymExpr::symbol(fmt::format("unk__{}", engine_.freshCounter++)); }
+
+Dim InferContext::toDim(const SymDim& d) const {
+  if (!d) return Dim{};
+  if (auto c = d->asConstant()) return Dim::ofValue(*c);
+  std::string name = d->str();
+  engine_.exprByName.try_emplace(name, *d);
+  return Dim::ofParam(std::move(name));
+}
+
+SymDim InferContext::fromDim(const Dim& d) const {
+  if (d.isValue()) return SymExpr(d.value);
+  if (!d.isParam()) return std::nullopt;
+  if (auto it = engine_.exprByName.find(d.param); it != engine_.exprByName.end()) return it->second;
+  return SymExpr::symbol(d.param);
+}
+
+SymShape InferContext::broadcast(const SymShape& a, const SymShape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  SymShape r(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    const SymDim* x = k < rank - a.size() ? nullptr : &a[k - (rank - a.size())];
+    const SymDim* y = k < rank - b.size() ? nullptr : &b[k - (rank - b.size())];
+    if (!x) { r[k] = *y; continue; }
+    if (!y) { r[k] = *x; continue; }
+    auto one = [](const SymDim* d) { return *d && (*d)->asConstant() == 1; };
+    if (one(x)) r[k] = *y;
+    else if (one(y)) r[k] = *x;
+    else if (*x && *y && **x == **y) r[k] = *x;
+    else if (*x && *y && (*x)->isConstant() && (*y)->isConstant())
+      fail(fmt::format("cannot broadcast dimension {} of {} against {}", k, (*x)->str(), (*y)->str()));
+    else if (*x && (*x)->isConstant()) r[k] = *x;  // the other is symbolic: it must equal this size
+    else if (*y && (*y)->isConstant()) r[k] = *y;
+    else r[k] = std::nullopt;
+  }
+  return r;
+}
+
+int64_t InferContext::normalizeAxis(int64_t axis, int64_t rank, std::string_view what) {
+  if (axis < -rank || axis >= rank) fail(fmt::format("{} {} is out of range for rank {}", what, axis, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<TypeInfo> InferContext::inferSubgraph(Graph& body, const std::vector<TypeInfo>& inputTypes) {
+  for (size_t i = 0; i < body.inputs().size() && i < inputTypes.size(); ++i) {
+    Value* in = body.inputs()[i].value;
+    if (!in) continue;
+    const TypeInfo& given = inputTypes[i];
+    const TypeInfo& declared = in->type();
+    if (declared.isNone()) {
+      in->setType(given);
+    } else if (declared.isTensor() && given.isTensor()) {
+      TypeInfo merged = declared;
+      if (!merged.elemType) merged.elemType = given.elemType;
+      if (!merged.shape.hasRank) merged.shape = given.shape;
+      in->setType(std::move(merged));
+    }
+  }
+  std::vector<TypeInfo>* outer = engine_.pending;
+  engine_.inferGraph(body);
+  engine_.pending = outer;
+  std::vector<TypeInfo> out;
+  for (const auto& e : body.outputs()) out.push_back(e.value ? e.value->type() : TypeInfo{});
+  return out;
+}
+
+void InferContext::fail(const std::string& what) const { throw InferFailure(what); }
+
+// ------------------------------------------------------------------------------ entry points
+
+InferReport inferShapes(Model& model, const InferOptions& options) {
+  registerShapeInference();
+  InferEngine engine(model, options);
+  engine.run();
+  return std::move(engine.report());
+}
+
+size_t writeInferredValueInfos(Model& model) {
+  if (!model.graph) return 0;
+  size_t added = 0;
+  model.graph->forEachGraph([&](Graph& g) {
+    std::unordered_set<const Value*> listed;
+    for (auto* list : {&g.inputs(), &g.outputs(), &g.valueInfos()})
+      for (auto& e : *list) {
+        listed.insert(e.value);
+        if (!e.hasType && e.value && !e.value->type().isNone()) e.hasType = true;
+      }
+    for (const auto& n : g.nodes())
+      for (Value* v : n->outputs())
+        if (v && !v->type().isNone() && listed.insert(v).second) {
+          ValueInfoEntry e;
+          e.value = v;
+          g.valueInfos().push_back(std::move(e));
+          ++added;
+        }
+  });
+  return added;
+}
+
+}  // namespace onnxtool

@@ -1,0 +1,200 @@
+"""Compares `onnxtool convert --infer-shapes` with onnx.shape_inference.infer_shapes(strict_mode=True,
+data_prop=True) on every backend node test model and on the exported models in build/models
+(skipped quietly when absent).
+
+Each model is stripped of value_info and of its graph outputs' types first, so both tools infer
+every node output. Per value the result is: same, ours more specific, ours less specific, or a
+conflict (different element type, rank or static size, or a symbol where onnx has a size).
+Models onnx itself rejects are skipped. The test fails on conflicts only: "less specific" is
+still non-zero for ops without an inference function yet, and is printed per op, not failed.
+"""
+import collections
+import concurrent.futures
+import os
+import subprocess
+import sys
+import tempfile
+
+import onnx
+import onnx.shape_inference
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnxtool_test import BUILD_DIR, ONNXTOOL, node_test_models  # noqa: E402
+
+
+def dims_of(t):
+    if not t.HasField("tensor_type"):
+        return None, None
+    tt = t.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    out = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(d.dim_value)
+        elif d.HasField("dim_param") and "unk__" not in d.dim_param:
+            out.append(d.dim_param)
+        else:
+            out.append(None)  # unknown, or in fresh names: says nothing beyond the rank
+    return tt.elem_type, out
+
+
+def types_by_name(graph, acc, with_io=True):
+    for vi in list(graph.value_info) + (list(graph.output) if with_io else []):
+        if vi.type.HasField("tensor_type"):
+            acc[vi.name] = dims_of(vi.type)
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                types_by_name(a.g, acc)
+            for g in a.graphs:
+                types_by_name(g, acc)
+    return acc
+
+
+def node_outputs(graph, acc):
+    for n in graph.node:
+        acc.extend((o, n.op_type) for o in n.output if o)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                node_outputs(a.g, acc)
+            for g in a.graphs:
+                node_outputs(g, acc)
+    return acc
+
+
+def compare(theirs, ours):
+    """One of same/more/less/conflict for one value."""
+    if theirs is None:
+        return "same" if ours is None else "more"
+    if ours is None:
+        return "less"
+    (te, td), (oe, od) = theirs, ours
+    more = less = False
+    if te and oe and te != oe:
+        return "conflict"
+    if te and not oe:
+        less = True
+    if oe and not te:
+        more = True
+    if td is None or od is None:
+        if td is not None:
+            less = True
+        elif od is not None:
+            more = True
+    elif len(td) != len(od):
+        return "conflict"
+    else:
+        for a, b in zip(td, od):
+            if a == b:
+                continue
+            if a is None:
+                more = True
+            elif b is None:
+                less = True
+            elif isinstance(a, int) and isinstance(b, int):
+                return "conflict"
+            elif isinstance(a, int):
+                return "conflict"  # a symbol where onnx knows the size
+            elif isinstance(b, int):
+                more = True  # a size where onnx has a symbol
+            else:
+                more = True  # a different symbolic form: ours is an expression of input symbols
+    return "less" if less else "more" if more else "same"
+
+
+def strip(model):
+    del model.graph.value_info[:]
+    for o in model.graph.output:
+        o.ClearField("type")
+    return model
+
+
+def run_one(path, tmp):
+    try:
+        model = strip(onnx.load(path))
+    except Exception:
+        return None
+    try:
+        theirs = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception:
+        return None
+    src = os.path.join(tmp, str(abs(hash(path))) + ".onnx")
+    dst = src + ".out.onnx"
+    onnx.save(model, src)
+    r = subprocess.run([ONNXTOOL, "convert", "--infer-shapes", src, "-o", dst], capture_output=True, text=True)
+    if r.returncode != 0:
+        return ("error", path, r.stderr.strip())
+    ours_model = onnx.load(dst)
+    os.remove(src)
+    os.remove(dst)
+    t = types_by_name(theirs.graph, {})
+    o = types_by_name(ours_model.graph, {})
+    results = []
+    for name, op in node_outputs(model.graph, []):
+        results.append((compare(t.get(name), o.get(name)), op, name, t.get(name), o.get(name)))
+    return ("ok", path, results)
+
+
+def unknown_dims(model_path):
+    """Values with unknown rank or dims after inference, for onnx and for us."""
+    model = strip(onnx.load(model_path))
+    theirs = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = os.path.join(tmp, "out.onnx")
+        subprocess.run([ONNXTOOL, "convert", "--infer-shapes", model_path, "-o", dst], check=True,
+                       capture_output=True)
+        ours = onnx.load(dst, load_external_data=False)
+    counts = []
+    for m in (theirs, ours):
+        types = types_by_name(m.graph, {})
+        bad = 0
+        for name, _ in node_outputs(model.graph, []):
+            ty = types.get(name)
+            if ty is None or ty[1] is None or any(d is None for d in ty[1]):
+                bad += 1
+        counts.append(bad)
+    return counts
+
+
+def main():
+    models = node_test_models()
+    if os.path.basename(os.path.normpath(BUILD_DIR)).endswith("asan"):
+        # The sanitizer pass is about memory safety; one process per model under ASan costs
+        # minutes, so it takes every tenth model (the release pass compares all of them).
+        models = models[::10]
+    exported = sorted(
+        os.path.join(BUILD_DIR, "models", f) for f in os.listdir(os.path.join(BUILD_DIR, "models"))
+        if f.endswith(".onnx")) if os.path.isdir(os.path.join(BUILD_DIR, "models")) else []
+    counts = collections.Counter()
+    less_by_op = collections.Counter()
+    conflicts = []
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp, concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 4) as pool:
+        for res in pool.map(lambda p: run_one(p, tmp), models + exported):
+            if res is None:
+                continue
+            if res[0] == "error":
+                errors.append(res[1:])
+                continue
+            for verdict, op, name, t, o in res[2]:
+                counts[verdict] += 1
+                if verdict == "less":
+                    less_by_op[op] += 1
+                if verdict == "conflict":
+                    conflicts.append((res[1], op, name, t, o))
+    print(f"values: same {counts['same']}, ours more specific {counts['more']}, "
+          f"ours less specific {counts['less']}, conflict {counts['conflict']}")
+    print("less specific by op:", ", ".join(f"{op} {n}" for op, n in less_by_op.most_common()))
+    for c in conflicts[:50]:
+        print("CONFLICT", *c)
+    for e in errors[:20]:
+        print("ERROR", *e)
+    for path in exported:
+        theirs, ours = unknown_dims(path)
+        print(f"{os.path.basename(path)}: values not fully known: onnx {theirs}, ours {ours}")
+    sys.exit(1 if conflicts or errors else 0)
+
+
+if __name__ == "__main__":
+    main()
