@@ -27,6 +27,10 @@ Tensor tensorFrom(pb::TensorProto& p, const std::string& displayName) {
   if (t.dtype() != DType::String && (!expected || t.raw.size() != *expected))
     fail(ErrorKind::InvalidInput, "{}: tensor '{}' holds {} bytes, its dims and type need {}", displayName, t.name,
          t.raw.size(), expected ? std::to_string(*expected) : std::string("an impossible size"));
+  auto n = t.numElements();
+  if (t.dtype() == DType::String && (!n || t.strings.size() != static_cast<uint64_t>(*n)))
+    fail(ErrorKind::InvalidInput, "{}: tensor '{}' holds {} strings, its dims need {}", displayName, t.name,
+         t.strings.size(), n ? std::to_string(*n) : std::string("an impossible count"));
   return t;
 }
 

@@ -1048,6 +1048,10 @@ class Checker {
 
 }  // namespace
 
+std::vector<std::string> tensorDataProblems(const Tensor& t) { return tensorProblems(t); }
+
+std::vector<std::string> sparseTensorDataProblems(const SparseTensor& s) { return sparseProblems(s); }
+
 std::vector<Diagnostic> checkModel(const Model& m) { return Checker(m).run(); }
 
 bool hasErrors(const std::vector<Diagnostic>& diagnostics) {

@@ -42,4 +42,12 @@ std::vector<Diagnostic> checkModel(const Model& m);
 /// Whether any diagnostic is an Error.
 bool hasErrors(const std::vector<Diagnostic>& diagnostics);
 
+/// Problems of one tensor's declaration against its data (element type, dims, byte or string
+/// count, the kMaxTensorBytes limit), each a "<what is wrong>, <what was expected>" phrase; empty
+/// when the bytes hold exactly what the dims and type declare. Never allocates in proportion to
+/// the declared dims. Executors call it before trusting a tensor from the model.
+std::vector<std::string> tensorDataProblems(const Tensor& t);
+/// Likewise for a sparse tensor (values, indices: their shapes, range and order).
+std::vector<std::string> sparseTensorDataProblems(const SparseTensor& s);
+
 }  // namespace onnxtool

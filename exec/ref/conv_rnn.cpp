@@ -76,11 +76,11 @@ Geometry windowGeometry(const KernelContext& ctx, std::vector<int64_t> in, std::
   g.out.resize(r);
   for (size_t i = 0; i < r; ++i) {
     if (g.kernel[i] < 1) ctx.fail("kernel dimensions must be positive");
-    int64_t span = (g.kernel[i] - 1) * g.dilations[i] + 1;
+    int64_t span = checkedAdd(ctx, checkedMul(ctx, g.kernel[i] - 1, g.dilations[i]), 1);
     int64_t s = g.strides[i];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       g.out[i] = ceilDiv(g.in[i], s);
-      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + span - g.in[i]);
+      int64_t total = std::max<int64_t>(0, checkedAdd(ctx, checkedMul(ctx, g.out[i] - 1, s), span - g.in[i]));
       int64_t small = total / 2;
       g.padBegin[i] = autoPad == "SAME_UPPER" ? small : total - small;
       g.padEnd[i] = total - g.padBegin[i];
@@ -88,11 +88,11 @@ Geometry windowGeometry(const KernelContext& ctx, std::vector<int64_t> in, std::
       g.padBegin[i] = g.padEnd[i] = 0;
       g.out[i] = floorDiv(g.in[i] - span, s) + 1;
     } else if (autoPad == "NOTSET" || autoPad.empty()) {
-      int64_t extent = g.in[i] + g.padBegin[i] + g.padEnd[i] - span;
+      int64_t extent = checkedAdd(ctx, checkedAdd(ctx, g.in[i], g.padBegin[i]), checkedAdd(ctx, g.padEnd[i], -span));
       if (ceilMode) {
         g.out[i] = ceilDiv(extent, s) + 1;
         // the last window must start inside the input or the leading padding
-        if ((g.out[i] - 1) * s >= g.in[i] + g.padBegin[i]) --g.out[i];
+        if (checkedMul(ctx, g.out[i] - 1, s) >= g.in[i] + g.padBegin[i]) --g.out[i];
       } else {
         g.out[i] = floorDiv(extent, s) + 1;
       }
@@ -106,10 +106,14 @@ Geometry windowGeometry(const KernelContext& ctx, std::vector<int64_t> in, std::
 
 /// For every kernel tap k and output position p, the flat offset (within one channel) of the
 /// input element the tap reads, or -1 where it falls outside the input: table[k * P + p].
-std::vector<int64_t> tapTable(const Geometry& g) {
-  int64_t K = g.kernelSize(), P = g.outSize();
+std::vector<int64_t> tapTable(const KernelContext& ctx, const Geometry& g) {
+  int64_t K = checkedElements(ctx, g.kernel), P = checkedElements(ctx, g.out);
+  checkedElements(ctx, g.in);
   size_t r = g.rank();
-  std::vector<int64_t> table(static_cast<size_t>(K * P), -1);
+  int64_t n = checkedMul(ctx, K, P);
+  if (static_cast<uint64_t>(n) > (uint64_t{1} << 40) / sizeof(int64_t))
+    ctx.fail(fmt::format("a window table of {} entries is too large to allocate", n));
+  std::vector<int64_t> table(static_cast<size_t>(n), -1);
   std::vector<int64_t> inStrides = stridesOf(g.in);
   std::vector<int64_t> kIdx, pIdx;
   for (int64_t k = 0; k < K; ++k) {
@@ -144,11 +148,11 @@ std::vector<double> convolve(const KernelContext& ctx, const std::vector<double>
                              const std::vector<double>& w, const std::vector<int64_t>& wDims, const double* bias,
                              int64_t group, const Geometry& g) {
   int64_t N = xDims[0], C = xDims[1], M = wDims[0];
-  if (group < 1 || C % group != 0 || M % group != 0 || wDims[1] * group != C)
+  if (group < 1 || C % group != 0 || M % group != 0 || C / group != wDims[1])
     ctx.fail(fmt::format("group {} does not fit {} input channels and weights of {} channels", group, C, wDims[1]));
   int64_t Cg = C / group, Mg = M / group, K = g.kernelSize(), P = g.outSize(), I = g.inSize();
-  std::vector<int64_t> table = tapTable(g);
-  std::vector<double> y(static_cast<size_t>(N * M * P), 0.0);
+  std::vector<int64_t> table = tapTable(ctx, g);
+  std::vector<double> y = zeroDoubles(ctx, checkedMul(ctx, checkedMul(ctx, N, M), P));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
       double* yp = y.data() + (n * M + m) * P;
@@ -269,7 +273,7 @@ void convolveTransposed(const KernelContext& ctx, const std::vector<double>& x, 
     ctx.fail(fmt::format("group {} does not fit {} input channels and weights of shape [{}]", group, C,
                          fmt::join(wDims, ",")));
   int64_t Cg = C / group, Mg = wDims[1], M = Mg * group, K = g.kernelSize(), P = g.outSize(), O = g.inSize();
-  std::vector<int64_t> table = tapTable(g);
+  std::vector<int64_t> table = tapTable(ctx, g);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {
       int64_t grp = c / Cg;
@@ -309,7 +313,7 @@ void convTranspose(KernelContext& ctx) {
   if (!outShape.empty() && outShape.size() != r) ctx.fail("attribute 'output_shape' has the wrong length");
   bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
   if (outShape.empty() && same)
-    for (size_t i = 0; i < r; ++i) outShape.push_back(in[i] * strides[i]);
+    for (size_t i = 0; i < r; ++i) outShape.push_back(checkedMul(ctx, in[i], strides[i]));
   if (autoPad == "VALID") std::fill(pads.begin(), pads.end(), 0);
   Geometry g;
   g.kernel = kernel;
@@ -320,10 +324,11 @@ void convTranspose(KernelContext& ctx) {
   g.padBegin.resize(r);
   g.padEnd.resize(r);
   for (size_t i = 0; i < r; ++i) {
-    int64_t full = strides[i] * (in[i] - 1) + outPad[i] + (kernel[i] - 1) * dilations[i] + 1;
+    int64_t full = checkedAdd(ctx, checkedAdd(ctx, checkedMul(ctx, strides[i], in[i] - 1), outPad[i]),
+                              checkedAdd(ctx, checkedMul(ctx, kernel[i] - 1, dilations[i]), 1));
     if (!outShape.empty()) {
       // pads derived from the requested shape; floor division keeps a negative total at the end
-      int64_t total = full - outShape[i];
+      int64_t total = checkedAdd(ctx, full, -checkedAdd(ctx, outShape[i], 0));
       int64_t half = floorDiv(total, 2);
       g.padBegin[i] = autoPad == "SAME_UPPER" ? half : total - half;
       g.padEnd[i] = total - g.padBegin[i];
@@ -331,13 +336,14 @@ void convTranspose(KernelContext& ctx) {
     } else {
       g.padBegin[i] = pads[i];
       g.padEnd[i] = pads[i + r];
-      g.in[i] = full - pads[i] - pads[i + r];
+      g.in[i] = checkedAdd(ctx, full, -checkedAdd(ctx, pads[i], pads[i + r]));
     }
     if (g.in[i] < 0) ctx.fail("transposed convolution output would have a negative dimension");
   }
-  int64_t M = w.dims[1] * group;
-  int64_t N = x.dims[0], O = g.inSize();
-  std::vector<double> y(static_cast<size_t>(N * M * O), 0.0);
+  if (group < 1) ctx.fail(fmt::format("group is {}, expected a positive value", group));
+  int64_t M = checkedMul(ctx, w.dims[1], group);
+  int64_t N = x.dims[0], O = checkedElements(ctx, g.in);
+  std::vector<double> y = zeroDoubles(ctx, checkedMul(ctx, checkedMul(ctx, N, M), O));
   if (ctx.hasInput(2)) {
     std::vector<double> b = toDoubles(ctx, ctx.tensor(2));
     if (static_cast<int64_t>(b.size()) != M) ctx.fail("bias length differs from the output channels");
@@ -386,7 +392,7 @@ void deformConv(KernelContext& ctx) {
     ctx.fail("offset must have shape [N, offset_group * kernel_size * rank, out...]");
   std::vector<int64_t> offOut = spatialOf(offset.dims);
   g.out = offOut;  // the offsets fix the output extent
-  if (group < 1 || offGroups < 1 || C % group || M % group || C % offGroups || w.dims[1] * group != C)
+  if (group < 1 || offGroups < 1 || C % group || M % group || C % offGroups || C / group != w.dims[1])
     ctx.fail("group or offset_group does not divide the channels");
   if (offset.dims[1] != offGroups * K * static_cast<int64_t>(r))
     ctx.fail(fmt::format("offset has {} channels, expected {}", offset.dims[1], offGroups * K * static_cast<int64_t>(r)));
@@ -515,7 +521,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
   bool includePad = ctx.attrInt("count_include_pad", 0) != 0;
   double p = kind == PoolKind::Lp ? lpNorm(ctx) : 0;
   int64_t storageOrder = ctx.attrInt("storage_order", 0);
-  std::vector<int64_t> table = tapTable(g);
+  std::vector<int64_t> table = tapTable(ctx, g);
   // taps inside input + explicit padding (count_include_pad counts those, not the ceil overhang)
   std::vector<int64_t> padCount(static_cast<size_t>(P), 1);
   if (kind == PoolKind::Average && includePad) {
@@ -531,7 +537,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
     }
   }
   std::vector<double> xv = toDoubles(ctx, x);
-  std::vector<double> y(static_cast<size_t>(N * C * P));
+  std::vector<double> y = zeroDoubles(ctx, checkedMul(ctx, checkedMul(ctx, N, C), P));
   std::vector<int64_t> ind(kind == PoolKind::Max ? y.size() : 0);
   std::vector<int64_t> inIdx;
   for (int64_t nc = 0; nc < N * C; ++nc) {

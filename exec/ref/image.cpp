@@ -248,14 +248,28 @@ void runResize(KernelContext& ctx, const Tensor& x, ResizeSpec& s) {
     ctx.fail(fmt::format("unknown coordinate_transformation_mode '{}'", s.coord));
   for (int64_t d : s.outDims)
     if (d < 0) ctx.fail("output dimensions must not be negative");
+  // Per-axis source maps and tap tables are sized by the output extents, before makeTensor
+  // would refuse the output: bound them here (2^40 bytes of doubles at most).
+  constexpr int64_t kMaxElements = int64_t{1} << 37;
+  for (size_t a = 0; a < s.outDims.size(); ++a) {
+    if (s.outDims[a] > kMaxElements || checkedElements(ctx, s.outDims) > kMaxElements)
+      ctx.fail(fmt::format("output dimensions [{}] are too large to allocate", fmt::join(s.outDims, ",")));
+    // antialiased taps span about 2/scale inputs: a vanishing scale would need more than exist
+    if (s.antialias && s.mode != "nearest" && s.outDims[a] > 0 && !(s.scales[a] * double(kMaxElements) >= 1))
+      ctx.fail(fmt::format("scale {} of axis {} is too small to antialias", s.scales[a], a));
+  }
   if (s.mode == "nearest") ctx.setOutput(0, resizeNearest(ctx, x, s));
   else ctx.setOutput(0, resizeInterpolate(ctx, x, s));
 }
 
 /// Output extents for per-axis scales: floor(scale * in).
-void sizesFromScales(ResizeSpec& s, const std::vector<int64_t>& in) {
+void sizesFromScales(const KernelContext& ctx, ResizeSpec& s, const std::vector<int64_t>& in) {
   s.outDims.resize(in.size());
-  for (size_t i = 0; i < in.size(); ++i) s.outDims[i] = static_cast<int64_t>(std::floor(s.scales[i] * static_cast<double>(in[i])));
+  for (size_t i = 0; i < in.size(); ++i) {
+    double d = std::floor(s.scales[i] * static_cast<double>(in[i]));
+    if (!(d < 0x1p62)) ctx.fail(fmt::format("scale {} makes axis {} of {} too large", s.scales[i], i, in[i]));
+    s.outDims[i] = static_cast<int64_t>(d);
+  }
 }
 
 void resize11(KernelContext& ctx) {
@@ -302,7 +316,7 @@ void resize11(KernelContext& ctx) {
       if (!(sc[i] > 0)) ctx.fail("scales must be positive");
       s.scales[static_cast<size_t>(axes[i])] = sc[i];
     }
-    sizesFromScales(s, x.dims);
+    sizesFromScales(ctx, s, x.dims);
   } else {
     std::vector<int64_t> sz = inputInts(ctx, 3);
     if (sz.size() != na) ctx.fail(fmt::format("sizes has {} values, expected {}", sz.size(), na));
@@ -319,8 +333,9 @@ void resize11(KernelContext& ctx) {
                                        : std::max(scale, s.scales[static_cast<size_t>(a)]);
       for (int64_t a : axes) {
         s.scales[static_cast<size_t>(a)] = scale;
-        s.outDims[static_cast<size_t>(a)] =
-            static_cast<int64_t>(scale * static_cast<double>(x.dims[static_cast<size_t>(a)]) + 0.5);
+        double d = scale * static_cast<double>(x.dims[static_cast<size_t>(a)]) + 0.5;
+        if (!(d < 0x1p62)) ctx.fail(fmt::format("sizes make axis {} too large", a));
+        s.outDims[static_cast<size_t>(a)] = static_cast<int64_t>(d);
       }
     }
   }
@@ -342,7 +357,7 @@ void resizeAsymmetric(KernelContext& ctx, const Tensor& x, std::vector<double> s
   s.scales = std::move(scales);
   s.axes.resize(x.dims.size());
   std::iota(s.axes.begin(), s.axes.end(), 0);
-  sizesFromScales(s, x.dims);
+  sizesFromScales(ctx, s, x.dims);
   runResize(ctx, x, s);
 }
 
@@ -433,10 +448,14 @@ void gridSample(KernelContext& ctx) {
         float len = static_cast<float>(in[i]);
         float c = align ? (v + 1.0f) / 2.0f * (len - 1.0f) : ((v + 1.0f) * len - 1.0f) / 2.0f;
         if (mode == "nearest") c = std::nearbyint(c);
+        // a hostile grid: NaN and infinities sample outside the input
+        if (!std::isfinite(c)) c = c > 0 ? static_cast<float>(hi[i]) + 8.0f : static_cast<float>(lo[i]) - 8.0f;
         if (c < lo[i] || c > hi[i]) {
           if (padding == "border") c = std::clamp(c, 0.0f, len - 1.0f);
           else if (padding == "reflection") c = static_cast<float>(reflectInto(c, lo[i], hi[i]));
         }
+        // far outside, every tap reads padding: pulling c nearer keeps the int64 conversions defined
+        c = std::clamp(c, static_cast<float>(lo[i]) - 8.0f, static_cast<float>(hi[i]) + 8.0f);
         if (mode == "nearest") {
           axisIdx[i][0] = tapIndex(i, static_cast<int64_t>(c));
           axisW[i][0] = 1;

@@ -35,6 +35,33 @@ Tensor makeTensor(DType dtype, std::vector<int64_t> dims) {
   return t;
 }
 
+int64_t checkedMul(const KernelContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) ctx.fail(fmt::format("size {} * {} overflows int64", a, b));
+  return r;
+}
+
+int64_t checkedAdd(const KernelContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) ctx.fail(fmt::format("size {} + {} overflows int64", a, b));
+  return r;
+}
+
+int64_t checkedElements(const KernelContext& ctx, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) ctx.fail(fmt::format("dimension {} is negative, expected dimensions >= 0", d));
+    n = checkedMul(ctx, n, d);
+  }
+  return n;
+}
+
+std::vector<double> zeroDoubles(const KernelContext& ctx, int64_t n) {
+  if (n < 0 || static_cast<uint64_t>(n) > (uint64_t{1} << 40) / sizeof(double))
+    ctx.fail(fmt::format("a buffer of {} elements is too large to allocate", n));
+  return std::vector<double>(static_cast<size_t>(n), 0.0);
+}
+
 std::vector<int64_t> broadcastShapes(const KernelContext& ctx, const std::vector<std::vector<int64_t>>& shapes) {
   size_t rank = 0;
   for (const auto& s : shapes) rank = std::max(rank, s.size());

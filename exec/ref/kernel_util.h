@@ -70,6 +70,17 @@ T* mutableData(Tensor& t) {
   return reinterpret_cast<T*>(t.raw.mutableData());
 }
 
+/// a * b and a + b for sizes, offsets and dims computed from untrusted attributes and inputs;
+/// fail naming the node when the result overflows int64 instead of wrapping (undefined behaviour).
+int64_t checkedMul(const KernelContext& ctx, int64_t a, int64_t b);
+int64_t checkedAdd(const KernelContext& ctx, int64_t a, int64_t b);
+
+/// Product of dims, failing naming the node on a negative dim or int64 overflow.
+int64_t checkedElements(const KernelContext& ctx, const std::vector<int64_t>& dims);
+/// A zero-filled scratch buffer of n doubles; fails like makeTensor (negative n, over 2^40
+/// bytes) instead of letting std::vector throw length_error or allocate without bound.
+std::vector<double> zeroDoubles(const KernelContext& ctx, int64_t n);
+
 /// Numpy (multidirectional) broadcast of shapes; throws via ctx.fail when incompatible.
 std::vector<int64_t> broadcastShapes(const KernelContext& ctx, const std::vector<std::vector<int64_t>>& shapes);
 

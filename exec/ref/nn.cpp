@@ -834,6 +834,12 @@ void attention(KernelContext& ctx) {
     if (k.dims[3] != dh) ctx.fail("Q and K head sizes differ");
   }
   if (hkv <= 0 || hq % hkv != 0) ctx.fail(fmt::format("q heads {} must be a multiple of kv heads {}", hq, hkv));
+  // K and V are indexed with Q's batch and K's heads and sequence length
+  if (k.dims[0] != nb || v.dims[0] != nb)
+    ctx.fail(fmt::format("Q, K and V have batch sizes {}, {} and {}, expected equal", nb, k.dims[0], v.dims[0]));
+  if (v.dims[is3d ? 1 : 2] != skv || (!is3d && v.dims[1] != hkv))
+    ctx.fail(fmt::format("V has dims [{}], expected the heads and sequence length of K [{}]", fmt::join(v.dims, ","),
+                         fmt::join(k.dims, ",")));
   int64_t reps = hq / hkv;
   DType dt = q.dtype();
   auto rt = [&](double x) { return roundTo(dt, x); };

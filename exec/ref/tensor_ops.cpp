@@ -291,7 +291,7 @@ Tensor reshapeTo(const KernelContext& ctx, const Tensor& x, const std::vector<in
     }
     if (d < 0) ctx.fail(fmt::format("shape has invalid dimension {}, expected >= -1", d));
     dims[i] = d;
-    known *= d;
+    known = checkedMul(ctx, known, d);
   }
   int64_t n = numel(x);
   if (inferAt >= 0) {
@@ -432,8 +432,11 @@ void depthToSpace(KernelContext& ctx) {
   const Tensor& x = ctx.tensor(0);
   auto [bs, dcr] = blockParams(ctx, x);
   int64_t b = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
-  if (c % (bs * bs) != 0) ctx.fail(fmt::format("channels {} are not divisible by blocksize^2 = {}", c, bs * bs));
-  int64_t oc = c / (bs * bs);
+  int64_t bs2 = checkedMul(ctx, bs, bs);
+  if (c % bs2 != 0) ctx.fail(fmt::format("channels {} are not divisible by blocksize^2 = {}", c, bs2));
+  int64_t oc = c / bs2;
+  checkedMul(ctx, h, bs);
+  checkedMul(ctx, w, bs);
   Tensor t = dcr ? permuted(ctx, x, {b, bs, bs, oc, h, w}, {0, 3, 4, 1, 5, 2})
                  : permuted(ctx, x, {b, oc, bs, bs, h, w}, {0, 1, 4, 2, 5, 3});
   ctx.setOutput(0, reshaped(t, {b, oc, h * bs, w * bs}));
@@ -444,6 +447,7 @@ void spaceToDepth(KernelContext& ctx) {
   auto [bs, dcr] = blockParams(ctx, x);
   int64_t b = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
   if (h % bs != 0 || w % bs != 0) ctx.fail(fmt::format("H {} and W {} must be divisible by blocksize {}", h, w, bs));
+  checkedMul(ctx, c, checkedMul(ctx, bs, bs));
   std::vector<int64_t> view = {b, c, h / bs, bs, w / bs, bs};
   Tensor t = dcr ? permuted(ctx, x, view, {0, 3, 5, 1, 2, 4}) : permuted(ctx, x, view, {0, 1, 3, 5, 2, 4});
   ctx.setOutput(0, reshaped(t, {b, c * bs * bs, h / bs, w / bs}));
@@ -490,6 +494,8 @@ void splitInto(KernelContext& ctx, int64_t axisAttr, std::vector<int64_t> sizes,
   if (sizes.empty()) {
     int64_t n = numOutputs;
     if (n <= 0) ctx.fail(fmt::format("cannot split into {} outputs", n));
+    if (n != static_cast<int64_t>(ctx.numOutputs()))
+      ctx.fail(fmt::format("num_outputs is {} for {} outputs, expected one part per output", n, ctx.numOutputs()));
     // Equal parts; when uneven (num_outputs of opset 18) every part but the last has ceil(dim/n).
     int64_t part = (dim + n - 1) / n;
     int64_t left = dim;
@@ -502,7 +508,7 @@ void splitInto(KernelContext& ctx, int64_t axisAttr, std::vector<int64_t> sizes,
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) ctx.fail(fmt::format("split has negative size {}", s));
-    total += s;
+    total = checkedAdd(ctx, total, s);
   }
   if (total != dim) ctx.fail(fmt::format("split sizes sum to {}, expected the axis size {}", total, dim));
   if (sizes.size() != ctx.numOutputs())

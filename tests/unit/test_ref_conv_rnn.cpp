@@ -235,3 +235,45 @@ TEST_CASE("Col2Im sums overlapping blocks", "[ref]") {
   CHECK(dimsOf(y[0]) == I{1, 1, 3});
   CHECK(values<float>(y[0]) == V{1, 12, 20});
 }
+
+TEST_CASE("Conv, ConvTranspose and pools refuse attributes whose geometry overflows", "[ref][fuzz]") {
+  Tensor x = f32({1, 1, 3}, {1, 2, 3});
+  Tensor w = f32({1, 1, 3}, {1, 10, 100});
+  const int64_t big = int64_t{1} << 62;
+  // group so large that the output channels sized a std::vector past max_size().
+  CHECK_THROWS_AS(runOp("ConvTranspose", 11, {T(x), T(w)}, {one("group", std::numeric_limits<int64_t>::max())}), Error);
+  // strides, dilations and pads whose products and sums overflow int64.
+  CHECK_THROWS_AS(runOp("ConvTranspose", 11, {T(x), T(w)}, {ints("strides", {big})}), Error);
+  CHECK_THROWS_AS(runOp("Conv", 11, {T(x), T(w)}, {ints("dilations", {big})}), Error);
+  CHECK_THROWS_AS(runOp("MaxPool", 12, {T(x)}, {ints("kernel_shape", {3}), ints("dilations", {big})}), Error);
+  CHECK_THROWS_AS(runOp("AveragePool", 11, {T(x)}, {ints("kernel_shape", {1}), ints("pads", {big, big})}), Error);
+  CHECK(dimsOf(runOp("ConvTranspose", 11, {T(x), T(w)}, {ints("strides", {2})})[0]) == I{1, 1, 7});
+}
+
+TEST_CASE("Resize refuses output extents too large to allocate or to represent", "[ref][fuzz]") {
+  Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  // sizes sized per-axis source maps before the output was ever refused (std::bad_alloc).
+  CHECK_THROWS_AS(runOp("Resize", 13, {T(x), std::nullopt, std::nullopt, T(i64({4}, {1, 1, int64_t{1} << 50, 1}))}),
+                  Error);
+  CHECK_THROWS_AS(runOp("Resize", 13, {T(x), std::nullopt, std::nullopt, T(i64({4}, {1, 1, 0, int64_t{1} << 50}))}),
+                  Error);
+  // a scale whose product does not fit int64 (undefined conversion from double).
+  CHECK_THROWS_AS(runOp("Resize", 13, {T(x), std::nullopt, T(f32({4}, {1, 1, 1e30f, 1}))}), Error);
+  CHECK(dimsOf(runOp("Resize", 13, {T(x), std::nullopt, T(f32({4}, {1, 1, 2, 2}))})[0]) == I{1, 1, 4, 4});
+}
+
+TEST_CASE("GridSample samples NaN, infinite and far-away grid positions as outside", "[ref][fuzz]") {
+  Tensor x = f32({1, 1, 1, 4}, {10, 20, 30, 40});
+  // x components: NaN, +inf, -inf, 1e30 (int64 conversions of these were undefined); y = 0
+  Tensor grid = f32({1, 1, 4, 2}, {kNan, 0, kInf, 0, -kInf, 0, 1e30f, 0});
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    auto y = runOp("GridSample", 20, {T(x), T(grid)}, {str("mode", mode), str("padding_mode", "zeros")});
+    CHECK(values<float>(y[0]) == V{0, 0, 0, 0});
+  }
+  // border padding clamps far positions to the edge; reflection stays finite and in range
+  auto b = runOp("GridSample", 20, {T(x), T(f32({1, 1, 2, 2}, {1e30f, 0, -1e30f, 0}))},
+                 {str("mode", "linear"), str("padding_mode", "border"), one("align_corners", 1)});
+  CHECK(values<float>(b[0]) == V{40, 10});
+  auto r = runOp("GridSample", 20, {T(x), T(grid)}, {str("mode", "cubic"), str("padding_mode", "reflection")});
+  for (float v : values<float>(r[0])) CHECK(std::isfinite(v));
+}

@@ -268,3 +268,20 @@ TEST_CASE("Losses: ignored targets weigh nothing in the mean", "[ref]") {
   requireNear(values<float>(sce[1]), {-std::log(2.0f), -std::log(2.0f)});
   REQUIRE_THROWS(runOp("NegativeLogLikelihoodLoss", 13, {logp, i64({2}, {2, 0})}));
 }
+
+TEST_CASE("Attention refuses V (or K) whose batch, heads or sequence differ from Q and K", "[ref][fuzz]") {
+  // 3-D, one head each: Q [1, 2, 4], K [1, 3, 4]; V of sequence 6 was read with K's length 3 and
+  // V of sequence 1 past its end.
+  Tensor q = f32({1, 2, 4}, std::vector<float>(8, 0.5f));
+  Tensor k = f32({1, 3, 4}, std::vector<float>(12, 0.25f));
+  std::vector<Attribute> heads = {Attribute::ofInt("q_num_heads", 1), Attribute::ofInt("kv_num_heads", 1)};
+  CHECK_THROWS_AS(runOp("Attention", 23, {q, k, f32({1, 1, 4}, std::vector<float>(4, 1))}, heads), Error);
+  CHECK_THROWS_AS(runOp("Attention", 23, {q, k, f32({1, 6, 4}, std::vector<float>(24, 1))}, heads), Error);
+  CHECK_THROWS_AS(runOp("Attention", 23, {q, k, f32({2, 3, 4}, std::vector<float>(24, 1))}, heads), Error);
+  CHECK_THROWS_AS(runOp("Attention", 23, {q, f32({2, 3, 4}, std::vector<float>(24, 1)), f32({1, 3, 4}, std::vector<float>(12, 1))}, heads), Error);
+  // 4-D with V of other heads than K.
+  Tensor q4 = f32({1, 2, 1, 2}, {1, 2, 3, 4});
+  Tensor k4 = f32({1, 1, 1, 2}, {1, 1});
+  CHECK_THROWS_AS(runOp("Attention", 23, {q4, k4, f32({1, 2, 1, 2}, {1, 2, 3, 4})}), Error);
+  CHECK(dimsOf(runOp("Attention", 23, {q, k, f32({1, 3, 4}, std::vector<float>(12, 1))}, heads)[0]) == I{1, 2, 4});
+}

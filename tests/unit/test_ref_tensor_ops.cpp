@@ -297,3 +297,53 @@ TEST_CASE("Range, EyeLike, Trilu, ReverseSequence, TensorScatter, CenterCropPad"
   CHECK(dimsOf(c[0]) == I{2, 4});
   CHECK(values<float>(c[0]) == V{0, 2, 0, 0, 0, 3, 0, 0});
 }
+
+// ---- hostile models (found by tests/fuzz/fuzz_models.py) ----
+
+TEST_CASE("Tensors whose data is shorter than their dims are refused, not read past their end", "[ref][fuzz]") {
+  // A Constant value declaring 4 floats but holding 2: consumers index it by its dims.
+  Tensor shortValue = f32({4}, {1, 2});
+  CHECK_THROWS_AS(runOp("Constant", 13, {}, {Attribute::ofTensor("value", shortValue)}), Error);
+  // ConstantOfShape's value attribute with no data at all.
+  Tensor empty;
+  empty.dataType = static_cast<int32_t>(DType::Float);
+  empty.dims = {1};
+  CHECK_THROWS_AS(runOp("ConstantOfShape", 13, {T(i64({1}, {3}))}, {Attribute::ofTensor("value", empty)}), Error);
+  // A fed input whose bytes do not match its dims.
+  CHECK_THROWS_AS(runOp("Abs", 13, {T(f32({4}, {1, 2}))}), Error);
+  // An initializer with truncated data.
+  Model m;
+  m.irVersion = 8;
+  m.opsetImports = {{"", 13, {}}};
+  m.graph = std::make_unique<Graph>();
+  Graph* g = m.graph.get();
+  g->name = "g";
+  Value* x = g->createValue("x");
+  g->addInput(x);
+  Value* w = g->addInitializer(f32({4}, {1, 2, 3}));
+  Node* n = g->addNode("Add", {x, w}, {"y"}, "");
+  g->addOutput(n->output(0));
+  auto run = [&] { return makeExecutor("ref")->prepare(m, {})->run({{"x", T(f32({4}, {1, 1, 1, 1}))}}); };
+  CHECK_THROWS_AS(run(), Error);
+}
+
+TEST_CASE("DepthToSpace, SpaceToDepth and Split refuse sizes that overflow", "[ref][fuzz]") {
+  Tensor x = f32({1, 4, 1, 1}, {1, 2, 3, 4});
+  // blocksize^2 wrapped to 0 and divided by it (SIGFPE).
+  CHECK_THROWS_AS(runOp("DepthToSpace", 13, {T(x)}, {one("blocksize", int64_t{1} << 62)}), Error);
+  CHECK_THROWS_AS(runOp("SpaceToDepth", 13, {T(x)}, {one("blocksize", int64_t{1} << 62)}), Error);
+  CHECK(dimsOf(runOp("DepthToSpace", 13, {T(x)}, {one("blocksize", 2)})[0]) == I{1, 1, 2, 2});
+  // num_outputs far beyond the node's outputs: refused before making that many parts.
+  Tensor m = f32({2, 2}, {1, 2, 3, 4});
+  CHECK_THROWS_AS(runOp("Split", 18, {T(m)}, {one("num_outputs", int64_t{1} << 40)}, 2), Error);
+  CHECK_THROWS_AS(runOp("Split", 18, {T(m)}, {one("num_outputs", 3)}, 2), Error);
+  // split sizes whose sum overflows.
+  CHECK_THROWS_AS(runOp("Split", 13, {T(m), T(i64({2}, {kMax, 2}))}, {one("axis", 1)}, 2), Error);
+  CHECK(dimsOf(runOp("Split", 18, {T(m)}, {one("num_outputs", 2)}, 2)[1]) == I{1, 2});
+}
+
+TEST_CASE("Reshape refuses a shape whose product overflows", "[ref][fuzz]") {
+  Tensor x = f32({4}, {1, 2, 3, 4});
+  CHECK_THROWS_AS(runOp("Reshape", 14, {T(x), T(i64({3}, {kMax, int64_t{2147483647}, -1}))}), Error);
+  CHECK_THROWS_AS(runOp("Reshape", 14, {T(x), T(i64({2}, {kMax, 4}))}, {one("allowzero", 1)}), Error);
+}
