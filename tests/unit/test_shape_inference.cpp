@@ -1,6 +1,5 @@
 // test_shape_inference.cpp: symbolic expressions and hand-checked shape inference cases.
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cstdlib>
 
 #include "lib/error.h"
@@ -179,14 +178,18 @@ TEST_CASE("If merges branch shapes; subgraphs see outer values", "[shape_inferen
   CHECK(t.shape.dims[0].param.starts_with("unk__"));
 }
 
-TEST_CASE("inference over a 1000-node chain is fast", "[shape_inference]") {
+// Correctness over a long chain; its speed is measured by scripts/bench_shape_inference.py (timed
+// assertions do not belong in tests: sanitizers and loaded CI machines make them flaky).
+TEST_CASE("inference over a 1000-node chain keeps every shape", "[shape_inference]") {
   auto m = newModel();
   Value* v = input(*m, "x", DType::Float, shapeOf({"batch", "seq", "768"}));
   Value* w = m->graph->addInitializer(Tensor::fromFloats("w", {768}, std::vector<float>(768)));
   for (int i = 0; i < 1000; ++i) v = m->graph->addNode(i % 2 ? "Add" : "Relu", i % 2 ? std::vector<Value*>{v, w} : std::vector<Value*>{v}, {"v" + std::to_string(i)})->output(0);
-  auto start = std::chrono::steady_clock::now();
   auto report = inferShapes(*m);
-  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(report.valuesFullyKnown == 1000);
-  CHECK(ms < 50);
+  const TypeInfo& last = v->type();
+  REQUIRE(last.shape.rank() == 3);
+  CHECK(last.shape.dims[0].param == "batch");
+  CHECK(last.shape.dims[1].param == "seq");
+  CHECK(last.shape.dims[2].value == 768);
 }
