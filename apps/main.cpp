@@ -15,6 +15,7 @@ static const Subcommand kSubcommands[] = {
     {"inspect", addInspect},
     {"check", addCheck},
     {"convert", addConvert},
+    {"optimize", addOptimize},
     {"run", addRun},
 };
 

@@ -26,13 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-struct RunOptions {
+struct RunOptions : InputOptions {
   std::string model;
-  std::vector<std::string> inputs;  // -i FILE or NAME=FILE
-  std::string inputsDir;
-  bool random = false;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> shapes;
   std::string outputDir;
   std::string outputFormat = "npy";
   std::string compareDir;
@@ -48,7 +43,9 @@ std::string fileSafe(const std::string& name) {
   return s;
 }
 
-const ValueInfoEntry* findInput(const Graph& g, const std::string& name) {
+}  // namespace
+
+static const ValueInfoEntry* findInput(const Graph& g, const std::string& name) {
   for (const auto& e : g.inputs())
     if (e.value->name() == name) return &e;
   return nullptr;
@@ -61,14 +58,13 @@ std::vector<const ValueInfoEntry*> feedable(const Graph& g) {
   return out;
 }
 
-std::string inputNames(const Graph& g) {
+static std::string inputNames(const Graph& g) {
   std::string s;
   for (const auto* e : feedable(g)) s += (s.empty() ? "" : ", ") + e->value->name();
   return s;
 }
 
-/// Collects inputs from -i, --inputs-dir and --random into `feeds`.
-void gatherInputs(const Graph& g, const RunOptions& o, std::map<std::string, RtValue>& feeds) {
+void gatherInputs(const Graph& g, const InputOptions& o, std::map<std::string, RtValue>& feeds) {
   auto nextUnfed = [&]() -> const ValueInfoEntry* {
     for (const auto* e : feedable(g))
       if (!feeds.count(e->value->name())) return e;
@@ -150,6 +146,8 @@ void gatherInputs(const Graph& g, const RunOptions& o, std::map<std::string, RtV
     }
   }
 }
+
+namespace {
 
 std::string shapeStr(const std::vector<int64_t>& dims) {
   std::string s;

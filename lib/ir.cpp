@@ -239,6 +239,10 @@ void Graph::removeNode(Node* n) {
   for (Value* out : n->outputs_) {
     if (!out) continue;
     out->producer_ = nullptr;
+    // value_info entries must not outlive the value they describe
+    valueInfos_.erase(std::remove_if(valueInfos_.begin(), valueInfos_.end(),
+                                     [&](const ValueInfoEntry& e) { return e.value == out; }),
+                      valueInfos_.end());
     auto it = byName_.find(out->name_);
     if (it != byName_.end() && it->second == out) byName_.erase(it);
     auto vit = std::find_if(values_.begin(), values_.end(), [&](const auto& p) { return p.get() == out; });

@@ -543,6 +543,7 @@ InferReport inferShapes(Model& model, const InferOptions& options) {
   registerShapeInference();
   InferEngine engine(model, options);
   engine.run();
+  if (options.valueData) *options.valueData = std::move(engine.data);
   return std::move(engine.report());
 }
 

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lib/ir.h"
@@ -27,6 +28,9 @@ struct InferOptions {
   std::map<std::string, std::vector<std::string>> inputDims;
   /// Throw Error(InvalidInput) on the first error finding instead of collecting it.
   bool strict = false;
+  /// When set, receives the known integer contents of values (data propagation), e.g. for
+  /// `fold-shapes` to replace shape computations whose result is static.
+  std::unordered_map<const Value*, std::vector<std::optional<SymExpr>>>* valueData = nullptr;
 };
 
 struct InferReport {

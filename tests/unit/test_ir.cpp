@@ -53,6 +53,16 @@ TEST_CASE("graph outputs follow replaceAllUsesWith", "[ir]") {
   CHECK(c.g.numNodes() == 1);
 }
 
+TEST_CASE("removing a node drops the value_info entries of its outputs", "[ir]") {
+  // A value_info entry left pointing at a destroyed value would be read when saving.
+  Chain c;
+  Value* a = c.a->output(0);
+  c.g.valueInfos().push_back({a, {}, {}, std::nullopt, true, {}});
+  a->replaceAllUsesWith(c.x);
+  c.g.removeNode(c.a);
+  CHECK(c.g.valueInfos().empty());
+}
+
 TEST_CASE("removing a node whose output is used fails", "[ir]") {
   Chain c;
   CHECK_THROWS(c.g.removeNode(c.a));

@@ -1,0 +1,304 @@
+// optimize.cpp: `onnxtool optimize`: run a pass pipeline (a preset, --fuse, or --passes text) over
+// a model and save it; print what changed; with --verify, prove the outputs are unchanged on the
+// reference executor and name the first pass that changed them.
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/common.h"
+#include "exec/executor.h"
+#include "exec/value_ops.h"
+#include "formats/model_io.h"
+#include "lib/error.h"
+#include "passes/pass_manager.h"
+
+namespace onnxtool::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+struct OptimizeOptions : InputOptions {
+  std::string input;
+  std::string output;
+  int level = 2;
+  bool fuse = false;
+  std::string passes;
+  bool printPipeline = false;
+  bool listPasses = false;
+  bool verify = false;
+  bool verifyEach = false;
+  bool stats = false;
+  bool json = false;
+  int64_t bisect = -1;
+  std::vector<std::string> disabled;
+  int maxIterations = 8;
+  double rtol = 1e-4, atol = 1e-5;
+  std::vector<std::string> fixShapes;  // --shape NAME=DIMS applied to the model
+};
+
+struct Summary {
+  std::map<std::string, int64_t> ops;
+  int64_t nodes = 0;
+  uint64_t initializerBytes = 0;
+  uint64_t fileSize = 0;
+};
+
+void countGraph(const Graph& g, Summary& s) {
+  for (const auto& n : g.nodes()) {
+    s.nodes++;
+    s.ops[n->domain.empty() || n->domain == "ai.onnx" ? n->opType : n->domain + "." + n->opType]++;
+    for (Graph* sub : n->subgraphs()) countGraph(*sub, s);
+  }
+  for (Value* v : g.initializers()) s.initializerBytes += v->initializer()->raw.size();
+}
+
+Summary summarize(const Model& m) {
+  Summary s;
+  countGraph(*m.graph, s);
+  return s;
+}
+
+json summaryJson(const Summary& s) {
+  json ops = json::object();
+  for (const auto& [k, v] : s.ops) ops[k] = v;
+  return {{"nodes", s.nodes}, {"initializer_bytes", s.initializerBytes}, {"file_size", s.fileSize}, {"ops", ops}};
+}
+
+void printTable(const Summary& a, const Summary& b) {
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& [k, v] : a.ops) rows[k].first = v;
+  for (const auto& [k, v] : b.ops) rows[k].second = v;
+  size_t w = 18;
+  for (const auto& [k, v] : rows) w = std::max(w, k.size());
+  std::string out = fmt::format("{:<{}} {:>12} {:>12}\n", "", w, "before", "after");
+  for (const auto& [k, v] : rows)
+    out += fmt::format("{:<{}} {:>12} {:>12}{}\n", k, w, v.first, v.second, v.first != v.second ? "  *" : "");
+  out += fmt::format("{:<{}} {:>12} {:>12}\n", "nodes", w, a.nodes, b.nodes);
+  out += fmt::format("{:<{}} {:>12} {:>12}\n", "initializer bytes", w, a.initializerBytes, b.initializerBytes);
+  out += fmt::format("{:<{}} {:>12} {:>12}\n", "file size", w, a.fileSize, b.fileSize);
+  std::fputs(out.c_str(), stderr);
+}
+
+/// Sets graph input dims from --shape NAME=DIMS (a number fixes a dim, a name renames it).
+void applyShapes(Model& m, const std::vector<std::string>& specs) {
+  for (const std::string& spec : specs) {
+    ShapeSpec s = parseShapeSpec(spec);
+    ValueInfoEntry* entry = nullptr;
+    for (ValueInfoEntry& e : m.graph->inputs())
+      if (e.value && e.value->name() == s.name) entry = &e;
+    if (!entry) fail(ErrorKind::InvalidInput, "--shape {}: the model has no input '{}'", spec, s.name);
+    TypeInfo t = entry->type();
+    if (!t.isTensor()) fail(ErrorKind::InvalidInput, "--shape {}: input '{}' is not a tensor", spec, s.name);
+    if (t.shape.hasRank && t.shape.rank() != s.dims.size())
+      fail(ErrorKind::InvalidInput, "--shape {}: input '{}' has rank {}, got {} dims", spec, s.name, t.shape.rank(),
+           s.dims.size());
+    t.shape.hasRank = true;
+    t.shape.dims.resize(s.dims.size());
+    for (size_t i = 0; i < s.dims.size(); ++i) {
+      const std::string& d = s.dims[i];
+      if (d == "?") t.shape.dims[i] = Dim();
+      else if (d.find_first_not_of("0123456789") == std::string::npos) t.shape.dims[i] = Dim::ofValue(std::stoll(d));
+      else t.shape.dims[i] = Dim::ofParam(d);
+    }
+    entry->typeOverride.reset();
+    entry->value->setType(t);
+  }
+}
+
+/// Runs the main graph on the reference executor.
+std::vector<RtValue> runRef(const Model& m, const std::map<std::string, RtValue>& feeds) {
+  auto exec = makeExecutor("ref");
+  PrepareOptions po;
+  po.seed = 0;
+  return exec->prepare(m, po)->run(feeds);
+}
+
+/// Compares outputs; returns "" when equal within tolerance, else the first difference.
+std::string differs(const Model& m, const std::vector<RtValue>& got, const std::vector<RtValue>& want, double rtol,
+                    double atol, double* maxAbs) {
+  if (got.size() != want.size()) return fmt::format("{} outputs instead of {}", got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CompareResult r = compareValues(got[i], want[i], rtol, atol);
+    if (maxAbs) *maxAbs = std::max(*maxAbs, r.maxAbsError);
+    if (!r.ok) {
+      const Value* v = m.graph->outputs()[i].value;
+      return fmt::format("output '{}': {}", v ? v->name() : std::to_string(i), r.message);
+    }
+  }
+  return {};
+}
+
+int runOptimize(const OptimizeOptions& o) {
+  if (o.listPasses) {
+    size_t w = 0;
+    for (const PassInfo& p : allPasses()) w = std::max(w, p.name.size());
+    for (const PassInfo& p : allPasses()) {
+      std::string opts = p.options.empty() ? "" : fmt::format(" {{{}}}", p.options);
+      std::printf("%s\n", fmt::format("{:<{}}  {}{}", p.name, w, p.summary, opts).c_str());
+    }
+    return kOk;
+  }
+  Pipeline pipeline = o.passes.empty() ? presetPipeline(o.level, o.fuse) : parsePipeline(o.passes);
+  if (!o.passes.empty() && o.fuse) {
+    Pipeline f = fusionPipeline();
+    pipeline.passes.insert(pipeline.passes.end(), f.passes.begin(), f.passes.end());
+  }
+  if (o.printPipeline) {
+    std::printf("%s\n", printPipeline(pipeline).c_str());
+    if (o.input.empty()) return kOk;
+  }
+  if (o.input.empty()) fail(ErrorKind::InvalidInput, "optimize: MODEL is required");
+  if (o.output.empty() && !o.printPipeline) fail(ErrorKind::InvalidInput, "optimize: -o OUTPUT is required");
+
+  auto model = loadModel(o.input);
+  if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
+  applyShapes(*model, o.fixShapes);
+  Summary before = summarize(*model);
+  before.fileSize = model->fileSize;
+
+  // --verify: reference outputs of the input model first (the passes rewrite it in place).
+  std::map<std::string, RtValue> feeds;
+  std::vector<RtValue> expected;
+  if (o.verify) {
+    InputOptions in = o;
+    in.random = true;
+    in.shapes.clear();
+    for (const std::string& s : o.shapes) in.shapes.push_back(s);
+    gatherInputs(*model->graph, in, feeds);
+    expected = runRef(*model, feeds);
+  }
+
+  PassManagerOptions pm;
+  pm.maxIterations = o.maxIterations;
+  pm.verifyEach = o.verifyEach;
+  pm.bisect = o.bisect;
+  pm.disabled = o.disabled;
+  PassRunReport report = runPipeline(*model, pipeline, pm);
+  if (report.bisectStopped)
+    spdlog::warn("--bisect {}: stopped after {} rewrites; the last: {} (pass {})", o.bisect, report.rewrites,
+                 report.lastRewrite.empty() ? "none" : report.lastRewrite, report.lastRewritePass);
+
+  int rc = kOk;
+  json verifyJson;
+  if (o.verify) {
+    double maxAbs = 0;
+    std::string diff = differs(*model, runRef(*model, feeds), expected, o.rtol, o.atol, &maxAbs);
+    verifyJson = {{"ok", diff.empty()}, {"max_abs_error", maxAbs}, {"rtol", o.rtol}, {"atol", o.atol}};
+    if (!diff.empty()) {
+      // Re-run from the input, checking after every pass, to name the first one that changed outputs.
+      auto fresh = loadModel(o.input);
+      applyShapes(*fresh, o.fixShapes);
+      std::string culprit;
+      PassManagerOptions again = pm;
+      again.afterPass = [&](const std::string& pass, int iteration, Model& m) {
+        if (!culprit.empty()) return;
+        std::string d = differs(m, runRef(m, feeds), expected, o.rtol, o.atol, nullptr);
+        if (!d.empty()) {
+          culprit = fmt::format("{} (iteration {})", pass, iteration + 1);
+          throw Error(ErrorKind::Internal, "stop");
+        }
+      };
+      try {
+        runPipeline(*fresh, pipeline, again);
+      } catch (const Error&) {
+        if (culprit.empty()) throw;
+      }
+      verifyJson["first_differing_pass"] = culprit;
+      fmt::print(stderr, "onnxtool: --verify: outputs differ after optimization: {}; first pass that changed them: {}\n",
+                 diff, culprit.empty() ? "not found" : culprit);
+      rc = kFinding;
+    }
+  }
+
+  SaveOptions save;
+  saveModel(*model, o.output, save);
+  Summary after = summarize(*model);
+  std::error_code ec;
+  if (o.output != "-") after.fileSize = fs::file_size(o.output, ec);
+
+  if (o.json) {
+    json passes = json::array();
+    for (const auto& [name, s] : report.stats) {
+      json counters = json::object();
+      for (const auto& [k, v] : s.counters) counters[k] = v;
+      passes.push_back({{"name", name}, {"rewrites", s.rewrites}, {"seconds", s.seconds}, {"counters", counters}});
+    }
+    json doc{{"schema_version", 1},         {"model", o.input},
+             {"output", o.output},          {"pipeline", printPipeline(pipeline)},
+             {"iterations", report.iterations}, {"rewrites", report.rewrites},
+             {"before", summaryJson(before)}, {"after", summaryJson(after)},
+             {"passes", passes}};
+    if (report.bisectStopped) doc["bisect"] = {{"limit", o.bisect}, {"last_rewrite", report.lastRewrite}, {"pass", report.lastRewritePass}};
+    if (o.verify) doc["verify"] = verifyJson;
+    // stdout carries the model when -o -; the JSON then goes to stderr.
+    std::FILE* out = o.output == "-" ? stderr : stdout;
+    std::fputs((doc.dump(2) + "\n").c_str(), out);
+  } else {
+    if (!o.json) printTable(before, after);
+  }
+  if (o.stats) {
+    std::string s = fmt::format("{:<34} {:>9} {:>10}  counters\n", "pass", "rewrites", "ms");
+    for (const auto& [name, st] : report.stats) {
+      std::string counters;
+      for (const auto& [k, v] : st.counters) counters += fmt::format(" {}={}", k, v);
+      s += fmt::format("{:<34} {:>9} {:>10.2f} {}\n", name, st.rewrites, st.seconds * 1e3, counters);
+    }
+    s += fmt::format("{} iteration(s), {} rewrites\n", report.iterations, report.rewrites);
+    std::fputs(s.c_str(), stderr);
+  }
+  return rc;
+}
+
+}  // namespace
+
+std::function<int()> addOptimize(CLI::App& app) {
+  auto o = std::make_shared<OptimizeOptions>();
+  CLI::App* sub = app.add_subcommand("optimize", "Simplify and fuse a model with a pipeline of graph passes");
+  sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)");
+  sub->add_option("-o,--output", o->output, "Output model (- for stdout)");
+  sub->add_option("-O", o->level, "Preset: -O0 nothing, -O1 cleanup, -O2 cleanup + folding (default), -O3 adds fusions")
+      ->check(CLI::Range(0, 3));
+  sub->add_flag("--fuse", o->fuse, "Add the fusion passes (standard ONNX ops only) to the preset or --passes");
+  sub->add_option("--passes", o->passes, "Pipeline text instead of a preset: 'fold-constants,fuse-conv-bn{key=value}'");
+  sub->add_flag("--print-pipeline", o->printPipeline, "Print the expanded pipeline (valid --passes text) to stdout");
+  sub->add_flag("--list-passes", o->listPasses, "List every pass with a one-line summary and its options");
+  sub->add_option("--disable", o->disabled, "Skip pass NAME (repeatable)")->type_name("NAME")->expected(1)->allow_extra_args(false);
+  sub->add_option("--max-iterations", o->maxIterations, "Repeat the pipeline until nothing changes, at most N times (default 8)");
+  sub->add_flag("--verify-each", o->verifyEach, "Check the model structurally and infer shapes after every pass");
+  sub->add_flag("--stats", o->stats, "Print rewrites, time and counters per pass to stderr");
+  sub->add_option("--bisect", o->bisect, "Stop after N rewrites (find the rewrite that breaks a model)");
+  sub->add_flag("--verify", o->verify,
+                "Run the input and output models on the reference executor (random or -i inputs); exit 1 if they "
+                "differ, naming the first pass that changed the outputs");
+  sub->add_option("-i,--input", o->inputs, "With --verify: input FILE or NAME=FILE (.npy, .pb, .npz, .json)")
+      ->expected(1)->allow_extra_args(false);
+  sub->add_option("--seed", o->seed, "With --verify: seed of the random inputs (default 0)");
+  sub->add_option("--rtol", o->rtol, "With --verify: relative tolerance (default 1e-4)");
+  sub->add_option("--atol", o->atol, "With --verify: absolute tolerance (default 1e-5)");
+  sub->add_option("--shape", o->fixShapes,
+                  "Set input NAME's dims in the model before optimizing: 1x128 fixes them, batch,seq names them (? unknown)")
+      ->type_name("NAME=DIMS")->expected(1)->allow_extra_args(false);
+  sub->add_flag("--json", o->json, "Print the before/after summary and per-pass statistics as JSON to stdout");
+  sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported.");
+  return [o] {
+    OptimizeOptions opts = *o;
+    // --verify's random inputs take the numeric --shape dims
+    for (const std::string& s : opts.fixShapes) {
+      ShapeSpec sp = parseShapeSpec(s);
+      bool numeric = true;
+      for (const auto& d : sp.dims) numeric &= !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
+      if (numeric) opts.shapes.push_back(s);
+    }
+    return runOptimize(opts);
+  };
+}
+
+}  // namespace onnxtool::app

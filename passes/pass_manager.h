@@ -1,0 +1,63 @@
+// pass_manager.h: pipelines of passes as text, presets, and the manager that runs them over the
+// main graph and every subgraph to a fixpoint, with the instruments every pass gets: verify after
+// each pass, statistics and timing, a bisect limit on rewrites, disabling passes by name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/ir.h"
+#include "passes/pass.h"
+
+namespace onnxtool {
+
+struct PipelineEntry {
+  std::string name;
+  std::map<std::string, std::string> options;  ///< every option of the pass, defaults filled in
+};
+
+/// A sequence of passes. Printing gives text that parses back to the same pipeline.
+struct Pipeline {
+  std::vector<PipelineEntry> passes;
+  bool operator==(const Pipeline& o) const;
+};
+
+/// Parses `name,name{key=value,key=value},...` (whitespace allowed between items). Throws
+/// Error(InvalidInput) for an unknown pass or option, or malformed text, naming the position.
+Pipeline parsePipeline(std::string_view text);
+std::string printPipeline(const Pipeline& p);
+
+/// The preset pipelines: 0 nothing, 1 cleanup, 2 cleanup + folding (the default), 3 = 2 + fusions.
+/// `fuse` adds the fusions to levels 1 and 2.
+Pipeline presetPipeline(int level, bool fuse);
+/// The fusion passes, in the order presets run them.
+Pipeline fusionPipeline();
+
+struct PassManagerOptions {
+  int maxIterations = 8;        ///< the pipeline repeats until nothing changes, at most this often
+  bool verifyEach = false;      ///< structural check + shape inference after every pass
+  int64_t bisect = -1;          ///< stop after this many rewrites (negative: no limit)
+  std::vector<std::string> disabled;  ///< pass names to skip
+  /// Called after each pass ran over the model (all graphs) and changed something.
+  std::function<void(const std::string& pass, int iteration, Model& model)> afterPass;
+};
+
+struct PassRunReport {
+  /// Statistics per pass name, in pipeline order (a pass listed twice is summed).
+  std::vector<std::pair<std::string, PassStats>> stats;
+  int iterations = 0;
+  int64_t rewrites = 0;
+  bool bisectStopped = false;  ///< the budget ran out
+  std::string lastRewrite;     ///< description of the last rewrite performed
+  std::string lastRewritePass;
+};
+
+/// Runs `pipeline` over the model. Throws Error(Internal) naming the pass when --verify-each
+/// finds a broken model, and Error(InvalidInput) for bad pass options.
+PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassManagerOptions& options = {});
+
+}  // namespace onnxtool
