@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <map>
 #include <set>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "lib/ops/op_schema.h"
+#include "lib/shape_inference.h"
 
 namespace onnxtool {
 
@@ -382,6 +384,7 @@ class Checker {
       checkGraph(*m_.graph, ctx);
     }
     checkFunctions();
+    checkInference();
     return std::move(out_);
   }
 
@@ -1029,6 +1032,60 @@ class Checker {
         }
       }
     }
+  }
+
+  // ------------------------------------------------------------------ shape inference
+
+  /// Type and shape inference over a model the checks above found well formed (inference relies
+  /// on arities, scoping and order being right): each finding (shapes that cannot meet, types a
+  /// constraint refuses, inferred types contradicting declared ones) is an error of its node. The
+  /// model is left as it was: inference writes types into the values, restored here afterwards.
+  void checkInference() {
+    if (!m_.graph || hasErrors(out_)) return;
+    Model& m = const_cast<Model&>(m_);
+    std::vector<std::pair<Value*, TypeInfo>> saved;
+    auto save = [&](Graph& g) {
+      for (const auto& v : g.values()) saved.emplace_back(v.get(), v->type());
+    };
+    m.graph->forEachGraph(save);
+    for (const auto& f : m.functions)
+      if (f->body) f->body->forEachGraph(save);
+    InferReport inferred;
+    try {
+      inferred = inferShapes(m);
+    } catch (const std::exception& e) {
+      // A bug of inference, not of the model: said, so that no finding goes missing unnoticed.
+      warning("model", fmt::format("shape inference stopped ({}), expected it to complete; its findings are incomplete",
+                                   e.what()));
+    }
+    for (auto& [v, t] : saved) v->setType(std::move(t));
+    std::set<std::pair<const Node*, std::string>> seen;  // a function body is inferred once per call
+    for (const InferFinding& f : inferred.findings) {
+      if (!seen.emplace(f.node, f.what).second) continue;
+      if (f.node)
+        error(fmt::format("node '{}' ({}){}", f.node->displayName(), f.node->opType, placeOf(*f.node->graph())), f.what,
+              f.node);
+      else
+        out_.push_back({Diagnostic::Severity::Error, printable(fmt::format("{}: {}", m_.path, f.what)), {}, {}});
+    }
+  }
+
+  /// " in subgraph 'body' of node 'loop' (Loop)...", " in function 'd::f'" or "" for the main
+  /// graph: where a graph sits, spelled as checkSubgraph and checkFunctions spell it.
+  std::string placeOf(const Graph& g) const {
+    if (const Node* p = g.parentNode()) {
+      std::string attrName = "?";
+      for (const Attribute& a : p->attributes) {
+        if (a.g.get() == &g) attrName = a.name;
+        for (size_t i = 0; i < a.graphs.size(); ++i)
+          if (a.graphs[i].get() == &g) attrName = fmt::format("{}[{}]", a.name, i);
+      }
+      return fmt::format(" in subgraph '{}' of node '{}' ({}){}", attrName, p->displayName(), p->opType,
+                         p->graph() ? placeOf(*p->graph()) : "");
+    }
+    for (const auto& f : m_.functions)
+      if (f->body.get() == &g) return fmt::format(" in function '{}'", functionId(f->domain, f->name, f->overload));
+    return "";
   }
 
   void collectCalls(const Graph& g, std::vector<const Function*>& out) const {

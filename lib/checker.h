@@ -1,6 +1,7 @@
 // checker.h: the model checker behind `onnxtool check`: every structural problem of a loaded
 // model (IR version and opset rules, SSA and scoping, node order, ops and attributes against the
-// schema registry, tensors and types, model-local functions), reported all at once, one line each.
+// schema registry, tensors and types, model-local functions) and what shape inference finds,
+// reported all at once, one line each.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,10 @@ inline constexpr int64_t kMaxKnownIrVersion = 14;
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
 
 /// Checks `m` and returns every finding, in model order: problems the loader recorded
-/// (Model::loadIssues) first, then model-level, graph, node and function findings.
+/// (Model::loadIssues) first, then model-level, graph, node and function findings. A model with
+/// none of those errors then goes through shape inference (lib/shape_inference.h), whose findings
+/// (shapes or types that cannot meet, inferred types contradicting declared ones) are errors of
+/// the node concerned; `m` is left unchanged.
 /// Nodes of domains the registry does not know (and no model-local function defines) are
 /// warnings ("unverifiable"), not errors; the model is valid iff no finding is an Error.
 /// Never throws on malformed models, never allocates in proportion to declared tensor sizes;

@@ -83,7 +83,7 @@ class InferEngine {
 
   const std::vector<SymDim>* dataOf(const Value* v);
   const Tensor* constantOf(const Value* v) const;
-  void finding(std::string msg);
+  void finding(std::string msg, const Node* node = nullptr, std::string what = {});
 
  private:
   void inferNode(Node& n);
@@ -103,8 +103,9 @@ class InferEngine {
   std::unordered_set<const Function*> activeFunctions_;
 };
 
-void InferEngine::finding(std::string msg) {
+void InferEngine::finding(std::string msg, const Node* node, std::string what) {
   if (options_.strict) throw Error(ErrorKind::InvalidInput, msg);
+  report_.findings.push_back({node, what.empty() ? msg : std::move(what)});
   report_.errors.push_back(std::move(msg));
 }
 
@@ -261,8 +262,9 @@ void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
     return;
   }
   auto conflict = [&] {
-    finding(fmt::format("node '{}' ({}): output '{}' inferred as {} but declared as {}", n.displayName(), n.opType,
-                        v->name(), inferred.str(), declared.str()));
+    std::string what = fmt::format("output '{}' inferred as {} but declared as {}", v->name(), inferred.str(),
+                                   declared.str());
+    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, what), &n, what);
   };
   if (declared.kind != inferred.kind) return conflict();
   if (!declared.isTensor()) return;  // sequences, optionals: keep the declaration
@@ -314,7 +316,7 @@ void InferEngine::inferNode(Node& n) {
       giveUp(fmt::format("no inference for {}", n.opType));
     }
   } catch (const InferFailure& e) {
-    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, e.what()));
+    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, e.what()), &n, e.what());
   }
   pending = nullptr;
   for (size_t i = 0; i < outputs.size(); ++i)

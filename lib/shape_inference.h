@@ -33,10 +33,19 @@ struct InferOptions {
   std::unordered_map<const Value*, std::vector<std::optional<SymExpr>>>* valueData = nullptr;
 };
 
+/// One finding of inference with the node it concerns, for callers that place it themselves
+/// (the checker names the subgraph or function holding the node).
+struct InferFinding {
+  const Node* node = nullptr;  ///< nullptr for graph-level findings (a cycle)
+  std::string what;            ///< the message without the "node '<n>' (<Op>): " prefix
+};
+
 struct InferReport {
   /// Findings: incompatible shapes, wrong ranks, type-constraint violations, conflicts with
   /// declared value_info. One line each: "node 'MatMul_3' (MatMul): inner dimensions differ, 3 vs 4".
   std::vector<std::string> errors;
+  /// The same findings, one per entry of `errors`, with the node concerned.
+  std::vector<InferFinding> findings;
   /// Why the first value was left without a full shape ("no inference for NonMaxSuppression"),
   /// empty when none.
   std::string firstGiveUp;

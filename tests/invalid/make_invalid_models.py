@@ -553,6 +553,70 @@ def function_ref_attr_undeclared(d):
     return fn_model(local_fn([sm], inputs=("a",), name="Soft"), call_inputs=("x",))
 
 
+# ---------------------------------------------------------------- shape inference (issue 3)
+
+def two_input_model(op, a, b, out_elem=TensorProto.FLOAT, **attrs):
+    """y = op(a, b) with a and b graph inputs given as (elem, shape); y's dims are left to inference."""
+    node = helper.make_node(op, ["a", "b"], ["y"], name=op.lower(), **attrs)
+    return model([node], inputs=[vi("a", *a), vi("b", *b)], outputs=[vi("y", out_elem, [None] * len(a[1]))])
+
+
+@case
+def matmul_inner_dims_differ(d):
+    return two_input_model("MatMul", (TensorProto.FLOAT, (2, 3)), (TensorProto.FLOAT, (4, 5)))
+
+
+@case
+def concat_ranks_differ(d):
+    return two_input_model("Concat", (TensorProto.FLOAT, (2, 3)), (TensorProto.FLOAT, (2, 3, 4)), axis=0)
+
+
+@case
+def add_elem_types_differ(d):
+    return two_input_model("Add", (TensorProto.FLOAT, (2,)), (TensorProto.INT64, (2,)))
+
+
+@case
+def reshape_impossible_size(d):
+    shape = numpy_helper.from_array(np.array([4, 2], dtype=np.int64), "shape")
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")
+    return model([node], inputs=[vi("x", shape=(2, 3))], outputs=[vi("y", shape=(None, None))], inits=[shape])
+
+
+@case
+def inferred_contradicts_declared(d):
+    return relu_model(outputs=[vi("y", shape=(3,))])
+
+
+@case
+def matmul_in_if_branch(d):
+    mm = helper.make_node("MatMul", ["a", "b"], ["t"], name="then_mm")
+    then_g = helper.make_graph([mm], "then_g", [], [vi("t", shape=None)])
+    neg = helper.make_node("Neg", ["a"], ["e"], name="else_neg")
+    else_g = helper.make_graph([neg], "else_g", [], [vi("e", shape=None)])
+    node = helper.make_node("If", ["c"], ["y"], name="if1", then_branch=then_g, else_branch=else_g)
+    return model([node], inputs=[vi("c", TensorProto.BOOL, ()), vi("a", shape=(2, 3)), vi("b", shape=(4, 5))],
+                 outputs=[vi("y", shape=(None, None))])
+
+
+@case
+def matmul_in_function(d):
+    fn = local_fn([helper.make_node("MatMul", ["a", "b"], ["c"], name="fmm")], name="Mm")
+    call = helper.make_node("Mm", ["a", "b"], ["y"], name="call", domain="local")
+    return model([call], inputs=[vi("a", shape=(2, 3)), vi("b", shape=(4, 5))], outputs=[vi("y", shape=(None, None))],
+                 extra_opsets=[("local", 1)], functions=[fn])
+
+
+@case
+def shapes_valid_symbolic(d):
+    """Symbolic dims that meet: nothing to report."""
+    mm = helper.make_node("MatMul", ["a", "b"], ["t"], name="mm")
+    shape = numpy_helper.from_array(np.array([-1], dtype=np.int64), "shape")
+    rs = helper.make_node("Reshape", ["t", "shape"], ["y"], name="reshape")
+    return model([mm, rs], inputs=[vi("a", shape=("batch", 3)), vi("b", shape=(3, 5))],
+                 outputs=[vi("y", shape=(None,))], inits=[shape])
+
+
 # ---------------------------------------------------------------- driver
 
 def generate(outdir):

@@ -23,6 +23,17 @@ BATCH = 300  # models per `onnxtool check` process
 SECONDS_PER_CASE = 30  # generous: the sanitizer build runs these too
 MAX_RSS_BYTES = 1 << 30  # a model declaring petabytes must not make the checker take a GiB
 
+# Backend models (folder name) on which `check` reports a shape-inference finding that onnx does
+# not: a bug of one of our inference functions (lib/ops/infer_*.cpp), not of the model. Each entry
+# asserts the exact false finding, so it fails (and must be removed) once the function is fixed;
+# every run prints the list.
+KNOWN_INFERENCE_BUGS = {
+    # Loop (infer_control_flow.cpp, since version 1) gives a loop-carried output the type of the
+    # initial value (optional(seq)) instead of the body output's (seq), as onnx does.
+    "test_loop16_seq_none": "node '<unnamed, output 'seq_res'>' (Loop): output 'seq_res' inferred as "
+                            "optional(seq(tensor(float)[])) but declared as seq(tensor(float)?)",
+}
+
 
 def sanitizer_report(stderr):
     """True when a sanitizer build reported a problem (it may exit 1, like a finding)."""
@@ -41,8 +52,25 @@ def read_cases():
     return cases
 
 
+def check_known_inference_bugs(c, models):
+    """The models of KNOWN_INFERENCE_BUGS get exactly their listed false finding; returns the others."""
+    rest = []
+    for m in models:
+        finding = KNOWN_INFERENCE_BUGS.get(os.path.basename(os.path.dirname(m)))
+        if finding is None:
+            rest.append(m)
+            continue
+        p = run(["check", m])
+        c.check(p.returncode == 1 and p.stdout == f"{m}: {finding}\n",
+                f"{m}: KNOWN_INFERENCE_BUGS lists '{finding}', check printed (exit {p.returncode}):\n{p.stdout}"
+                "remove the entry if the inference function was fixed")
+        print(f"known inference bug, not a model defect: {m}: {finding}")
+    return rest
+
+
 def check_valid_models(c, models, what):
     """All models pass in few processes; returns how many carry warnings."""
+    models = check_known_inference_bugs(c, models)
     warned = 0
     for i in range(0, len(models), BATCH):
         batch = models[i:i + BATCH]

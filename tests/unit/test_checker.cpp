@@ -277,3 +277,38 @@ TEST_CASE("names from the model cannot break a message over lines", "[checker]")
         "expected an operator that domain defines");
   CHECK(ds[0].nodeName == "evil\\r\\nname\\x01\\xff");
 }
+
+TEST_CASE("shape-inference findings are errors of their node; the model keeps its types", "[checker]") {
+  TestModel t;
+  Value* w = t.g->createValue("w");
+  w->setType(TypeInfo::tensor(DType::Float, Shape::of({4, 5})));
+  t.g->addInput(w);
+  t.x->setType(TypeInfo::tensor(DType::Float, Shape::of({2, 3})));
+  Node* relu = t.node("Relu", {t.x}, {"r"}, "relu");  // inference types r: float [2, 3]
+  Node* mm = t.node("MatMul", {relu->output(0), w}, {"y"}, "mm");
+  Value* y = mm->output(0);
+  Shape unknown2;  // rank 2, dims left to inference
+  unknown2.hasRank = true;
+  unknown2.dims = {Dim{}, Dim{}};
+  y->setType(TypeInfo::tensor(DType::Float, unknown2));
+  t.g->addOutput(y);
+  auto ds = checkModel(t.m);
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].message == "m.onnx: node 'mm' (MatMul): inner dimensions differ, 3 vs 4");
+  CHECK(ds[0].severity == Diagnostic::Severity::Error);
+  CHECK(ds[0].nodeName == "mm");
+  CHECK(ds[0].opType == "MatMul");
+  CHECK(relu->output(0)->type().isNone());  // as before inference
+  CHECK(y->type() == TypeInfo::tensor(DType::Float, unknown2));
+}
+
+TEST_CASE("inference runs only on a model without structural errors", "[checker]") {
+  TestModel t;
+  t.x->setType(TypeInfo::tensor(DType::Float, Shape::of({2, 3})));
+  Node* mm = t.node("MatMul", {t.x, t.x}, {"y"}, "mm");  // inner dims 3 vs 2
+  t.node("Frobnicate", {t.x}, {"z"}, "f");
+  t.output(mm->output(0));
+  auto msgs = t.messages();
+  REQUIRE(msgs.size() == 1);
+  CHECK(msgs[0].find("'Frobnicate' is not defined") != std::string::npos);
+}
