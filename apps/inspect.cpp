@@ -1,9 +1,14 @@
-// inspect.cpp: `onnxtool inspect`: a summary of a model for people (default) or scripts (--json).
-// Reads no weight bytes: external data is not even mapped.
+// inspect.cpp: `onnxtool inspect`: a summary of a model for people (default) or scripts (--json);
+// with --shapes, the type and shape inference gives every value. Reads no weight bytes: external
+// data is not even mapped.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +16,7 @@
 #include "apps/common.h"
 #include "formats/model_io.h"
 #include "lib/ir.h"
+#include "lib/shape_inference.h"
 
 namespace onnxtool::app {
 
@@ -25,7 +31,45 @@ struct InspectOptions {
   bool json = false;
   bool nodes = false;
   bool initializers = false;
+  bool shapes = false;                   // --shapes
+  std::vector<std::string> inputShapes;  // --shape NAME=DIMS, repeatable
 };
+
+/// A value listed by --shapes, with the path of the subgraph holding it ("" for the main graph,
+/// "if1/then_branch" for a branch of node if1, nested paths joined by '/').
+struct ListedValue {
+  std::string graphPath;
+  const Value* value;
+};
+
+/// What inference gave: its report and every value to list, in model order.
+struct ShapesResult {
+  InferReport report;
+  std::vector<ListedValue> values;
+  size_t fullyKnown = 0;
+};
+
+bool fullyKnown(const TypeInfo& t) {
+  if ((t.kind != TypeInfo::Kind::Tensor && t.kind != TypeInfo::Kind::SparseTensor) || !t.shape.hasRank) return false;
+  return std::none_of(t.shape.dims.begin(), t.shape.dims.end(), [](const Dim& d) { return d.isUnknown(); });
+}
+
+/// Graph inputs, then each node's outputs followed by the values of the subgraphs it holds.
+/// Initializers are left out: their shape is their dims (--initializers lists them).
+void collectValues(const Graph& g, const std::string& path, std::vector<ListedValue>& out) {
+  for (const auto& e : g.inputs())
+    if (e.value) out.push_back({path, e.value});
+  for (const auto& n : g.nodes()) {
+    for (Value* v : n->outputs())
+      if (v) out.push_back({path, v});
+    for (const Attribute& a : n->attributes) {
+      std::string base = (path.empty() ? "" : path + "/") + n->displayName() + "/" + a.name;
+      if (a.g) collectValues(*a.g, base, out);
+      for (size_t i = 0; i < a.graphs.size(); ++i)
+        if (a.graphs[i]) collectValues(*a.graphs[i], fmt::format("{}[{}]", base, i), out);
+    }
+  }
+}
 
 std::string opKey(const Node& n) {
   std::string_view d = canonicalDomain(n.domain);
@@ -122,7 +166,24 @@ json ioJson(const std::vector<ValueInfoEntry>& entries) {
   return a;
 }
 
-json buildJson(const Model& m, const InspectOptions& o) {
+json shapesJson(const ShapesResult& r) {
+  json values = json::array();
+  for (const auto& [path, v] : r.values)
+    values.push_back({{"name", v->name()}, {"dtype", dtypeJson(v->type())}, {"shape", shapeJson(v->type())}, {"graph", path}});
+  json errors = json::array();
+  for (const std::string& e : r.report.errors) errors.push_back(e);
+  json missing = json::object();
+  for (const auto& [op, n] : r.report.opsWithoutInference) missing[op] = n;
+  return {{"values", values},
+          {"shape_inference",
+           {{"values_total", r.values.size()},
+            {"values_fully_known", r.fullyKnown},
+            {"first_give_up", r.report.firstGiveUp.empty() ? json(nullptr) : json(r.report.firstGiveUp)},
+            {"ops_without_inference", missing},
+            {"errors", errors}}}};
+}
+
+json buildJson(const Model& m, const InspectOptions& o, const std::optional<ShapesResult>& shapes) {
   json j;
   j["schema_version"] = kInspectSchemaVersion;
   j["file"] = m.path;
@@ -183,10 +244,35 @@ json buildJson(const Model& m, const InspectOptions& o) {
     }
     j["initializers"] = inits;
   }
+  if (o.shapes && shapes) j.update(shapesJson(*shapes));
   return j;
 }
 
-void printHuman(const Model& m, const InspectOptions& o) {
+void printShapes(const ShapesResult& r, const std::function<void(const std::string&)>& line) {
+  line(fmt::format("values ({}, types from shape inference):", r.values.size()));
+  size_t w = 0;
+  for (const auto& lv : r.values) w = std::max(w, lv.value->name().size());
+  w = std::min<size_t>(w, 48);
+  std::string shown;  // subgraph path whose header was printed last
+  for (const auto& [path, v] : r.values) {
+    if (path != shown && !path.empty()) line(fmt::format("  in {}:", path));
+    shown = path;
+    line(fmt::format("{}  {:<{}}  {}", path.empty() ? "" : "  ", v->name(), w, humanShape(v->type())));
+  }
+  line(fmt::format("shape inference: {} of {} values fully known", r.fullyKnown, r.values.size()));
+  line(fmt::format("first give-up: {}", r.report.firstGiveUp.empty() ? "none" : r.report.firstGiveUp));
+  if (!r.report.opsWithoutInference.empty()) {
+    std::string ops;
+    for (const auto& [op, n] : r.report.opsWithoutInference) ops += fmt::format("{}{} ({})", ops.empty() ? "" : ", ", op, n);
+    line(fmt::format("ops without inference: {}", ops));
+  }
+  if (!r.report.errors.empty()) {
+    line(fmt::format("shape inference errors ({}):", r.report.errors.size()));
+    for (const std::string& e : r.report.errors) line("  " + e);
+  }
+}
+
+void printHuman(const Model& m, const InspectOptions& o, const std::optional<ShapesResult>& shapes) {
   const Graph* g = m.graph.get();
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
@@ -253,19 +339,37 @@ void printHuman(const Model& m, const InspectOptions& o) {
       line(fmt::format("  {}  {} [{}]", t.name, dtypeName(t.dtype()), dims));
     }
   }
+  if (o.shapes && shapes) printShapes(*shapes, line);
   std::fputs(out.c_str(), stdout);
+}
+
+/// Runs inference (with the --shape dims) over the model; afterwards inputs and outputs show the
+/// types after inference, which are the declared ones or more specific.
+ShapesResult inferForInspect(Model& m, const InspectOptions& o) {
+  InferOptions io;
+  for (const std::string& spec : o.inputShapes) {
+    ShapeSpec s = parseShapeSpec(spec);
+    io.inputDims[s.name] = s.dims;
+  }
+  ShapesResult r;
+  r.report = inferShapes(m, io);
+  if (m.graph) collectValues(*m.graph, "", r.values);
+  for (const auto& lv : r.values) r.fullyKnown += fullyKnown(lv.value->type()) ? 1 : 0;
+  return r;
 }
 
 int runInspect(const InspectOptions& o) {
   LoadOptions lo;
   lo.loadExternalData = false;
   auto model = loadModel(o.input, lo);
+  std::optional<ShapesResult> shapes;
+  if (o.shapes || !o.inputShapes.empty()) shapes = inferForInspect(*model, o);
   if (o.json) {
-    std::string s = buildJson(*model, o).dump(2);
+    std::string s = buildJson(*model, o, shapes).dump(2);
     s += "\n";
     std::fputs(s.c_str(), stdout);
   } else {
-    printHuman(*model, o);
+    printHuman(*model, o, shapes);
   }
   return kOk;
 }
@@ -279,7 +383,20 @@ std::function<int()> addInspect(CLI::App& app) {
   sub->add_flag("--json", o->json, "One JSON document for scripts (schema in onnxtool-inspect(1))");
   sub->add_flag("--nodes", o->nodes, "List every node of the main graph");
   sub->add_flag("--initializers", o->initializers, "List every initializer with dtype and shape");
-  sub->footer("Exit codes: 0 success, 2 unreadable or invalid input.");
+  sub->add_flag("--shapes", o->shapes,
+                "Infer types and shapes: list every value (inputs, node outputs, subgraphs), the first "
+                "value inference could not resolve and why, and its errors");
+  sub->add_option("--shape", o->inputShapes,
+                  "Set input NAME's dims before inference, e.g. input_ids=1x128 or input_ids=batch,seq "
+                  "(? for unknown); repeatable")
+      ->type_name("NAME=DIMS")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // expected(1) alone keeps one occurrence
+  sub->footer(
+      "With --shape or --shapes, inputs and outputs show the types after inference.\n"
+      "Exit codes: 0 success (also when inference finds errors: `check` judges), 2 unreadable or\n"
+      "invalid input or usage error.");
   return [o] { return runInspect(*o); };
 }
 
