@@ -5,7 +5,9 @@
 // summary, and the final line `N passed, M failed, K skipped`.
 //
 // usage: conformance DIR [--executor ref] [--filter REGEX] [--expected-failures FILE] [--rtol R]
-//                        [--atol A] [--timeout SECONDS] [--quiet]
+//                        [--atol A] [--timeout SECONDS] [--quiet] [--optimize LEVEL]
+// --optimize runs the optimizer's preset pipeline -O LEVEL (3: with the fusions) on each model
+// before executing it: optimized models must pass as the originals do.
 // Exit 0 when every failure is listed in the expected-failures file, 1 otherwise.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #include "formats/model_io.h"
 #include "formats/value_files.h"
 #include "lib/error.h"
+#include "passes/pass_manager.h"
 
 using namespace onnxtool;
 namespace fs = std::filesystem;
@@ -45,11 +48,13 @@ struct Options {
   double rtol = 1e-3, atol = 1e-7;
   int timeout = 60;
   bool quiet = false;
+  int optimize = -1;
 };
 
 /// Runs one case; returns "" on success or the reason of failure.
 std::string runCase(const fs::path& caseDir, const Options& o) {
   auto model = loadModel((caseDir / "model.onnx").string());
+  if (o.optimize >= 0) runPipeline(*model, presetPipeline(o.optimize, false));
   auto exec = makeExecutor(o.executor);
   if (!exec) return "no executor named " + o.executor;
   PrepareOptions po;
@@ -175,9 +180,10 @@ int main(int argc, char** argv) {
     else if (a == "--atol") o.atol = std::stod(next());
     else if (a == "--timeout") o.timeout = std::stoi(next());
     else if (a == "--quiet") o.quiet = true;
+    else if (a == "--optimize") o.optimize = std::stoi(next());
     else if (!a.empty() && a[0] != '-') o.dir = a;
     else {
-      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet]\n");
+      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet] [--optimize LEVEL]\n");
       return 2;
     }
   }
