@@ -21,6 +21,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "formats/atomic_file.h"
+#include "formats/onnx_text.h"
 #include "formats/proto_convert.h"
 #include "formats/wire_splice.h"
 #include "lib/error.h"
@@ -206,9 +207,59 @@ bool tensorNeedsRaw(const Tensor& t, const pb::TensorProto& p) {
   return !(t.storage == Tensor::Storage::None && t.raw.empty());
 }
 
+void bindTextExternal(Graph& g, ExternalResolver& resolver) {
+  auto bind = [&](Tensor& t, const char* where) {
+    if (t.storage == Tensor::Storage::External && t.external) resolver.bind(t, where);
+  };
+  for (Value* v : g.initializers()) bind(*v->initializer(), "initializer");
+  for (const auto& n : g.nodes()) {
+    for (const Attribute& a : n->attributes) {
+      if (a.t) bind(*a.t, "attribute");
+      for (const auto& t : a.tensors) bind(*t, "attribute");
+    }
+    for (Graph* sg : n->subgraphs()) bindTextExternal(*sg, resolver);
+  }
+}
+
+std::unique_ptr<Model> loadTextModel(const std::string& path, const LoadOptions& options) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
+  auto mf = MappedFile::open(path);
+  auto model = parseModelText(std::string_view(reinterpret_cast<const char*>(mf->data()), mf->size()), path);
+  fs::path pp(path);
+  model->baseDir = pp.has_parent_path() ? pp.parent_path().string() : ".";
+  model->fileSize = mf->size();
+  if (options.loadExternalData) {
+    ExternalResolver resolver(path, model->baseDir, options.strictExternalData, &model->loadIssues);
+    bindTextExternal(*model->graph, resolver);
+    for (const auto& f : model->functions) bindTextExternal(*f->body, resolver);
+  }
+  return model;
+}
+
 }  // namespace
 
+bool isTextModelPath(const std::string& path) {
+  constexpr std::string_view kExt = ".onnxtxt";
+  return path.size() > kExt.size() && path.compare(path.size() - kExt.size(), kExt.size(), kExt) == 0;
+}
+
+void saveModelText(const Model& model, const std::string& path) {
+  std::string text = printModelText(model);
+  if (path == "-") {
+    std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+    std::cout.flush();
+    if (!std::cout) fail(ErrorKind::Io, "writing the model to standard output failed");
+    return;
+  }
+  AtomicFile f(path);
+  f.write(text);
+  f.close();
+  f.rename();
+}
+
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options) {
+  if (isTextModelPath(path)) return loadTextModel(path, options);
   if (path == "-") {
     auto bytes = std::make_shared<std::string>(readAll(std::cin));
     return parseModel(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), bytes, nullptr, ".", "<stdin>", options);

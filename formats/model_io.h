@@ -29,6 +29,13 @@ struct LoadOptions {
 /// one-line message naming the file on unreadable, truncated or non-ONNX input.
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options = {});
 
+/// True when `path` names a model in the textual syntax (ends in ".onnxtxt"); loadModel then
+/// parses text (formats/onnx_text.h) and binds external data references beside the file.
+bool isTextModelPath(const std::string& path);
+
+/// Writes the model in the textual syntax to `path` ("-" is standard output), atomically.
+void saveModelText(const Model& model, const std::string& path);
+
 /// Loads from bytes already in memory; `baseDir` resolves external data, `displayName` names
 /// the source in messages.
 std::unique_ptr<Model> loadModelFromBytes(std::string_view bytes, const std::string& baseDir,
