@@ -23,6 +23,7 @@ struct ConvertOptions {
   bool inlineAll = false;
   bool inferShapes = false;              // --infer-shapes
   std::vector<std::string> inputShapes;  // --shape NAME=D1,D2,...
+  std::string to;                        // --to onnx|text; "" infers from the output name
 };
 
 int runConvert(const ConvertOptions& o) {
@@ -35,6 +36,9 @@ int runConvert(const ConvertOptions& o) {
     if (o.externalData) save.externalFile = *o.externalData;
   }
   save.sizeThreshold = o.sizeThreshold;
+  bool text = o.to == "text" || (o.to.empty() && isTextModelPath(o.output));
+  if (text && (o.externalFlag || o.inlineAll))
+    fail(ErrorKind::InvalidInput, "--external-data and --inline apply to binary output; text output holds every tensor inline");
   auto model = loadModel(o.input);
   if (o.inferShapes) {
     InferOptions infer;
@@ -57,7 +61,8 @@ int runConvert(const ConvertOptions& o) {
   } else if (!o.inputShapes.empty()) {
     fail(ErrorKind::InvalidInput, "--shape needs --infer-shapes");
   }
-  saveModel(*model, o.output, save);
+  if (text) saveModelText(*model, o.output);
+  else saveModel(*model, o.output, save);
   spdlog::info("wrote {}", o.output);
   return kOk;
 }
@@ -67,7 +72,7 @@ int runConvert(const ConvertOptions& o) {
 std::function<int()> addConvert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* sub = app.add_subcommand("convert", "Re-save a model, moving weights to or from external data");
-  sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)")->required();
+  sub->add_option("MODEL", o->input, "Input model (.onnx, .onnxtxt for the textual syntax, - for stdin)")->required();
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
   sub->add_option("--external-data", o->externalData,
                   "Move tensors of at least --size-threshold bytes to external file FILE (default: OUTPUT.data)")
@@ -81,7 +86,9 @@ std::function<int()> addConvert(CLI::App& app) {
       ->type_name("NAME=DIMS")
       ->expected(1)
       ->allow_extra_args(false);
-  sub->footer("Exit codes: 0 success, 2 invalid input or usage error.");
+  sub->add_option("--to", o->to, "Output format: onnx (binary protobuf) or text (ONNX textual syntax); default: text when OUTPUT ends in .onnxtxt, else onnx")
+      ->check(CLI::IsMember({"onnx", "text"}));
+  sub->footer("Exit codes: 0 success, 2 invalid input or usage error, 3 a model the textual syntax cannot hold (sparse tensors).");
   return [o, sub] {
     ConvertOptions opts = *o;
     opts.externalFlag = sub->count("--external-data") > 0;
