@@ -42,6 +42,7 @@ struct OptimizeOptions : InputOptions {
   int maxIterations = 8;
   double rtol = 1e-4, atol = 1e-5;
   std::vector<std::string> fixShapes;  // --shape NAME=DIMS applied to the model
+  std::string to;                      // --to onnx|text; "" infers from the output name
 };
 
 struct Summary {
@@ -218,8 +219,12 @@ int runOptimize(const OptimizeOptions& o) {
     }
   }
 
-  SaveOptions save;
-  saveModel(*model, o.output, save);
+  if (o.to == "text" || (o.to.empty() && isTextModelPath(o.output))) {
+    saveModelText(*model, o.output);
+  } else {
+    SaveOptions save;
+    saveModel(*model, o.output, save);
+  }
   Summary after = summarize(*model);
   std::error_code ec;
   if (o.output != "-") after.fileSize = fs::file_size(o.output, ec);
@@ -262,15 +267,17 @@ int runOptimize(const OptimizeOptions& o) {
 std::function<int()> addOptimize(CLI::App& app) {
   auto o = std::make_shared<OptimizeOptions>();
   CLI::App* sub = app.add_subcommand("optimize", "Simplify and fuse a model with a pipeline of graph passes");
-  sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)");
+  sub->add_option("MODEL", o->input, "Input model (.onnx, .onnxtxt for the textual syntax, - for stdin)");
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)");
+  sub->add_option("--to", o->to, "Output format: onnx or text (ONNX textual syntax); default: text when OUTPUT ends in .onnxtxt")
+      ->check(CLI::IsMember({"onnx", "text"}));
   sub->add_option("-O", o->level, "Preset: -O0 nothing, -O1 cleanup, -O2 cleanup + folding (default), -O3 adds fusions")
       ->check(CLI::Range(0, 3));
   sub->add_flag("--fuse", o->fuse, "Add the fusion passes (standard ONNX ops only) to the preset or --passes");
   sub->add_option("--passes", o->passes, "Pipeline text instead of a preset: 'fold-constants,fuse-conv-bn{key=value}'");
   sub->add_flag("--print-pipeline", o->printPipeline, "Print the expanded pipeline (valid --passes text) to stdout");
   sub->add_flag("--list-passes", o->listPasses, "List every pass with a one-line summary and its options");
-  sub->add_option("--disable", o->disabled, "Skip pass NAME (repeatable)")->type_name("NAME")->expected(1)->allow_extra_args(false);
+  sub->add_option("--disable", o->disabled, "Skip pass NAME (repeatable)")->type_name("NAME")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--max-iterations", o->maxIterations, "Repeat the pipeline until nothing changes, at most N times (default 8)");
   sub->add_flag("--verify-each", o->verifyEach, "Check the model structurally and infer shapes after every pass");
   sub->add_flag("--stats", o->stats, "Print rewrites, time and counters per pass to stderr");
@@ -279,13 +286,13 @@ std::function<int()> addOptimize(CLI::App& app) {
                 "Run the input and output models on the reference executor (random or -i inputs); exit 1 if they "
                 "differ, naming the first pass that changed the outputs");
   sub->add_option("-i,--input", o->inputs, "With --verify: input FILE or NAME=FILE (.npy, .pb, .npz, .json)")
-      ->expected(1)->allow_extra_args(false);
+      ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--seed", o->seed, "With --verify: seed of the random inputs (default 0)");
   sub->add_option("--rtol", o->rtol, "With --verify: relative tolerance (default 1e-4)");
   sub->add_option("--atol", o->atol, "With --verify: absolute tolerance (default 1e-5)");
   sub->add_option("--shape", o->fixShapes,
                   "Set input NAME's dims in the model before optimizing: 1x128 fixes them, batch,seq names them (? unknown)")
-      ->type_name("NAME=DIMS")->expected(1)->allow_extra_args(false);
+      ->type_name("NAME=DIMS")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--json", o->json, "Print the before/after summary and per-pass statistics as JSON to stdout");
   sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported.");
   return [o] {

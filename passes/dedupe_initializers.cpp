@@ -1,5 +1,7 @@
 // dedupe_initializers.cpp: `dedupe-initializers`: initializers with the same dtype, dims and bytes
 // (exported models often repeat scalars and shape constants, and tied weights) become one.
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "passes/pass_util.h"
@@ -12,30 +14,47 @@ bool sameData(const Tensor& a, const Tensor& b) {
   return a.dataType == b.dataType && a.dims == b.dims && a.raw.view() == b.raw.view() && a.strings == b.strings;
 }
 
+/// A hash of up to 256 bytes spread over the data: cheap on big weights; equal fingerprints are
+/// then compared in full.
+size_t fingerprint(std::string_view bytes) {
+  if (bytes.size() <= 256) return std::hash<std::string_view>()(bytes);
+  std::string sample(256, '\0');
+  for (size_t i = 0; i < 256; ++i) sample[i] = bytes[i * (bytes.size() - 1) / 255];
+  return std::hash<std::string>()(sample);
+}
+
 class DedupeInitializersPass : public Pass {
  public:
   bool run(Graph& g, PassContext& ctx) override {
-    bool changed = false;
-    std::unordered_map<size_t, std::vector<Value*>> byHash;
-    std::vector<Value*> inits = g.initializers();
-    for (Value* v : inits) {
+    // Group by dtype, dims and byte size first: only tensors that share those are compared, so
+    // big weights are almost never hashed.
+    std::map<std::tuple<int32_t, std::vector<int64_t>, size_t, size_t>, std::vector<Value*>> groups;
+    for (Value* v : g.initializers()) {
       const Tensor* t = constantOf(v);
       if (!t || !v->hasUses()) continue;
-      size_t h = std::hash<std::string_view>()(t->raw.view()) ^ (static_cast<size_t>(t->dataType) << 1) ^
-                 (t->dims.size() << 7);
-      for (const std::string& s : t->strings) h = h * 31 + std::hash<std::string>()(s);
-      Value* keep = nullptr;
-      for (Value* c : byHash[h])
-        if (sameData(*c->initializer(), *t)) keep = c;
-      if (!keep) {
-        byHash[h].push_back(v);
-        continue;
+      groups[{t->dataType, t->dims, t->raw.size(), t->strings.size()}].push_back(v);
+    }
+    bool changed = false;
+    for (auto& [key, members] : groups) {
+      if (members.size() < 2) continue;
+      std::unordered_map<size_t, std::vector<Value*>> byHash;
+      for (Value* v : members) {
+        const Tensor* t = v->initializer();
+        size_t h = fingerprint(t->raw.view());
+        for (const std::string& s : t->strings) h = h * 31 + std::hash<std::string>()(s);
+        Value* keep = nullptr;
+        for (Value* c : byHash[h])
+          if (sameData(*c->initializer(), *t)) keep = c;
+        if (!keep) {
+          byHash[h].push_back(v);
+          continue;
+        }
+        if (v->isGraphOutput()) continue;  // its name is part of the interface
+        if (!ctx.tryRewrite("dedupe initializer '" + v->name() + "' into '" + keep->name() + "'")) return changed;
+        v->replaceAllUsesWith(keep);
+        g.removeInitializer(v);
+        changed = true;
       }
-      if (v->isGraphOutput()) continue;  // its name is part of the interface
-      if (!ctx.tryRewrite("dedupe initializer '" + v->name() + "' into '" + keep->name() + "'")) break;
-      v->replaceAllUsesWith(keep);
-      g.removeInitializer(v);
-      changed = true;
     }
     return changed;
   }
