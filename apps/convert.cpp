@@ -43,16 +43,8 @@ int runConvert(const ConvertOptions& o) {
   if (o.inferShapes) {
     InferOptions infer;
     for (const std::string& spec : o.inputShapes) {
-      auto eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0) fail(ErrorKind::InvalidInput, "--shape '{}': expected NAME=DIMS", spec);
-      auto& dims = infer.inputDims[spec.substr(0, eq)];
-      std::string rest = spec.substr(eq + 1);
-      for (size_t pos = 0; !rest.empty() && pos <= rest.size();) {
-        size_t comma = rest.find(',', pos);
-        if (comma == std::string::npos) comma = rest.size();
-        dims.push_back(rest.substr(pos, comma - pos));
-        pos = comma + 1;
-      }
+      ShapeSpec sp = parseShapeSpec(spec);  // 1x128, 1,128 and batch,seq alike
+      infer.inputDims[sp.name] = sp.dims;
     }
     InferReport report = inferShapes(*model, infer);
     for (const std::string& e : report.errors) spdlog::warn("{}", e);
@@ -85,7 +77,8 @@ std::function<int()> addConvert(CLI::App& app) {
                   "With --infer-shapes: set input NAME's dims, e.g. input_ids=batch,128 (? for unknown)")
       ->type_name("NAME=DIMS")
       ->expected(1)
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--to", o->to, "Output format: onnx (binary protobuf) or text (ONNX textual syntax); default: text when OUTPUT ends in .onnxtxt, else onnx")
       ->check(CLI::IsMember({"onnx", "text"}));
   sub->footer("Exit codes: 0 success, 2 invalid input or usage error, 3 a model the textual syntax cannot hold (sparse tensors).");

@@ -215,6 +215,17 @@ def test_convert(c, tmp):
     c.check(not [f for f in os.listdir(tmp) if ".tmp." in f], "no temporary files left")
     r = run(["convert", src, "-o", os.path.join(tmp, "x.onnx"), "--inline", "--external-data"])
     c.check(r.returncode == 2, "--inline with --external-data is a usage error")
+    # --shape takes the same forms as inspect's (1x1x28x28, n,1,28,28) and repeats
+    cnn = os.path.join(SOURCE_DIR, "testdata", "models", "small_cnn.onnx")
+    for spec, want in [("input=3x1x28x28", [3, 1, 28, 28]), ("input=n,1,28,28", ["n", 1, 28, 28])]:
+        out = os.path.join(tmp, "shaped.onnx")
+        r = run(["convert", cnn, "-o", out, "--infer-shapes", "--shape", spec])
+        m = onnx.load(out) if r.returncode == 0 else None
+        dims = [d.dim_param or d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim] if m else None
+        c.check(dims == want, f"convert --shape {spec}: input dims {dims}, want {want}: {r.stderr}")
+        vi = {v.name: v for v in m.graph.value_info} if m else {}
+        c.check(m is not None and not r.stderr.strip(), f"convert --shape {spec}: warnings {r.stderr!r}")
+        c.check(len(vi) > 0, f"convert --shape {spec}: no value_info written")
 
 
 def main():
