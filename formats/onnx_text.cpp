@@ -557,7 +557,7 @@ struct Token {
   bool is(char c) const { return kind == Tok::Punct && text[0] == c; }
 };
 
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = 128;  // above what protobuf's recursion limit lets a binary model hold
 
 class Parser {
  public:

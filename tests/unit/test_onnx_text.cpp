@@ -145,6 +145,8 @@ small (float[N,2] X) => (A, float[] B)
 }
 )";
   CHECK(printModelText(m) == expected);
+  std::string graphPart = std::string(expected).substr(std::string(expected).find("small ("));
+  CHECK(printGraphText(*m.graph) == graphPart);
   // and it reads back into the same structure
   auto back = parse(expected);
   CHECK(printModelText(*back) == expected);
@@ -307,6 +309,28 @@ TEST_CASE("text floats round trip bit for bit", "[text]") {
   CHECK(std::memcmp(fl.data(), fs.data(), fs.size() * 4) == 0);
 }
 
+TEST_CASE("text printer refuses what the syntax cannot hold", "[text]") {
+  auto m = parse("<ir_version: 8>\ng () => () { y = Foo () }");
+  SparseTensor sp;
+  sp.values = Tensor::fromFloats("s", {1}, {1.0f});
+  sp.indices = Tensor::fromInt64s("", {1}, {0});
+  sp.dims = {4};
+  m->graph->addSparseInitializer(std::move(sp));
+  try {
+    printModelText(*m);
+    FAIL("sparse initializer printed");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Unsupported);
+    CHECK(std::string(e.what()) == "graph 'g': sparse initializer 's' has no textual syntax");
+  }
+  TextPrintOptions elide;
+  elide.elideTensorsOver = 2;
+  auto small = parse("<ir_version: 8>\ng () => () <float[3] w = {1.0, 2.0, 3.0}, float[2] v = {1.0, 2.0}> {}");
+  std::string shown = printModelText(*small, elide);
+  CHECK(shown.find("float[3] w = {...}") != std::string::npos);
+  CHECK(shown.find("float[2] v = {1.0,2.0}") != std::string::npos);
+}
+
 TEST_CASE("text parse errors name the file, line and column", "[text]") {
   const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
   CHECK(parseError(head + "g (float x) => (float y) {\n  y = Relu(x)\n") ==
@@ -337,10 +361,10 @@ TEST_CASE("text parser bounds nesting and never crashes on mutated input", "[tex
   std::string deepType = "g (";
   for (int i = 0; i < 20000; ++i) deepType += "seq(";
   deepType += "float" + std::string(20000, ')') + " x) => () {}";
-  CHECK(parseError(deepType).find("expected at most 64 levels of nested graphs and types") != std::string::npos);
+  CHECK(parseError(deepType).find("expected at most 128 levels of nested graphs and types") != std::string::npos);
   std::string deepGraph = "g () => () {";
   for (int i = 0; i < 5000; ++i) deepGraph += " y = If (c) <then_branch: graph = t () => () {";
-  CHECK(parseError(deepGraph).find("expected at most 64 levels") != std::string::npos);
+  CHECK(parseError(deepGraph).find("expected at most 128 levels") != std::string::npos);
 
   // every truncation and many random byte edits of a rich model: parse or throw InvalidInput
   std::string base = kEveryKind;
