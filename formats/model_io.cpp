@@ -331,6 +331,13 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
       location = t.external->location;
       if (toStdout) fail(ErrorKind::InvalidInput, "tensor '{}' uses external data; cannot write it to standard output without --inline", t.name);
       checkOutputLocation(location);
+      // Saving beside the source under another name must not replace the source's data file:
+      // the source model would then point into a file laid out for the new one.
+      std::error_code ec;
+      if (!model.baseDir.empty() && !model.path.empty() && model.path != "-" &&
+          !fs::equivalent(out, fs::path(model.path), ec) &&
+          fs::equivalent(outDir / location, fs::path(model.baseDir) / location, ec))
+        location = defaultExternal;
     } else if (mode == Mode::Externalize && (isInit || externalizeAttrs) && t.raw.size() >= threshold) {
       location = externalName;
     } else {

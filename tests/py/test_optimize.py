@@ -127,6 +127,24 @@ c.check(r.returncode == 0 and input_dims(onnx.load(out))[0] == ["n", 1, 28, 28],
 r = run(["optimize", cnn, "-o", "-", "--to", "text"])
 c.check(r.returncode == 0 and "Conv" in r.stdout and "=>" in r.stdout, f"--to text: {r.stderr}")
 
+# --- external data: the output gets its own data file beside it; the input's stays untouched
+ext_dir = os.path.join(tmp, "ext")
+os.makedirs(ext_dir)
+ext_in = os.path.join(ext_dir, "bert.onnx")
+r = run(["convert", bert, "-o", ext_in, "--external-data", "--size-threshold", "256"])
+c.check(r.returncode == 0, f"convert to external data: {r.stderr}")
+before_bytes = open(ext_in + ".data", "rb").read()
+ext_out = os.path.join(ext_dir, "bert.opt.onnx")
+r = run(["optimize", ext_in, "-o", ext_out, "-O3"])
+c.check(r.returncode == 0, f"optimize with external data: {r.stderr}")
+c.check(open(ext_in + ".data", "rb").read() == before_bytes, "optimize replaced the input's external data file")
+c.check(os.path.exists(ext_out + ".data"), f"no {ext_out}.data: {os.listdir(ext_dir)}")
+feeds = random_feeds(onnx.load(bert), {"batch": 1, "seq": 4})
+for w, g in zip(ort_outputs(bert, feeds), ort_outputs(ext_out, feeds)):
+    c.check(np.allclose(g, w, rtol=1e-4, atol=1e-5), "external-data output differs in onnxruntime")
+for w, g in zip(ort_outputs(bert, feeds), ort_outputs(ext_in, feeds)):
+    c.check(np.array_equal(g, w), "the input model changed")
+
 # --- backend node tests: every function-expanded model (many nodes, constants) and a sample of the
 # rest stay valid for onnx.checker after -O3.
 models = node_test_models()
