@@ -77,6 +77,20 @@ std::string_view attrTypeSpelling(AttrType t) {
 
 // ---------------------------------------------------------------- printer
 
+/// A string literal: only the quote and the backslash are escaped, every other byte is written as
+/// it is (onnx's parser reads backslash-x as x, so backslash-n would not mean a newline to it).
+std::string quoted(std::string_view s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r + "\"";
+}
+
+/// A name: bare when it is an identifier that no keyword spells, else quoted.
+std::string quotable(std::string_view s) { return isIdentifier(s) && !isReserved(s) ? std::string(s) : quoted(s); }
+
 class Printer {
  public:
   explicit Printer(const TextPrintOptions& o) : opts_(o) {}
@@ -172,20 +186,6 @@ class Printer {
     return s + "]";
   }
 
- public:
-  static std::string quoted(std::string_view s) {
-    std::string r = "\"";
-    for (char c : s) {
-      if (c == '"' || c == '\\') r += '\\';
-      r += c;
-    }
-    return r + "\"";
-  }
-  static std::string quotable(std::string_view s) {
-    return isIdentifier(s) && !isReserved(s) ? std::string(s) : quoted(s);
-  }
-
- private:
   /// A dotted name (domain, opaque domain): bare when every part is an identifier.
   static bool isDotted(std::string_view s) {
     if (s.empty()) return false;
@@ -978,7 +978,8 @@ class Parser {
     buf.append(b, sizeof(T));
   }
 
-  /// One literal of a numeric tensor, appended in raw layout; returns how many values it took.
+  /// Consumes one literal of a numeric tensor and appends it in raw layout (sub-byte types are
+  /// packed at element `index`).
   void literal(DType dt, std::string& buf, size_t index) {
     const Token& t = peek();
     std::string_view txt = t.text;

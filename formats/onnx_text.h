@@ -17,7 +17,8 @@
 // tensor of unknown shape and `float` a scalar (rank 0); float16/bfloat16/float8 elements are
 // written as their bit patterns (like TensorProto.int32_data); bool as 0/1. Our extensions, which
 // onnx's parser does not read: complex tensors as interleaved real and imaginary parts, 2/4/6-bit
-// types one value per element, quoted op types, domains and function names, `seq()`.
+// types one value per element, quoted op types, domains and function names, `seq()`; when
+// parsing, float16/bfloat16 values may also be written as floats (`1.5`), bool as true/false.
 #pragma once
 
 #include <cstddef>
