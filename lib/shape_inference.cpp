@@ -459,6 +459,7 @@ void InferContext::setOutput(size_t i, DType dtype, const SymShape& shape) {
 }
 
 void InferContext::setOutputDType(size_t i, DType dtype) {
+  if (dtype == DType::Undefined) return;  // nothing to say; keep what the constraints gave
   setOutputType(i, TypeInfo::tensor(dtype, Shape::unknownRank()));
 }
 

@@ -114,7 +114,7 @@ class InferContext {
 
   /// Sets output i (ignored when omitted) to a tensor of `dtype` and `shape`.
   void setOutput(size_t i, DType dtype, const SymShape& shape);
-  /// Sets output i to a tensor of `dtype` with unknown rank.
+  /// Sets output i to a tensor of `dtype` with unknown rank (nothing when dtype is Undefined).
   void setOutputDType(size_t i, DType dtype);
   void setOutputType(size_t i, TypeInfo type);
   /// Records the known integer contents of output i (flattened).

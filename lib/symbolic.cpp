@@ -59,6 +59,10 @@ int64_t SymExpr::constantTerm() const {
   return !terms_.empty() && terms_[0].atoms.empty() ? terms_[0].coeff : 0;
 }
 
+bool SymExpr::provablyNonNegative() const {
+  return std::all_of(terms_.begin(), terms_.end(), [](const Term& t) { return t.coeff >= 0; });
+}
+
 SymExpr operator+(const SymExpr& a, const SymExpr& b) {
   SymExpr r = a;
   for (const auto& t : b.terms_) r.addTerm(t.atoms, t.coeff);

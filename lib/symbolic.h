@@ -29,6 +29,10 @@ class SymExpr {
   std::optional<int64_t> asConstant() const;
   /// The constant term (0 when there is none).
   int64_t constantTerm() const;
+  /// Whether the value is >= 0 for every non-negative value of the symbols (symbols are
+  /// dimension sizes): true when no coefficient is negative (floor atoms have non-negative
+  /// numerators by construction).
+  bool provablyNonNegative() const;
 
   friend SymExpr operator+(const SymExpr& a, const SymExpr& b);
   friend SymExpr operator-(const SymExpr& a, const SymExpr& b);

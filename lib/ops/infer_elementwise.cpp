@@ -1,9 +1,11 @@
 // infer_elementwise.cpp: shape inference for element-wise ops: unary math and activations,
 // broadcasting binary/variadic arithmetic, comparisons and logic, Where, Cast/CastLike, Clip,
-// Dropout; data propagation for integer arithmetic, Equal, Where, Cast and Identity.
+// Dropout, BitCast, CumProd, SwiGLU; data propagation for integer arithmetic, Equal, Where, Cast and Identity.
 #include <algorithm>
 #include <functional>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "lib/shape_inference.h"
 
@@ -132,6 +134,15 @@ void castLike(InferContext& c) {
   if (const auto* d = c.inputData(0); d && dtypeIsInteger(to)) c.setOutputData(0, *d);
 }
 
+void bitCast(InferContext& c) {
+  auto to = static_cast<DType>(c.attrInt("to", 0));
+  DType from = c.inputDType(0);
+  if (from != DType::Undefined && isValidDType(static_cast<int32_t>(to)) && dtypeBits(from) != dtypeBits(to))
+    c.fail(fmt::format("cannot bitcast {} to {}: the widths differ", dtypeName(from), dtypeName(to)));
+  if (auto s = c.inputShape(0)) c.setOutput(0, to, *s);
+  else c.setOutputDType(0, to);
+}
+
 void unaryBool(InferContext& c) {
   if (auto s = c.inputShape(0)) c.setOutput(0, DType::Bool, *s);
 }
@@ -164,7 +175,7 @@ void registerInferElementwise(InferRegistry& r) {
         "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sinh", "Sqrt", "Tan", "Tanh", "Softplus", "Softsign",
         "Elu", "Selu", "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Mish", "Gelu", "Celu", "Not",
         "BitwiseNot", "Shrink", "LpNormalization", "Softmax", "LogSoftmax", "Hardmax", "Clip", "Trilu", "CumSum",
-        "MeanVarianceNormalization", "Swish"})
+        "MeanVarianceNormalization", "Swish", "CumProd"})
     r.add({"", op, 1, sameAsInput0});
   r.add({"", "Identity", 1, identity});
   r.add({"", "Neg", 1, neg});
@@ -181,6 +192,8 @@ void registerInferElementwise(InferRegistry& r) {
   r.add({"", "Where", 1, where});
   r.add({"", "Cast", 1, cast});
   r.add({"", "CastLike", 1, castLike});
+  r.add({"", "BitCast", 1, bitCast});
+  r.add({"", "SwiGLU", 1, variadic});
   r.add({"", "Dropout", 1, dropout});
   r.add({"", "PRelu", 1, prelu});
   r.add({"", "BitShift", 1, bitShift});

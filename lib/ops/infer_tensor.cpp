@@ -1,8 +1,11 @@
 // infer_tensor.cpp: shape inference and data propagation for shape-manipulating ops: Shape,
 // Size, Constant, ConstantOfShape, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat,
-// Split, Slice, Gather, GatherElements, Scatter*, Expand, Tile, Range, Pad, NonZero, TopK.
+// Split, Slice, Gather, GatherElements, Scatter*, Expand, Tile, Range, Pad, NonZero, TopK, GatherND,
+// OneHot, Compress, Unique, ReverseSequence, TensorScatter, EyeLike, DepthToSpace/SpaceToDepth,
+// CenterCropPad, Det and Einsum.
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -275,13 +278,21 @@ void concat(InferContext& c) {
   if (!out) return;
   c.setOutput(0, c.inputDType(0), *out);
   if (out->size() != 1) return;
+  // Pieces of unknown contents but known length keep the known entries of the others in place
+  // (a shape assembled from a Shape slice and an unknown dim still fixes the rest).
   std::vector<SymDim> d;
+  bool anyKnown = false;
   for (size_t i = 0; i < c.numInputs(); ++i) {
-    const auto* x = c.inputData(i);
-    if (!x) return;
-    d.insert(d.end(), x->begin(), x->end());
+    if (const auto* x = c.inputData(i)) {
+      d.insert(d.end(), x->begin(), x->end());
+      anyKnown = true;
+      continue;
+    }
+    auto s = c.inputShape(i);
+    if (!s || s->size() != 1 || !(*s)[0] || !(*s)[0]->isConstant()) return;
+    d.insert(d.end(), static_cast<size_t>(*(*s)[0]->asConstant()), std::nullopt);
   }
-  c.setOutputData(0, std::move(d));
+  if (anyKnown) c.setOutputData(0, std::move(d));
 }
 
 void split(InferContext& c) {
@@ -369,6 +380,32 @@ SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) 
   return len;
 }
 
+/// Length of a slice whose bounds are symbolic. Bounds that are provably non-negative
+/// expressions are taken to lie within the dimension unless provably beyond it (then clamped to
+/// it), the same trust sliceLength() gives constant bounds on a symbolic dim; the length is
+/// end - start when provably non-negative, 0 when provably not positive, else unknown.
+SymDim symbolicSliceLength(const SymDim& dim, const SymDim& start, const SymDim& end, int64_t step) {
+  if (!dim || !start || !end || step <= 0) return std::nullopt;
+  constexpr int64_t kBig = INT32_MAX;
+  auto bound = [&](const SymExpr& x) -> SymDim {
+    if (auto v = x.asConstant()) {
+      if (*v >= kBig) return *dim;
+      if (*v < 0) return *v <= -kBig ? SymDim(SymExpr(0)) : SymDim(*dim + x);
+      if (dim->isConstant()) return SymExpr(std::min(*v, *dim->asConstant()));
+      return x;
+    }
+    if (!x.provablyNonNegative()) return std::nullopt;  // a negative value would count from the end
+    if ((x - *dim).provablyNonNegative()) return *dim;
+    return x;
+  };
+  SymDim s = bound(*start), e = bound(*end);
+  if (!s || !e) return std::nullopt;
+  SymExpr len = *e - *s;
+  if (len.provablyNonNegative()) return SymExpr::ceilDiv(len, step);
+  if ((-len).provablyNonNegative()) return SymExpr(0);
+  return std::nullopt;
+}
+
 void slice(InferContext& c) {
   auto s = c.inputShape(0);
   if (!s) return;
@@ -395,6 +432,24 @@ void slice(InferContext& c) {
     }
   }
   SymShape out = *s;
+  const auto* symStarts = c.sinceVersion() >= 10 ? c.inputData(1) : nullptr;
+  const auto* symEnds = c.sinceVersion() >= 10 ? c.inputData(2) : nullptr;
+  if ((!starts || !ends) && symStarts && symEnds && symStarts->size() == symEnds->size() &&
+      (!axes || axes->size() == symStarts->size()) && (!steps || steps->size() == symStarts->size())) {
+    // Bounds known as expressions of the input's dims (a mask sliced to [past, past+seq]).
+    for (size_t i = 0; i < symStarts->size(); ++i) {
+      int64_t k = c.normalizeAxis(axes ? (*axes)[i] : static_cast<int64_t>(i), rank);
+      int64_t step = steps ? (*steps)[i] : 1;
+      if (step == 0) c.fail("step is 0");
+      const SymDim &st = (*symStarts)[i], &en = (*symEnds)[i];
+      if (st && en && st->isConstant() && en->isConstant())
+        out[k] = sliceLength((*s)[k], *st->asConstant(), *en->asConstant(), step);
+      else
+        out[k] = symbolicSliceLength((*s)[k], st, en, step);
+    }
+    c.setOutput(0, c.inputDType(0), out);
+    return;
+  }
   if (!starts || !ends) {
     size_t count = starts ? starts->size() : ends ? ends->size() : 0;
     if (!axes) {
@@ -473,14 +528,9 @@ void expand(InferContext& c) {
   if (!s || !target) return;
   // A target dim of unknown value may be 1 (keeping the input's) or the size: known only when
   // the input's dim is 1.
-  SymShape t = *target;
-  size_t rank = std::max(s->size(), t.size());
-  SymShape out = c.broadcast(*s, t);
-  for (size_t k = 0; k < rank; ++k) {
-    size_t ti = k + t.size() - rank, si = k + s->size() - rank;
-    bool hasT = k >= rank - t.size(), hasS = k >= rank - s->size();
-    if (hasT && !t[ti] && hasS && (*s)[si] && (*s)[si]->asConstant() != 1) out[k] = std::nullopt;
-  }
+  // An unknown target dim must be 1 or equal to the input's: a known input size other than 1
+  // decides it, which is what broadcast() gives.
+  SymShape out = c.broadcast(*s, *target);
   c.setOutput(0, c.inputDType(0), out);
 }
 
@@ -576,6 +626,199 @@ void topK(InferContext& c) {
   c.setOutput(1, DType::Int64, out);
 }
 
+
+void gatherND(InferContext& c) {
+  auto data = c.inputShape(0), idx = c.inputShape(1);
+  if (!data || !idx) return;
+  if (idx->empty()) c.fail("indices must have rank >= 1");
+  int64_t batch = c.sinceVersion() >= 12 ? c.attrInt("batch_dims", 0) : 0;
+  const SymDim& last = idx->back();
+  if (!last || !last->isConstant()) return;  // the output rank depends on the unknown last dim
+  int64_t k = *last->asConstant();
+  auto rank = static_cast<int64_t>(data->size());
+  if (batch < 0 || batch + k > rank)
+    c.fail(fmt::format("indices address {} dimensions after {} batch dimensions of a rank-{} input", k, batch, rank));
+  SymShape out(idx->begin(), idx->end() - 1);
+  out.insert(out.end(), data->begin() + batch + k, data->end());
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void oneHot(InferContext& c) {
+  auto idx = c.inputShape(0);
+  DType dt = c.inputDType(2);
+  if (!idx) return c.setOutputDType(0, dt);
+  auto rank = static_cast<int64_t>(idx->size()) + 1;
+  int64_t axis = c.normalizeAxis(c.attrInt("axis", -1), rank);
+  SymDim depth;
+  if (const auto* d = c.inputData(1); d && d->size() == 1) depth = (*d)[0];
+  if (const Tensor* t = c.inputConstant(1); !depth && t && t->numElements() == 1)
+    depth = SymExpr(static_cast<int64_t>(t->elementAsDouble(0)));
+  SymShape out = *idx;
+  out.insert(out.begin() + axis, depth);
+  c.setOutput(0, dt, out);
+}
+
+void compress(InferContext& c) {
+  auto s = c.inputShape(0);
+  if (!s) return;
+  const Attribute* a = c.attr("axis");
+  SymDim kept = c.freshDim();
+  if (auto cond = c.inputInts(1)) kept = SymExpr(static_cast<int64_t>(std::count_if(cond->begin(), cond->end(), [](int64_t x) { return x != 0; })));
+  if (!a) return c.setOutput(0, c.inputDType(0), {kept});
+  SymShape out = *s;
+  out[c.normalizeAxis(a->i, static_cast<int64_t>(s->size()))] = kept;
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void unique(InferContext& c) {
+  auto s = c.inputShape(0);
+  SymDim count = c.freshDim();  // how many unique values: Y, indices and counts share it
+  const Attribute* a = c.attr("axis");
+  if (!a) {
+    c.setOutput(0, c.inputDType(0), {count});
+    c.setOutput(2, DType::Int64, {s ? product(*s, 0, s->size()) : std::nullopt});
+  } else if (s) {
+    int64_t k = c.normalizeAxis(a->i, static_cast<int64_t>(s->size()));
+    SymShape out = *s;
+    out[k] = count;
+    c.setOutput(0, c.inputDType(0), out);
+    c.setOutput(2, DType::Int64, {(*s)[k]});
+  } else {
+    c.setOutputDType(0, c.inputDType(0));
+    c.setOutput(2, DType::Int64, {std::nullopt});
+  }
+  c.setOutput(1, DType::Int64, {count});
+  c.setOutput(3, DType::Int64, {count});
+}
+
+void eyeLike(InferContext& c) {
+  DType dt = static_cast<DType>(c.attrInt("dtype", static_cast<int64_t>(c.inputDType(0))));
+  auto s = c.inputShape(0);
+  if (!s) return c.setOutputDType(0, dt);
+  if (s->size() != 2) c.fail(fmt::format("input must have rank 2, got {}", s->size()));
+  c.setOutput(0, dt, *s);
+}
+
+/// DepthToSpace and SpaceToDepth: the channels trade places with a blocksize x blocksize tile.
+template <bool ToSpace>
+void depthSpace(InferContext& c) {
+  auto s = c.inputShape(0);
+  if (!s) return;
+  if (s->size() != 4) c.fail(fmt::format("input must have rank 4, got {}", s->size()));
+  int64_t b = c.attrInt("blocksize", 0);
+  if (b <= 0) c.fail("blocksize must be positive");
+  auto div = [&](const SymDim& d, int64_t by) -> SymDim {
+    if (!d) return std::nullopt;
+    if (auto v = d->asConstant(); v && *v % by != 0)
+      c.fail(fmt::format("dimension {} is not divisible by {}", *v, by));
+    if (auto q = SymExpr::exactDiv(*d, SymExpr(by))) return q;
+    return SymExpr::floorDiv(*d, by);
+  };
+  auto mul = [](const SymDim& d, int64_t by) -> SymDim { return d ? SymDim(*d * SymExpr(by)) : std::nullopt; };
+  const SymShape& x = *s;
+  if (ToSpace) c.setOutput(0, c.inputDType(0), {x[0], div(x[1], b * b), mul(x[2], b), mul(x[3], b)});
+  else c.setOutput(0, c.inputDType(0), {x[0], mul(x[1], b * b), div(x[2], b), div(x[3], b)});
+}
+
+void centerCropPad(InferContext& c) {
+  auto s = c.inputShape(0);
+  if (!s) return;
+  auto rank = static_cast<int64_t>(s->size());
+  std::vector<int64_t> axes;
+  if (auto a = c.attrInts("axes")) {
+    for (int64_t x : *a) axes.push_back(c.normalizeAxis(x, rank));
+  } else {
+    for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  }
+  SymShape out = *s;
+  const auto* d = c.inputData(1);
+  if (d && d->size() != axes.size())
+    c.fail(fmt::format("shape has {} entries for {} axes", d->size(), axes.size()));
+  for (size_t i = 0; i < axes.size(); ++i) out[axes[i]] = d ? (*d)[i] : std::nullopt;
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void det(InferContext& c) {
+  auto s = c.inputShape(0);
+  if (!s) return;
+  if (s->size() < 2) c.fail(fmt::format("input must have rank >= 2, got {}", s->size()));
+  c.setOutput(0, c.inputDType(0), SymShape(s->begin(), s->end() - 2));
+}
+
+/// Einsum: the equation's letters name dimensions; "..." stands for broadcast leading dims.
+void einsum(InferContext& c) {
+  std::string eq;
+  for (char ch : c.attrString("equation")) if (ch != ' ') eq += ch;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != c.numInputs())
+    c.fail(fmt::format("equation has {} operands for {} inputs", terms.size(), c.numInputs()));
+  std::map<char, SymDim> letters;
+  std::map<char, int> counts;
+  std::optional<SymShape> ellipsis;
+  bool shapesKnown = true;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const std::string& t = terms[i];
+    size_t dots = t.find("...");
+    std::string named = dots == std::string::npos ? t : t.substr(0, dots) + t.substr(dots + 3);
+    for (char ch : named) ++counts[ch];
+    auto s = c.inputShape(i);
+    if (!s) { shapesKnown = false; continue; }
+    if (dots == std::string::npos ? s->size() != named.size() : s->size() < named.size())
+      c.fail(fmt::format("operand {} has rank {}, the equation term '{}' does not fit", i, s->size(), t));
+    size_t ell = s->size() - named.size();
+    size_t before = dots == std::string::npos ? named.size() : dots;
+    for (size_t j = 0; j < named.size(); ++j) {
+      const SymDim& d = (*s)[j < before ? j : j + ell];
+      auto [it, fresh] = letters.try_emplace(named[j], d);
+      if (!fresh) {
+        if (!it->second) it->second = d;
+        else if (d && d->asConstant() != 1 && it->second->asConstant() == 1) it->second = d;
+      }
+    }
+    if (dots != std::string::npos) {
+      SymShape e(s->begin() + static_cast<int64_t>(before), s->begin() + static_cast<int64_t>(before + ell));
+      ellipsis = ellipsis ? c.broadcast(*ellipsis, e) : e;
+    }
+  }
+  std::string out;
+  bool hasEllipsisOut = false;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+    if (size_t dots = out.find("..."); dots != std::string::npos) {
+      hasEllipsisOut = true;
+      out = out.substr(0, dots) + "." + out.substr(dots + 3);
+    }
+  } else {
+    hasEllipsisOut = lhs.find("...") != std::string::npos;
+    if (hasEllipsisOut) out = ".";
+    for (const auto& [ch, n] : counts)
+      if (n == 1) out += ch;
+  }
+  if (!shapesKnown) {
+    if (!hasEllipsisOut) c.setOutput(0, c.inputDType(0), SymShape(out.size(), std::nullopt));
+    return;
+  }
+  SymShape shape;
+  for (char ch : out) {
+    if (ch == '.') {
+      if (ellipsis) shape.insert(shape.end(), ellipsis->begin(), ellipsis->end());
+      continue;
+    }
+    auto it = letters.find(ch);
+    if (it == letters.end()) c.fail(fmt::format("output letter '{}' appears in no input", ch));
+    shape.push_back(it->second);
+  }
+  c.setOutput(0, c.inputDType(0), shape);
+}
+
 }  // namespace
 
 void registerInferTensor(InferRegistry& r) {
@@ -600,6 +843,17 @@ void registerInferTensor(InferRegistry& r) {
   r.add({"", "Pad", 1, pad});
   r.add({"", "NonZero", 1, nonZero});
   r.add({"", "TopK", 1, topK});
+  r.add({"", "GatherND", 1, gatherND});
+  r.add({"", "OneHot", 1, oneHot});
+  r.add({"", "Compress", 1, compress});
+  r.add({"", "Unique", 1, unique});
+  for (std::string_view op : {"ReverseSequence", "TensorScatter"}) r.add({"", op, 1, sameAsData});
+  r.add({"", "EyeLike", 1, eyeLike});
+  r.add({"", "DepthToSpace", 1, depthSpace<true>});
+  r.add({"", "SpaceToDepth", 1, depthSpace<false>});
+  r.add({"", "CenterCropPad", 1, centerCropPad});
+  r.add({"", "Det", 1, det});
+  r.add({"", "Einsum", 1, einsum});
 }
 
 }  // namespace onnxtool
