@@ -1,6 +1,9 @@
-// infer_nn.cpp: shape inference for neural-network ops: MatMul, Gemm, Conv, ConvTranspose,
-// MaxPool/AveragePool/LpPool, Global*Pool, normalizations, Reduce* and ArgMax/ArgMin.
+// infer_nn.cpp: shape inference for neural-network ops: MatMul, Gemm, Conv, ConvTranspose and
+// their integer/quantized/deformable forms, MaxPool/AveragePool/LpPool, Global*Pool, MaxUnpool,
+// RoI pooling, normalizations, Reduce* and ArgMax/ArgMin, losses, Resize/Upsample, GridSample,
+// AffineGrid, Col2Im and NonMaxSuppression.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <fmt/format.h>
@@ -16,9 +19,10 @@ void requireEqual(InferContext& c, const SymDim& a, const SymDim& b, const char*
     c.fail(fmt::format("{}, {} vs {}", what, a->str(), b->str()));
 }
 
-void matmul(InferContext& c) {
-  auto a = c.inputShape(0), b = c.inputShape(1);
-  if (!a || !b) return;
+/// MatMul and its quantized forms: A is input `ia`, B input `ib`, the output has type `dt`.
+void matmulOf(InferContext& c, size_t ia, size_t ib, DType dt) {
+  auto a = c.inputShape(ia), b = c.inputShape(ib);
+  if (!a || !b) return c.setOutputDType(0, dt);
   if (a->empty() || b->empty()) c.fail("inputs must have rank >= 1");
   SymShape x = *a, y = *b;
   bool vecA = x.size() == 1, vecB = y.size() == 1;
@@ -28,8 +32,12 @@ void matmul(InferContext& c) {
   SymShape batch = c.broadcast(SymShape(x.begin(), x.end() - 2), SymShape(y.begin(), y.end() - 2));
   if (!vecA) batch.push_back(x[x.size() - 2]);
   if (!vecB) batch.push_back(y.back());
-  c.setOutput(0, c.inputDType(0), batch);
+  c.setOutput(0, dt, batch);
 }
+
+void matmul(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(0)); }
+void matmulInteger(InferContext& c) { matmulOf(c, 0, 1, DType::Int32); }
+void qlinearMatmul(InferContext& c) { matmulOf(c, 0, 3, c.inputDType(7)); }
 
 void gemm(InferContext& c) {
   auto a = c.inputShape(0), b = c.inputShape(1);
@@ -76,28 +84,33 @@ SymDim windowOut(const SymDim& d, const Window& w, size_t i, bool ceilMode) {
   return out;
 }
 
-void conv(InferContext& c) {
-  auto x = c.inputShape(0), wt = c.inputShape(1);
-  if (!x) return;
+/// Conv and its variants: X is input `ix`, W input `iw`, the output has type `dt`.
+void convOf(InferContext& c, size_t ix, size_t iw, DType dt) {
+  auto x = c.inputShape(ix), wt = c.inputShape(iw);
+  if (!x) return c.setOutputDType(0, dt);
   if (x->size() < 3) c.fail(fmt::format("input must have rank >= 3, got {}", x->size()));
   size_t spatial = x->size() - 2;
   std::vector<int64_t> kernel;
   if (auto k = c.attrInts("kernel_shape")) kernel = *k;
   else if (wt && wt->size() == x->size())
     for (size_t i = 2; i < wt->size(); ++i) {
-      if (!(*wt)[i] || !(*wt)[i]->isConstant()) return c.setOutput(0, c.inputDType(0), SymShape(x->size()));
+      if (!(*wt)[i] || !(*wt)[i]->isConstant()) return c.setOutput(0, dt, SymShape(x->size()));
       kernel.push_back(*(*wt)[i]->asConstant());
     }
   else
-    return;
+    return c.setOutputDType(0, dt);
   if (wt && wt->size() != x->size()) c.fail(fmt::format("weight has rank {}, expected {}", wt->size(), x->size()));
   int64_t group = c.attrInt("group", 1);
   if (wt && (*wt)[1] && (*x)[1]) requireEqual(c, *(*wt)[1] * SymExpr(group), (*x)[1], "input channels differ from weight channels times group");
   Window w = windowOf(c, spatial, kernel);
   SymShape out{(*x)[0], wt ? (*wt)[0] : std::nullopt};
   for (size_t i = 0; i < spatial; ++i) out.push_back(windowOut((*x)[i + 2], w, i, false));
-  c.setOutput(0, c.inputDType(0), out);
+  c.setOutput(0, dt, out);
 }
+
+void conv(InferContext& c) { convOf(c, 0, 1, c.inputDType(0)); }
+void convInteger(InferContext& c) { convOf(c, 0, 1, DType::Int32); }
+void qlinearConv(InferContext& c) { convOf(c, 0, 3, c.hasInput(7) ? c.inputDType(7) : c.inputDType(0)); }
 
 void convTranspose(InferContext& c) {
   auto x = c.inputShape(0), wt = c.inputShape(1);
@@ -221,6 +234,209 @@ void argReduce(InferContext& c) {
   reduceCommon(c, DType::Int64, std::vector<int64_t>{c.attrInt("axis", 0)}, false);
 }
 
+
+/// NegativeLogLikelihoodLoss (input 0 [N, C, d...]) and SoftmaxCrossEntropyLoss (the same, plus
+/// log_prob shaped like the scores): a scalar unless reduction is "none", then target's shape.
+void loss(InferContext& c) {
+  auto x = c.inputShape(0);
+  DType dt = c.inputDType(0);
+  if (c.attrString("reduction", "mean") != "none") {
+    c.setOutput(0, dt, {});
+  } else if (x) {
+    if (x->size() < 2) c.fail(fmt::format("input must have rank >= 2, got {}", x->size()));
+    SymShape out{(*x)[0]};
+    out.insert(out.end(), x->begin() + 2, x->end());
+    c.setOutput(0, dt, out);
+  } else if (auto t = c.inputShape(1)) {
+    c.setOutput(0, dt, *t);
+  }
+  if (c.hasOutput(1) && x) c.setOutput(1, dt, *x);
+}
+
+void rmsNorm(InferContext& c) {
+  auto x = c.inputShape(0);
+  if (!x) return;
+  c.normalizeAxis(c.attrInt("axis", -1), static_cast<int64_t>(x->size()));
+  c.setOutput(0, c.inputDType(0), *x);
+}
+
+void maxUnpool(InferContext& c) {
+  auto x = c.inputShape(0);
+  if (c.hasInput(2)) {
+    if (const auto* d = c.inputData(2)) return c.setOutput(0, c.inputDType(0), SymShape(d->begin(), d->end()));
+    if (x) return c.setOutput(0, c.inputDType(0), SymShape(x->size()));
+    return;
+  }
+  if (!x) return;
+  if (x->size() < 3) c.fail(fmt::format("input must have rank >= 3, got {}", x->size()));
+  size_t spatial = x->size() - 2;
+  auto kernel = c.attrInts("kernel_shape");
+  if (!kernel) c.fail("kernel_shape is required");
+  Window w = windowOf(c, spatial, *kernel);
+  SymShape out{(*x)[0], (*x)[1]};
+  for (size_t i = 0; i < spatial; ++i) {
+    const SymDim& d = (*x)[i + 2];
+    out.push_back(d ? SymDim((*d - SymExpr(1)) * SymExpr(w.strides[i]) + SymExpr(w.kernel[i] - w.pads[i] - w.pads[i + spatial]))
+                    : std::nullopt);
+  }
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void maxRoiPool(InferContext& c) {
+  auto x = c.inputShape(0), rois = c.inputShape(1);
+  auto pooled = c.attrInts("pooled_shape");
+  if (!pooled || pooled->size() != 2) c.fail("pooled_shape must have 2 entries");
+  c.setOutput(0, c.inputDType(0), {rois && !rois->empty() ? (*rois)[0] : std::nullopt,
+                                   x && x->size() >= 2 ? (*x)[1] : std::nullopt, SymExpr((*pooled)[0]),
+                                   SymExpr((*pooled)[1])});
+}
+
+void roiAlign(InferContext& c) {
+  auto x = c.inputShape(0), rois = c.inputShape(1), idx = c.inputShape(2);
+  SymDim n = rois && !rois->empty() ? (*rois)[0] : std::nullopt;
+  if (!n && idx && !idx->empty()) n = (*idx)[0];
+  c.setOutput(0, c.inputDType(0), {n, x && x->size() >= 2 ? (*x)[1] : std::nullopt,
+                                   SymExpr(c.attrInt("output_height", 1)), SymExpr(c.attrInt("output_width", 1))});
+}
+
+void col2Im(InferContext& c) {
+  auto x = c.inputShape(0);
+  const auto* image = c.inputData(1);
+  auto block = c.inputInts(2);
+  std::optional<int64_t> spatial;
+  if (image) spatial = static_cast<int64_t>(image->size());
+  else if (block) spatial = static_cast<int64_t>(block->size());
+  else if (auto s = c.inputShape(1); s && s->size() == 1 && (*s)[0] && (*s)[0]->isConstant()) spatial = (*s)[0]->asConstant();
+  if (!spatial) return;
+  SymShape out{x && !x->empty() ? (*x)[0] : std::nullopt, std::nullopt};
+  if (x && x->size() == 3 && (*x)[1] && block) {
+    int64_t prod = 1;
+    for (int64_t b : *block) prod *= b;
+    if (prod > 0) {
+      if (auto q = SymExpr::exactDiv(*(*x)[1], SymExpr(prod))) out[1] = q;
+      else if ((*x)[1]->isConstant()) c.fail(fmt::format("input dimension 1 ({}) is not divisible by the block size {}", (*x)[1]->str(), prod));
+    }
+  }
+  for (int64_t i = 0; i < *spatial; ++i) out.push_back(image ? (*image)[i] : std::nullopt);
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void gridSample(InferContext& c) {
+  auto x = c.inputShape(0), grid = c.inputShape(1);
+  if (!x && !grid) return;
+  size_t rank = x ? x->size() : grid->size();
+  SymShape out(rank);
+  if (x) out[1] = (*x)[1];
+  out[0] = x ? (*x)[0] : (*grid)[0];
+  if (grid) {
+    if (grid->size() != rank) c.fail(fmt::format("grid has rank {}, expected {}", grid->size(), rank));
+    for (size_t i = 2; i < rank; ++i) out[i] = (*grid)[i - 1];
+    if (!out[0]) out[0] = (*grid)[0];
+  }
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+void affineGrid(InferContext& c) {
+  const auto* size = c.inputData(1);
+  std::optional<int64_t> n;
+  if (size) n = static_cast<int64_t>(size->size());
+  else if (auto s = c.inputShape(1); s && s->size() == 1 && (*s)[0] && (*s)[0]->isConstant()) n = (*s)[0]->asConstant();
+  if (!n) return;
+  if (*n != 4 && *n != 5) c.fail(fmt::format("size has {} entries, expected 4 or 5", *n));
+  auto theta = c.inputShape(0);
+  SymShape out{size ? (*size)[0] : theta && !theta->empty() ? (*theta)[0] : std::nullopt};
+  for (int64_t i = 2; i < *n; ++i) out.push_back(size ? (*size)[i] : std::nullopt);
+  out.push_back(SymExpr(*n - 2));
+  c.setOutput(0, c.inputDType(0), out);
+}
+
+/// Floats of a constant input (scales), or nullopt.
+std::optional<std::vector<double>> constFloats(InferContext& c, size_t i) {
+  const Tensor* t = c.inputConstant(i);
+  if (!t || !t->numElements() || (t->expectedBytes() && t->raw.size() != *t->expectedBytes())) return std::nullopt;
+  std::vector<double> r;
+  for (size_t k = 0; k < static_cast<size_t>(*t->numElements()); ++k) r.push_back(t->elementAsDouble(k));
+  return r;
+}
+
+/// Output dims of a resize by `scales` (floor(d * s)) over the axes in order.
+SymShape scaled(const SymShape& x, const std::vector<int64_t>& axes, const std::vector<double>& scales) {
+  SymShape out = x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const SymDim& d = x[axes[i]];
+    double s = scales[i];
+    if (s == 1.0) continue;
+    if (d && d->isConstant()) out[axes[i]] = SymExpr(static_cast<int64_t>(std::floor(static_cast<double>(*d->asConstant()) * s)));
+    else if (d && s == std::floor(s) && s > 0) out[axes[i]] = *d * SymExpr(static_cast<int64_t>(s));
+    else out[axes[i]] = std::nullopt;
+  }
+  return out;
+}
+
+void resize(InferContext& c) {
+  auto x = c.inputShape(0);
+  if (!x) return;
+  auto rank = static_cast<int64_t>(x->size());
+  std::vector<int64_t> axes;
+  if (auto a = c.sinceVersion() >= 18 ? c.attrInts("axes") : std::nullopt) {
+    for (int64_t v : *a) axes.push_back(c.normalizeAxis(v, rank));
+  } else {
+    for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  }
+  size_t scalesIn = c.sinceVersion() >= 11 ? 2 : 1, sizesIn = 3;
+  SymShape unknownAxes = *x;
+  for (int64_t k : axes) unknownAxes[k] = std::nullopt;
+  if (c.sinceVersion() >= 11 && c.hasInput(sizesIn)) {
+    const auto* sizes = c.inputData(sizesIn);
+    if (!sizes) return c.setOutput(0, c.inputDType(0), unknownAxes);
+    if (sizes->size() != axes.size()) c.fail(fmt::format("sizes has {} entries for {} axes", sizes->size(), axes.size()));
+    std::string policy = c.attrString("keep_aspect_ratio_policy", "stretch");
+    SymShape out = *x;
+    if (policy == "stretch" || c.sinceVersion() < 18) {
+      for (size_t i = 0; i < axes.size(); ++i) out[axes[i]] = (*sizes)[i];
+      return c.setOutput(0, c.inputDType(0), out);
+    }
+    // not_larger / not_smaller: one scale for all axes, the min or max of sizes / input.
+    std::optional<double> scale;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const SymDim& d = (*x)[axes[i]];
+      if (!d || !d->isConstant() || !(*sizes)[i] || !(*sizes)[i]->isConstant() || *d->asConstant() == 0)
+        return c.setOutput(0, c.inputDType(0), unknownAxes);
+      double r = static_cast<double>(*(*sizes)[i]->asConstant()) / static_cast<double>(*d->asConstant());
+      scale = !scale ? r : policy == "not_larger" ? std::min(*scale, r) : std::max(*scale, r);
+    }
+    for (int64_t k : axes)
+      out[k] = SymExpr(static_cast<int64_t>(std::floor(*scale * static_cast<double>(*(*x)[k]->asConstant()) + 0.5)));
+    return c.setOutput(0, c.inputDType(0), out);
+  }
+  if (!c.hasInput(scalesIn)) return c.setOutput(0, c.inputDType(0), unknownAxes);
+  auto scales = constFloats(c, scalesIn);
+  if (!scales) return c.setOutput(0, c.inputDType(0), unknownAxes);
+  if (scales->empty() && c.sinceVersion() >= 11) return c.setOutput(0, c.inputDType(0), unknownAxes);
+  if (scales->size() != axes.size()) c.fail(fmt::format("scales has {} entries for {} axes", scales->size(), axes.size()));
+  c.setOutput(0, c.inputDType(0), scaled(*x, axes, *scales));
+}
+
+void upsample(InferContext& c) {
+  auto x = c.inputShape(0);
+  if (!x) return;
+  std::vector<int64_t> axes;
+  for (size_t k = 0; k < x->size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  std::optional<std::vector<double>> scales;
+  if (c.sinceVersion() >= 9) {
+    scales = constFloats(c, 1);
+  } else if (const Attribute* a = c.attr("scales")) {
+    scales = std::vector<double>(a->floats.begin(), a->floats.end());
+  } else if (c.sinceVersion() < 7) {  // Upsample-1: height_scale and width_scale on NCHW
+    scales = std::vector<double>{1.0, 1.0, c.attrFloat("height_scale", 1.0f), c.attrFloat("width_scale", 1.0f)};
+  }
+  if (!scales) return c.setOutput(0, c.inputDType(0), SymShape(x->size()));
+  if (scales->size() != x->size()) c.fail(fmt::format("scales has {} entries for rank {}", scales->size(), x->size()));
+  c.setOutput(0, c.inputDType(0), scaled(*x, axes, *scales));
+}
+
+void nonMaxSuppression(InferContext& c) { c.setOutput(0, DType::Int64, {std::nullopt, SymExpr(3)}); }
+
 }  // namespace
 
 void registerInferNn(InferRegistry& r) {
@@ -238,6 +454,22 @@ void registerInferNn(InferRegistry& r) {
                               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
     r.add({"", op, 1, reduce<18>});
   for (std::string_view op : {"ArgMax", "ArgMin"}) r.add({"", op, 1, argReduce});
+  r.add({"", "MatMulInteger", 1, matmulInteger});
+  r.add({"", "QLinearMatMul", 1, qlinearMatmul});
+  r.add({"", "ConvInteger", 1, convInteger});
+  r.add({"", "QLinearConv", 1, qlinearConv});
+  r.add({"", "DeformConv", 1, conv});
+  for (std::string_view op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) r.add({"", op, 1, loss});
+  r.add({"", "RMSNormalization", 1, rmsNorm});
+  r.add({"", "MaxUnpool", 1, maxUnpool});
+  r.add({"", "MaxRoiPool", 1, maxRoiPool});
+  r.add({"", "RoiAlign", 1, roiAlign});
+  r.add({"", "Col2Im", 1, col2Im});
+  r.add({"", "GridSample", 1, gridSample});
+  r.add({"", "AffineGrid", 1, affineGrid});
+  r.add({"", "Resize", 1, resize});
+  r.add({"", "Upsample", 1, upsample});
+  r.add({"", "NonMaxSuppression", 1, nonMaxSuppression});
 }
 
 }  // namespace onnxtool
