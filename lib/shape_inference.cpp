@@ -58,6 +58,8 @@ void registerShapeInference() {
     registerInferTensor(r);
     registerInferNn(r);
     registerInferControlFlow(r);
+    registerInferQuantize(r);
+    registerInferSequence(r);
   });
 }
 

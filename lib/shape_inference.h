@@ -172,5 +172,7 @@ void registerInferElementwise(InferRegistry& r);
 void registerInferTensor(InferRegistry& r);
 void registerInferNn(InferRegistry& r);
 void registerInferControlFlow(InferRegistry& r);
+void registerInferQuantize(InferRegistry& r);
+void registerInferSequence(InferRegistry& r);
 
 }  // namespace onnxtool

@@ -1,4 +1,4 @@
-// infer_control_flow.cpp: shape inference for If, Loop and Scan: their bodies are inferred with
+// infer_control_flow.cpp: shape inference for If, Loop and Scan (8 and 9+): their bodies are inferred with
 // the outer scope visible, and the op's outputs merge what the bodies produce.
 #include <optional>
 
@@ -94,11 +94,47 @@ void scan(InferContext& c) {
   for (size_t j = 0; j < numScanOut; ++j) c.setOutputType(state + j, withInsertedDim(c, out[state + j], outAxes[j], seqLen));
 }
 
+
+/// Scan 8: input 0 is the optional sequence_lens; every state and scan input carries a leading
+/// batch dim, scan inputs then the sequence axis 1; outputs keep the batch dim.
+void scan8(InferContext& c) {
+  Graph& body = *graphAttr(c, "body");
+  auto numScan = static_cast<size_t>(c.attrInt("num_scan_inputs", 0));
+  if (numScan + 1 > c.numInputs()) c.fail("num_scan_inputs exceeds the number of inputs");
+  size_t state = c.numInputs() - 1 - numScan;
+  auto dropDims = [&](TypeInfo t, size_t count) {
+    if (t.isTensor() && t.shape.hasRank) {
+      if (t.shape.rank() < count) c.fail(fmt::format("a scan input has rank {}, expected at least {}", t.shape.rank(), count));
+      t.shape.dims.erase(t.shape.dims.begin(), t.shape.dims.begin() + static_cast<int64_t>(count));
+    }
+    return t;
+  };
+  std::vector<TypeInfo> in;
+  SymDim batch, seqLen;
+  for (size_t i = 0; i < state + numScan; ++i) {
+    const TypeInfo& t = c.inputType(1 + i);
+    bool isScan = i >= state;
+    if (t.isTensor() && t.shape.hasRank && !t.shape.dims.empty()) {
+      if (!batch) batch = c.fromDim(t.shape.dims[0]);
+      if (isScan && !seqLen && t.shape.rank() >= 2) seqLen = c.fromDim(t.shape.dims[1]);
+    }
+    in.push_back(dropDims(t, isScan ? 2 : 1));
+  }
+  auto out = c.inferSubgraph(body, in);
+  if (out.size() < state) c.fail("body has fewer outputs than state variables");
+  for (size_t i = 0; i < out.size() && i < c.numOutputs(); ++i) {
+    TypeInfo t = i < state ? joinTypes(c, dropDims(c.inputType(1 + i), 1), out[i], i) : out[i];
+    if (i >= state) t = withInsertedDim(c, t, 0, seqLen);
+    c.setOutputType(i, withInsertedDim(c, t, 0, batch));
+  }
+}
+
 }  // namespace
 
 void registerInferControlFlow(InferRegistry& r) {
   r.add({"", "If", 1, ifOp});
   r.add({"", "Loop", 1, loop});
+  r.add({"", "Scan", 8, scan8});
   r.add({"", "Scan", 9, scan});
 }
 
