@@ -60,6 +60,7 @@ void registerShapeInference() {
     registerInferControlFlow(r);
     registerInferQuantize(r);
     registerInferSequence(r);
+    registerInferAttentionRnn(r);
   });
 }
 

@@ -174,5 +174,6 @@ void registerInferNn(InferRegistry& r);
 void registerInferControlFlow(InferRegistry& r);
 void registerInferQuantize(InferRegistry& r);
 void registerInferSequence(InferRegistry& r);
+void registerInferAttentionRnn(InferRegistry& r);
 
 }  // namespace onnxtool
