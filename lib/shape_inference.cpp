@@ -61,6 +61,7 @@ void registerShapeInference() {
     registerInferQuantize(r);
     registerInferSequence(r);
     registerInferAttentionRnn(r);
+    registerInferStringsRandomSignal(r);
   });
 }
 

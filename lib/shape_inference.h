@@ -175,5 +175,6 @@ void registerInferControlFlow(InferRegistry& r);
 void registerInferQuantize(InferRegistry& r);
 void registerInferSequence(InferRegistry& r);
 void registerInferAttentionRnn(InferRegistry& r);
+void registerInferStringsRandomSignal(InferRegistry& r);
 
 }  // namespace onnxtool
