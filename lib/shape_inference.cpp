@@ -62,6 +62,7 @@ void registerShapeInference() {
     registerInferSequence(r);
     registerInferAttentionRnn(r);
     registerInferStringsRandomSignal(r);
+    registerInferMl(r);
   });
 }
 

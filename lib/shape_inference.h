@@ -176,5 +176,6 @@ void registerInferQuantize(InferRegistry& r);
 void registerInferSequence(InferRegistry& r);
 void registerInferAttentionRnn(InferRegistry& r);
 void registerInferStringsRandomSignal(InferRegistry& r);
+void registerInferMl(InferRegistry& r);
 
 }  // namespace onnxtool
