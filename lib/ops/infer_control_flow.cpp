@@ -59,7 +59,13 @@ void loop(InferContext& c) {
   for (size_t i = 0; i < carried; ++i) in.push_back(c.inputType(i + 2));
   auto out = c.inferSubgraph(body, in);
   if (out.size() < carried + 1) c.fail(fmt::format("body has {} outputs, expected at least {}", out.size(), carried + 1));
-  for (size_t i = 0; i < carried; ++i) c.setOutputType(i, joinTypes(c, c.inputType(i + 2), out[i + 1], i));
+  for (size_t i = 0; i < carried; ++i) {
+    const TypeInfo& init = c.inputType(i + 2);
+    // An optional initial value with a plain body output (Loop 16: optional(seq) in, seq out)
+    // gives the body's type, as onnx does.
+    if (!init.isNone() && !out[i + 1].isNone() && init.kind != out[i + 1].kind) c.setOutputType(i, out[i + 1]);
+    else c.setOutputType(i, joinTypes(c, init, out[i + 1], i));
+  }
   SymDim trips;
   if (auto m = c.inputInts(0); m && m->size() == 1 && !c.hasInput(1)) trips = SymExpr((*m)[0]);
   for (size_t i = carried; i + 1 < out.size() && i < c.numOutputs(); ++i)

@@ -27,12 +27,7 @@ MAX_RSS_BYTES = 1 << 30  # a model declaring petabytes must not make the checker
 # not: a bug of one of our inference functions (lib/ops/infer_*.cpp), not of the model. Each entry
 # asserts the exact false finding, so it fails (and must be removed) once the function is fixed;
 # every run prints the list.
-KNOWN_INFERENCE_BUGS = {
-    # Loop (infer_control_flow.cpp, since version 1) gives a loop-carried output the type of the
-    # initial value (optional(seq)) instead of the body output's (seq), as onnx does.
-    "test_loop16_seq_none": "node '<unnamed, output 'seq_res'>' (Loop): output 'seq_res' inferred as "
-                            "optional(seq(tensor(float)[])) but declared as seq(tensor(float)?)",
-}
+KNOWN_INFERENCE_BUGS = {}
 
 
 def sanitizer_report(stderr):

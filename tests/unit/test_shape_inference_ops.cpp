@@ -374,3 +374,24 @@ TEST_CASE("ai.onnx.ml: regressors, classifiers, encoders", "[shape]") {
   CHECK(typeOf(norm) == "tensor(float)[n,4]");
   CHECK(typeOf(ohe) == "tensor(float)[n,3]");
 }
+
+TEST_CASE("Loop 16: an optional initial value with a plain body output gives the body's type", "[shape]") {
+  Builder b(16);
+  Value* cond = b.input("cond", DType::Bool, {});
+  Node* empty = b.node("SequenceEmpty", {}, {"empty"});
+  Node* opt = b.node("Optional", {empty->output(0)}, {"opt"});
+  Node* loop = b.node("Loop", {b.ints("trips", {}, {2}), cond, opt->output(0)}, {"seq_res"});
+  auto body = std::make_shared<Graph>(b.m->graph.get(), loop);
+  Value* iter = body->createValue("i");
+  Value* c = body->createValue("c");
+  Value* carried = body->createValue("carried");
+  for (Value* v : {iter, c, carried}) body->addInput(v);
+  Node* keep = body->addNode("Identity", {c}, {"c_out"});
+  Node* seq = body->addNode("SequenceEmpty", {}, {"s_out"});
+  body->addOutput(keep->output(0));
+  body->addOutput(seq->output(0));
+  loop->setAttr(graphAttr("body", body));
+  b.infer();
+  CHECK(typeOf(opt) == "optional(seq(tensor(float)?))");
+  CHECK(typeOf(loop) == "seq(tensor(float)?)");
+}
