@@ -177,6 +177,10 @@ int runOptimize(const OptimizeOptions& o) {
     expected = runRef(*model, feeds);
   }
 
+  if (!pipeline.passes.empty()) {
+    if (size_t n = promoteIr3Initializers(*model))
+      spdlog::info("IR version 3 model: raised to IR version 4; {} weights are no longer listed as inputs", n);
+  }
   PassManagerOptions pm;
   pm.maxIterations = o.maxIterations;
   pm.verifyEach = o.verifyEach;
@@ -197,6 +201,7 @@ int runOptimize(const OptimizeOptions& o) {
       // Re-run from the input, checking after every pass, to name the first one that changed outputs.
       auto fresh = loadModel(o.input);
       applyShapes(*fresh, o.fixShapes);
+      promoteIr3Initializers(*fresh);
       std::string culprit;
       PassManagerOptions again = pm;
       again.afterPass = [&](const std::string& pass, int iteration, Model& m) {

@@ -261,6 +261,12 @@ void Graph::addInput(Value* v) {
   inputs_.push_back({v, {}, {}, std::nullopt, true, {}});
 }
 
+void Graph::removeInput(Value* v) {
+  inputs_.erase(std::remove_if(inputs_.begin(), inputs_.end(), [&](const ValueInfoEntry& e) { return e.value == v; }),
+                inputs_.end());
+  v->isInput_ = false;
+}
+
 void Graph::addOutput(Value* v) {
   if (v) v->outputCount_++;
   outputs_.push_back({v, {}, {}, std::nullopt, true, {}});

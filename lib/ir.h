@@ -212,6 +212,8 @@ class Graph {
   std::vector<ValueInfoEntry>& valueInfos() { return valueInfos_; }
   const std::vector<ValueInfoEntry>& valueInfos() const { return valueInfos_; }
   void addInput(Value* v);
+  /// Drops v from the graph inputs (v itself stays, e.g. as an initializer).
+  void removeInput(Value* v);
   void addOutput(Value* v);
   void setOutput(size_t i, Value* v);
   /// Initializer values in file order (dense, then sparse kept separately).

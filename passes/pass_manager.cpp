@@ -258,6 +258,16 @@ void verifyModel(Model& model, const std::string& passName) {
 
 }  // namespace
 
+size_t promoteIr3Initializers(Model& model) {
+  if (model.irVersion >= 4 || !model.graph) return 0;
+  model.irVersion = 4;
+  std::vector<Value*> weights;
+  for (const ValueInfoEntry& e : model.graph->inputs())
+    if (e.value && (e.value->initializer() || e.value->sparseInitializer())) weights.push_back(e.value);
+  for (Value* v : weights) model.graph->removeInput(v);
+  return weights.size();
+}
+
 PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassManagerOptions& options) {
   PassRunReport report;
   struct Instance {

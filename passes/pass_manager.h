@@ -56,6 +56,12 @@ struct PassRunReport {
   std::string lastRewritePass;
 };
 
+/// IR version 3 requires every initializer to be listed as a graph input too, so there a weight in
+/// the inputs is no overridable default and no interface. Raises such a model to IR version 4
+/// (otherwise identical) and drops those input entries, making the weights constants for the
+/// passes (as onnx-simplifier does). Returns how many inputs were dropped; no-op for IR >= 4.
+size_t promoteIr3Initializers(Model& model);
+
 /// Runs `pipeline` over the model. Throws Error(Internal) naming the pass when --verify-each
 /// finds a broken model, and Error(InvalidInput) for bad pass options.
 PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassManagerOptions& options = {});
