@@ -15,6 +15,7 @@
 #include "exec/executor.h"
 #include "exec/value_ops.h"
 #include "formats/model_io.h"
+#include "formats/onnx_text.h"
 #include "lib/error.h"
 #include "passes/pass_manager.h"
 
@@ -43,6 +44,7 @@ struct OptimizeOptions : InputOptions {
   double rtol = 1e-4, atol = 1e-5;
   std::vector<std::string> fixShapes;  // --shape NAME=DIMS applied to the model
   std::string to;                      // --to onnx|text; "" infers from the output name
+  std::vector<std::string> printAfter;  // --print-after NAME
 };
 
 struct Summary {
@@ -186,6 +188,19 @@ int runOptimize(const OptimizeOptions& o) {
   pm.verifyEach = o.verifyEach;
   pm.bisect = o.bisect;
   pm.disabled = o.disabled;
+  for (const std::string& p : o.printAfter)
+    if (p != "all" && !findPass(p)) fail(ErrorKind::InvalidInput, "--print-after {}: no such pass (see --list-passes)", p);
+  if (!o.printAfter.empty()) {
+    pm.afterPass = [&o](const std::string& pass, int iteration, Model& m) {
+      bool wanted = false;
+      for (const std::string& p : o.printAfter) wanted |= p == pass || p == "all";
+      if (!wanted) return;
+      TextPrintOptions tp;
+      tp.elideTensorsOver = 16;
+      std::string text = printGraphText(*m.graph, tp);
+      fmt::print(stderr, "// ----- after {} (iteration {})\n{}\n", pass, iteration + 1, text);
+    };
+  }
   PassRunReport report = runPipeline(*model, pipeline, pm);
   if (report.bisectStopped)
     spdlog::warn("--bisect {}: stopped after {} rewrites; the last: {} (pass {})", o.bisect, report.rewrites,
@@ -285,6 +300,10 @@ std::function<int()> addOptimize(CLI::App& app) {
   sub->add_option("--disable", o->disabled, "Skip pass NAME (repeatable)")->type_name("NAME")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--max-iterations", o->maxIterations, "Repeat the pipeline until nothing changes, at most N times (default 8)");
   sub->add_flag("--verify-each", o->verifyEach, "Check the model structurally and infer shapes after every pass");
+  sub->add_option("--print-after", o->printAfter,
+                  "Print the graph as text to stderr after each run of pass NAME that changed it ('all': every pass; "
+                  "tensors over 16 elements elided)")
+      ->type_name("NAME")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--stats", o->stats, "Print rewrites, time and counters per pass to stderr");
   sub->add_option("--bisect", o->bisect, "Stop after N rewrites (find the rewrite that breaks a model)");
   sub->add_flag("--verify", o->verify,
