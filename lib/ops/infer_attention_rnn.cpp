@@ -1,6 +1,6 @@
 // infer_attention_rnn.cpp: shape inference for recurrent and attention ops: RNN, GRU, LSTM,
 // Attention, RotaryEmbedding, LinearAttention, CausalConvWithState, and the ai.onnx.preview ops
-// FlexAttention and (ai.onnx.preview.training) Adagrad, Momentum, Adam.
+// FlexAttention and (ai.onnx.preview.training) Adagrad, Momentum, Adam, Gradient.
 #include <optional>
 
 #include <fmt/format.h>
@@ -133,6 +133,16 @@ void optimizer(InferContext& c) {
   }
 }
 
+/// Gradient (preview.training): output i is d y / d xs[i], shaped like the value named xs[i].
+void gradient(InferContext& c) {
+  auto xs = c.attr("xs");
+  if (!xs || xs->type != AttrType::Strings) c.fail("attribute 'xs' must list the differentiated values");
+  for (size_t i = 0; i < xs->strings.size() && i < c.numOutputs(); ++i) {
+    const Value* x = c.node().graph() ? c.node().graph()->find(xs->strings[i]) : nullptr;
+    if (x && x->type().isTensor()) c.setOutputType(i, x->type());
+  }
+}
+
 }  // namespace
 
 void registerInferAttentionRnn(InferRegistry& r) {
@@ -145,6 +155,7 @@ void registerInferAttentionRnn(InferRegistry& r) {
   r.add({"", "CausalConvWithState", 1, causalConvWithState});
   r.add({"ai.onnx.preview", "FlexAttention", 1, flexAttention});
   for (std::string_view op : {"Adagrad", "Momentum", "Adam"}) r.add({"ai.onnx.preview.training", op, 1, optimizer});
+  r.add({"ai.onnx.preview.training", "Gradient", 1, gradient});
 }
 
 }  // namespace onnxtool

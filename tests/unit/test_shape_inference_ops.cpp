@@ -1,5 +1,5 @@
-// test_shape_inference_ops.cpp: every ai.onnx and ai.onnx.ml schema has an inference function,
-// and hand-computed inference cases for the op families beyond the core ones.
+// test_shape_inference_ops.cpp: every schema (ai.onnx, ai.onnx.ml, the previews) has an inference
+// function, and hand-computed inference cases for the op families beyond the core ones.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -69,11 +69,11 @@ Attribute graphAttr(const char* name, std::shared_ptr<Graph> g) {
 
 }  // namespace
 
-TEST_CASE("every ai.onnx and ai.onnx.ml schema version has an inference function", "[shape][registry]") {
+// Every domain of the registry: ai.onnx, ai.onnx.ml and the two preview domains.
+TEST_CASE("every schema version of every domain has an inference function", "[shape][registry]") {
   registerShapeInference();
   std::vector<std::string> missing;
   for (const OpSchema& s : allSchemas()) {
-    if (s.domain != "" && s.domain != "ai.onnx.ml") continue;
     if (!InferRegistry::instance().find(s.domain, s.name, s.sinceVersion))
       missing.push_back(fmt::format("{}:{}-{}", s.domain, s.name, s.sinceVersion));
   }
@@ -394,4 +394,28 @@ TEST_CASE("Loop 16: an optional initial value with a plain body output gives the
   b.infer();
   CHECK(typeOf(opt) == "optional(seq(tensor(float)?))");
   CHECK(typeOf(loop) == "seq(tensor(float)?)");
+}
+
+TEST_CASE("preview training ops: Gradient and Adam shapes follow the values they update", "[shape]") {
+  Builder b(17);
+  b.m->opsetImports.push_back({"ai.onnx.preview.training", 1, ""});
+  Value* a = b.input("a", DType::Float, {"2", "3"});
+  Node* y = b.node("Relu", {a}, {"y"});
+  Node* g = b.node("Gradient", {a}, {"da"}, "ai.onnx.preview.training");
+  Attribute xs;
+  xs.name = "xs";
+  xs.type = AttrType::Strings;
+  xs.strings = {"a"};
+  g->setAttr(xs);
+  g->setAttr(Attribute::ofString("y", "y"));
+  Value* r = b.input("r", DType::Float, {});
+  Value* t = b.input("t", DType::Int64, {});
+  Value* w = b.input("w", DType::Float, {"5"});
+  Node* adam = b.node("Adam", {r, t, w, g->output(0), w, a}, {"w_new", "v_new", "h_new"}, "ai.onnx.preview.training");
+  b.infer();
+  CHECK(typeOf(y) == "tensor(float)[2,3]");
+  CHECK(typeOf(g) == "tensor(float)[2,3]");
+  CHECK(typeOf(adam, 0) == "tensor(float)[5]");  // like X
+  CHECK(typeOf(adam, 1) == "tensor(float)[5]");  // like V (input block 2)
+  CHECK(typeOf(adam, 2) == "tensor(float)[2,3]");  // like H (input block 3)
 }
