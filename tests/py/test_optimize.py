@@ -125,8 +125,10 @@ c.check(r.returncode == 0 and input_dims(onnx.load(out))[0] == [3, 1, 28, 28], f
 r = run(["optimize", cnn, "-o", out, "--shape", "input=n,1,28,28"])
 c.check(r.returncode == 0 and input_dims(onnx.load(out))[0] == ["n", 1, 28, 28], f"--shape rename: {r.stderr}")
 # --print-after prints the graph after a pass that changed it; an unknown pass is a usage error
-r = run(["optimize", cnn, "-o", os.path.join(tmp, "p.onnx"), "--print-after", "eliminate-identity", "--print-after", "all"])
-c.check(r.returncode == 0 and "// ----- after eliminate-identity (iteration 1)" in r.stderr, f"--print-after: {r.stderr[:500]}")
+folding = os.path.join(SOURCE_DIR, "tests", "passes", "fold_constants.onnxtxt")
+r = run(["optimize", folding, "-o", os.path.join(tmp, "p.onnx"), "--print-after", "fold-constants", "--print-after", "all"])
+c.check(r.returncode == 0 and "// ----- after fold-constants (iteration 1)" in r.stderr and "y = Mul (x, s)" in r.stderr,
+        f"--print-after: {r.stderr[:500]}")
 r = run(["optimize", cnn, "-o", os.path.join(tmp, "p.onnx"), "--print-after", "nope"])
 c.check(r.returncode == 2 and "--print-after nope: no such pass" in r.stderr, f"--print-after nope: {r.stderr}")
 # text output
