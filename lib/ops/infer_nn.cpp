@@ -366,9 +366,17 @@ SymShape scaled(const SymShape& x, const std::vector<int64_t>& axes, const std::
     const SymDim& d = x[axes[i]];
     double s = scales[i];
     if (s == 1.0) continue;
-    if (d && d->isConstant()) out[axes[i]] = SymExpr(static_cast<int64_t>(std::floor(static_cast<double>(*d->asConstant()) * s)));
-    else if (d && s == std::floor(s) && s > 0) out[axes[i]] = *d * SymExpr(static_cast<int64_t>(s));
-    else out[axes[i]] = std::nullopt;
+    if (d && d->isConstant()) {
+      out[axes[i]] = SymExpr(static_cast<int64_t>(std::floor(static_cast<double>(*d->asConstant()) * s)));
+      continue;
+    }
+    out[axes[i]] = std::nullopt;
+    // A symbolic dim: exact when the scale is p / 2^k (2, 0.5, 1.5, 0.25, ...): floor(d * p / 2^k).
+    for (int64_t den = 1; d && s > 0 && den <= 256; den *= 2)
+      if (double p = s * static_cast<double>(den); p == std::floor(p) && p < 1e9) {
+        out[axes[i]] = SymExpr::floorDiv(*d * SymExpr(static_cast<int64_t>(p)), den);
+        break;
+      }
   }
   return out;
 }

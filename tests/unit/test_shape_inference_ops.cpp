@@ -201,6 +201,8 @@ TEST_CASE("Resize by constant scales and sizes; Upsample; GridSample; RoiAlign; 
   Value* x = b.input("x", DType::Float, {"n", "3", "10", "w"});
   Value* none = nullptr;
   Node* byScale = b.node("Resize", {x, none, b.floats("scales", {4}, {1, 1, 0.5f, 2})}, {"r1"});
+  Node* halfW = b.node("Resize", {x, none, b.floats("half", {4}, {1, 1, 1, 0.5f})}, {"r3"});
+  Node* oddScale = b.node("Resize", {x, none, b.floats("odd", {4}, {1, 1, 1, 0.3f})}, {"r4"});
   Node* bySize = b.node("Resize", {x, none, none, b.ints("sizes", {2}, {5, 7})}, {"r2"});
   bySize->setAttr(Attribute::ofInts("axes", {2, 3}));
   Node* grid = b.node("GridSample", {x, b.input("grid", DType::Float, {"n", "4", "6", "2"})}, {"gs"});
@@ -210,6 +212,8 @@ TEST_CASE("Resize by constant scales and sizes; Upsample; GridSample; RoiAlign; 
   Node* col = b.node("Col2Im", {b.input("cols", DType::Float, {"1", "12", "20"}), b.ints("image", {5, 6}), b.ints("block", {2, 2})}, {"col"});
   b.infer();
   CHECK(typeOf(byScale) == "tensor(float)[n,3,5,2*w]");
+  CHECK(typeOf(halfW) == "tensor(float)[n,3,10,floor(w/2)]");
+  CHECK(oddScale->output(0)->type().shape.dims[3].param.starts_with("unk__"));  // 0.3 is no p / 2^k
   CHECK(typeOf(bySize) == "tensor(float)[n,3,5,7]");
   CHECK(typeOf(grid) == "tensor(float)[n,3,4,6]");
   CHECK(typeOf(roi) == "tensor(float)[r,3,7,5]");
