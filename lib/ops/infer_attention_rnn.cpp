@@ -124,7 +124,7 @@ void flexAttention(InferContext& c) {
 /// blocks); output block 0 is like X, the later ones like the state blocks (input block k+1).
 void optimizer(InferContext& c) {
   size_t blocks = c.node().opType == "Adam" ? 4 : 3;
-  if (c.numInputs() < 2 || (c.numInputs() - 2) % blocks) c.fail("inputs do not form X, G and state blocks");
+  if (c.numInputs() <= 2 || (c.numInputs() - 2) % blocks) c.fail("inputs do not form X, G and state blocks");
   size_t n = (c.numInputs() - 2) / blocks;
   for (size_t o = 0; o < c.numOutputs(); ++o) {
     size_t block = o / n, j = o % n;

@@ -29,6 +29,7 @@ void floatSameShape(InferContext& c) { sameShape(c, DType::Float); }
 void arrayFeatureExtractor(InferContext& c) {
   auto x = c.inputShape(0), y = c.inputShape(1);
   if (!x) return;
+  if (x->empty()) c.fail("X must have rank >= 1");
   SymDim k = y ? [&]() -> SymDim {
     SymExpr n(1);
     for (const SymDim& d : *y) {

@@ -325,6 +325,7 @@ void gridSample(InferContext& c) {
   auto x = c.inputShape(0), grid = c.inputShape(1);
   if (!x && !grid) return;
   size_t rank = x ? x->size() : grid->size();
+  if (rank < 3) c.fail(fmt::format("input and grid must have rank >= 3, got {}", rank));
   SymShape out(rank);
   if (x) out[1] = (*x)[1];
   out[0] = x ? (*x)[0] : (*grid)[0];

@@ -423,3 +423,19 @@ TEST_CASE("preview training ops: Gradient and Adam shapes follow the values they
   CHECK(typeOf(adam, 1) == "tensor(float)[5]");  // like V (input block 2)
   CHECK(typeOf(adam, 2) == "tensor(float)[2,3]");  // like H (input block 3)
 }
+
+TEST_CASE("malformed inputs to the new functions are findings, not crashes", "[shape]") {
+  Builder b(20, 3);
+  b.m->opsetImports.push_back({"ai.onnx.preview.training", 1, ""});
+  Value* v = b.input("v", DType::Float, {"4"});
+  b.node("GridSample", {v, v}, {"gs"})->name = "gs";
+  b.node("ArrayFeatureExtractor", {b.input("s", DType::Float, {}), b.ints("i", {0})}, {"afe"}, "ai.onnx.ml")->name = "afe";
+  b.node("Adam", {b.input("r", DType::Float, {}), b.input("t", DType::Int64, {})}, {"x"}, "ai.onnx.preview.training")->name = "adam";
+  b.node("DepthToSpace", {v}, {"d2s"})->name = "d2s";
+  auto report = inferShapes(*b.m);
+  REQUIRE(report.errors.size() == 4);
+  CHECK(report.errors[0] == "node 'gs' (GridSample): input and grid must have rank >= 3, got 1");
+  CHECK(report.errors[1] == "node 'afe' (ArrayFeatureExtractor): X must have rank >= 1");
+  CHECK(report.errors[2] == "node 'adam' (Adam): inputs do not form X, G and state blocks");
+  CHECK(report.errors[3] == "node 'd2s' (DepthToSpace): input must have rank 4, got 1");
+}
