@@ -1,7 +1,8 @@
 // fuse_attention.cpp: `fuse-attention`: scaled dot-product attention on 4-D [B, heads, S, D]
 // tensors,
 //   MatMul(Softmax(MatMul(Q, K^T) (* s | / s)? (+ mask)?, axis=-1), V)
-// becomes Attention(Q, K, V, mask) with `scale` = s (1/s for Div, 1 without) (opset >= 23).
+// becomes Attention(Q, K, V, mask) with `scale` = s (1/s for Div, 1 without) (opset >= 23). Q and
+// K^T may each be scaled by a scalar Mul first (torch's scaled_dot_product_attention export).
 // K^T is usually a Transpose of the projected keys: when only the pattern reads it, its perm is
 // composed with the swap of the last two axes; otherwise a Transpose(perm=[0,1,3,2]) is added.
 // Shapes must show Q, K, V share batch and heads and that an additive mask's last dim is the
@@ -52,7 +53,7 @@ class FuseAttentionPass : public Pass {
       if (!match(*sm, m) || !allInGraph(m.pattern, g)) continue;
       if (!ctx.tryRewrite("fuse Attention around Softmax '" + sm->displayName() + "'")) break;
       // K from K^T: compose with the Transpose producing K^T when nothing else reads it.
-      Value* kt = m.scores->input(1);
+      Value* kt = m.kt;
       Node* tr = kt->producer();
       std::vector<int64_t> perm = {0, 1, 3, 2};
       Value* kIn = kt;
@@ -73,7 +74,7 @@ class FuseAttentionPass : public Pass {
         t->setAttr(Attribute::ofInts("perm", perm));
         k = t->output(0);
       }
-      std::vector<Value*> inputs = {m.scores->input(0), k, m.out->input(1)};
+      std::vector<Value*> inputs = {m.q, k, m.out->input(1)};
       if (m.mask) inputs.push_back(expandedMask(g, m));
       Node* att = replaceWithNode(g, *m.scores, *m.out, "Attention", inputs);
       if (!att) continue;  // cannot happen: the fused node is never a graph input or output
@@ -88,6 +89,8 @@ class FuseAttentionPass : public Pass {
  private:
   struct Match {
     Node* scores = nullptr;  ///< MatMul(Q, K^T)
+    Value* q = nullptr;      ///< Q and K^T: the MatMul's operands, or what a scalar Mul on them scales
+    Value* kt = nullptr;
     Node* out = nullptr;     ///< MatMul(probs, V)
     Value* mask = nullptr;
     double scale = 1;
@@ -98,7 +101,7 @@ class FuseAttentionPass : public Pass {
   /// there: the spec lets it broadcast, but ONNX Runtime requires dim -2 to equal Q's. Expand to
   /// [Sq, 1] (Sq read from Q at run time) broadcasts only that axis.
   static Value* expandedMask(Graph& g, const Match& m) {
-    Value* q = m.scores->input(0);
+    Value* q = m.q;
     const auto& md = m.mask->type().shape.dims;
     if (md.size() >= 2 && sameDim(md[md.size() - 2], q->type().shape.dims[2])) return m.mask;
     Node* shape = g.addNode("Shape", {q}, {g.uniqueName(m.mask->name() + "_q_len")}, "", m.out);
@@ -135,7 +138,23 @@ class FuseAttentionPass : public Pass {
     if (!isOp(p, "MatMul")) return false;
     m.scores = p;
     m.pattern.push_back(p);
-    return true;
+    m.q = unscaled(p->input(0), m);
+    m.kt = unscaled(p->input(1), m);
+    return m.q && m.kt;
+  }
+
+  /// torch's scaled_dot_product_attention export scales Q and K^T by sqrt(scale) each before the
+  /// MatMul: a scalar Mul read only by the MatMul is folded into the scale.
+  static Value* unscaled(Value* v, Match& m) {
+    Node* p = v ? v->producer() : nullptr;
+    if (!isOp(p, "Mul") || !hasSingleUse(v)) return v;
+    for (size_t i = 0; i < 2; ++i)
+      if (auto c = scalarOf(p->input(i)); c && *c != 0 && p->input(1 - i)) {
+        m.scale *= *c;
+        m.pattern.push_back(p);
+        return p->input(1 - i);
+      }
+    return v;
   }
 
   static bool match(Node& sm, Match& m) {
@@ -163,8 +182,8 @@ class FuseAttentionPass : public Pass {
     m.out = out;
     m.pattern.push_back(out);
     // Shapes: Q [B,H,Sq,D], K^T [B,H,D,Skv], V [B,H,Skv,Dv], all of one float type.
-    Value* q = m.scores->input(0);
-    Value* kt = m.scores->input(1);
+    Value* q = m.q;
+    Value* kt = m.kt;
     Value* v = out->input(1);
     const auto* qd = dims4(q);
     const auto* kd = dims4(kt);
