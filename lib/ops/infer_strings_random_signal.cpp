@@ -132,6 +132,7 @@ void dft(InferContext& c) {
 /// STFT: signal (B, L, 1|2) -> (B, frames, bins, 2).
 void stft(InferContext& c) {
   auto x = c.inputShape(0);
+  if (x && x->size() != 3) c.fail(fmt::format("signal must have rank 3 (batch, length, 1 or 2), got {}", x->size()));
   SymDim step = scalarOf(c, 1), frame = scalarOf(c, 3);
   if (!frame && c.hasInput(2))
     if (auto w = c.inputShape(2); w && w->size() == 1) frame = (*w)[0];

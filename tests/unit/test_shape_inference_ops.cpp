@@ -432,8 +432,10 @@ TEST_CASE("malformed inputs to the new functions are findings, not crashes", "[s
   b.node("ArrayFeatureExtractor", {b.input("s", DType::Float, {}), b.ints("i", {0})}, {"afe"}, "ai.onnx.ml")->name = "afe";
   b.node("Adam", {b.input("r", DType::Float, {}), b.input("t", DType::Int64, {})}, {"x"}, "ai.onnx.preview.training")->name = "adam";
   b.node("DepthToSpace", {v}, {"d2s"})->name = "d2s";
+  b.node("STFT", {b.input("scalar", DType::Float, {}), b.ints("step", {}, {2})}, {"spec"})->name = "stft";
   auto report = inferShapes(*b.m);
-  REQUIRE(report.errors.size() == 4);
+  REQUIRE(report.errors.size() == 5);
+  CHECK(report.errors[4] == "node 'stft' (STFT): signal must have rank 3 (batch, length, 1 or 2), got 0");
   CHECK(report.errors[0] == "node 'gs' (GridSample): input and grid must have rank >= 3, got 1");
   CHECK(report.errors[1] == "node 'afe' (ArrayFeatureExtractor): X must have rank >= 1");
   CHECK(report.errors[2] == "node 'adam' (Adam): inputs do not form X, G and state blocks");
