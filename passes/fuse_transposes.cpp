@@ -64,6 +64,7 @@ class FuseTransposesPass : public Pass {
 
   bool run(Graph& g, PassContext& ctx) override {
     stable_ = shapesAreStable(g);
+    changedBeforeStop_ = false;
     bool changed = false;
     std::vector<Node*> order;
     for (const auto& n : g.nodes()) order.push_back(n.get());
@@ -75,7 +76,10 @@ class FuseTransposesPass : public Pass {
       if (n->opType == "Transpose") r = fuseTransposePair(g, *n, ctx, removed);
       else if (n->opType == "Gemm") r = absorbIntoGemm(g, *n, ctx, removed);
       else if (n->opType == "MatMul") r = matMulToGemm(g, *n, ctx, removed);
-      if (r < 0) break;  // --bisect budget spent
+      if (r < 0) {  // --bisect budget spent
+        changed |= changedBeforeStop_;
+        break;
+      }
       changed |= r > 0;
     }
     return changed;
@@ -134,8 +138,10 @@ class FuseTransposesPass : public Pass {
       Node* t = singleUse2dTranspose(gemm.input(static_cast<size_t>(idx)), stable_);
       if (!t) continue;
       const char* attrName = idx == 0 ? "transA" : "transB";
-      if (!ctx.tryRewrite("fuse Transpose '" + t->displayName() + "' into Gemm '" + gemm.displayName() + "' " + attrName))
+      if (!ctx.tryRewrite("fuse Transpose '" + t->displayName() + "' into Gemm '" + gemm.displayName() + "' " + attrName)) {
+        changedBeforeStop_ |= done > 0;
         return -1;
+      }
       int64_t trans = gemm.attrInt(attrName, 0) != 0 ? 1 : 0;
       gemm.setInput(static_cast<size_t>(idx), t->input(0));
       gemm.setAttr(Attribute::ofInt(attrName, 1 - trans));
@@ -180,6 +186,7 @@ class FuseTransposesPass : public Pass {
   }
 
   bool stable_ = true;
+  bool changedBeforeStop_ = false;  ///< a rule rewrote something before the budget ran out
 };
 
 }  // namespace
