@@ -91,7 +91,7 @@ class FuseAttentionPass : public Pass {
     Node* scores = nullptr;  ///< MatMul(Q, K^T)
     Value* q = nullptr;      ///< Q and K^T: the MatMul's operands, or what a scalar Mul on them scales
     Value* kt = nullptr;
-    Node* out = nullptr;     ///< MatMul(probs, V)
+    Node* out = nullptr;  ///< MatMul(probs, V)
     Value* mask = nullptr;
     double scale = 1;
     std::vector<Node*> pattern;
@@ -112,7 +112,8 @@ class FuseAttentionPass : public Pass {
     Node* target = g.addNode("Concat", {shape->output(0), one}, {g.uniqueName(m.mask->name() + "_q_shape")}, "", m.out);
     target->name = fusedNodeName(g, *m.scores, "Concat");
     target->setAttr(Attribute::ofInt("axis", 0));
-    Node* expand = g.addNode("Expand", {m.mask, target->output(0)}, {g.uniqueName(m.mask->name() + "_expanded")}, "", m.out);
+    Node* expand =
+        g.addNode("Expand", {m.mask, target->output(0)}, {g.uniqueName(m.mask->name() + "_expanded")}, "", m.out);
     expand->name = fusedNodeName(g, *m.scores, "Expand");
     return expand->output(0);
   }

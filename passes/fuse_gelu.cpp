@@ -44,7 +44,9 @@ class FuseGeluPass : public Pass {
       if (gone.count(n) || !(isOp(n, "Erf") || isOp(n, "Tanh"))) continue;
       std::vector<Node*> pattern;
       Value* x = n->opType == "Erf" ? matchErf(*n, pattern) : matchTanh(*n, pattern);
-      if (!x || !isFloatTensor(x) || !matchTail(n->output(0), x, pattern) || !allInGraph(pattern, g)) continue;
+      if (!x || !isFloatTensor(x) || !matchTail(n->output(0), x, pattern) || !allInGraph(pattern, g) ||
+          !keepsShapeOf(pattern.back()->output(0), x))
+        continue;
       bool tanh = n->opType == "Tanh";
       if (!ctx.tryRewrite(std::string("fuse Gelu (") + (tanh ? "tanh" : "erf") + ") around " + n->opType + " '" +
                           n->displayName() + "'"))
@@ -66,8 +68,10 @@ class FuseGeluPass : public Pass {
     Node* p = u ? u->producer() : nullptr;
     if (!hasSingleUse(u) || !p) return nullptr;
     Value* x = nullptr;
-    if (isOp(p, "Div") && isNearScalar(p->input(1), 1.4142135623730951)) x = p->input(0);
-    else if (isOp(p, "Mul")) x = operandBesideScalar(p, 0.7071067811865476);
+    if (isOp(p, "Div") && isNearScalar(p->input(1), 1.4142135623730951))
+      x = p->input(0);
+    else if (isOp(p, "Mul"))
+      x = operandBesideScalar(p, 0.7071067811865476);
     if (!x) return nullptr;
     pattern = {p, &erf};
     return x;

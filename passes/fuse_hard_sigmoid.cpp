@@ -29,8 +29,11 @@ class FuseHardSigmoidPass : public Pass {
       std::vector<Node*> pattern;
       double alpha = 1, beta = 0;
       Value* x = match(*clip, opset, pattern, alpha, beta);
-      if (!x || !isFloatTensor(x) || (x->type().dtype() == DType::BFloat16 && opset < 22) || !allInGraph(pattern, g)) continue;
-      if (!ctx.tryRewrite("fuse HardSigmoid ending in " + pattern.back()->opType + " '" + pattern.back()->displayName() + "'"))
+      if (!x || !isFloatTensor(x) || (x->type().dtype() == DType::BFloat16 && opset < 22) || !allInGraph(pattern, g) ||
+          !keepsShapeOf(pattern.back()->output(0), x))
+        continue;
+      if (!ctx.tryRewrite("fuse HardSigmoid ending in " + pattern.back()->opType + " '" +
+                          pattern.back()->displayName() + "'"))
         break;
       Node* hs = replaceWithNode(g, *pattern.front(), *pattern.back(), "HardSigmoid", {x});
       if (!hs) continue;

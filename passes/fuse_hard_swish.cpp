@@ -35,8 +35,11 @@ class FuseHardSwishPass : public Pass {
       if (gone.count(n)) continue;
       std::vector<Node*> pattern;
       Value* x = match(*n, opset, pattern);
-      if (!x || !isFloatTensor(x) || (x->type().dtype() == DType::BFloat16 && opset < 22) || !allInGraph(pattern, g)) continue;
-      if (!ctx.tryRewrite("fuse HardSwish ending in " + pattern.back()->opType + " '" + pattern.back()->displayName() + "'"))
+      if (!x || !isFloatTensor(x) || (x->type().dtype() == DType::BFloat16 && opset < 22) || !allInGraph(pattern, g) ||
+          !keepsShapeOf(pattern.back()->output(0), x))
+        continue;
+      if (!ctx.tryRewrite("fuse HardSwish ending in " + pattern.back()->opType + " '" + pattern.back()->displayName() +
+                          "'"))
         break;
       if (!replaceWithNode(g, *pattern.front(), *pattern.back(), "HardSwish", {x})) continue;
       for (Node* p : pattern) gone.insert(p);

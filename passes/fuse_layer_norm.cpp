@@ -20,7 +20,8 @@ bool isNormalizedShape(const Value* p, const Value* x, int n) {
   const auto& pd = p->type().shape.dims;
   const auto& xd = x->type().shape.dims;
   for (int i = 0; i < n; ++i)
-    if (!sameDim(pd[static_cast<size_t>(i)], xd[xd.size() - static_cast<size_t>(n) + static_cast<size_t>(i)])) return false;
+    if (!sameDim(pd[static_cast<size_t>(i)], xd[xd.size() - static_cast<size_t>(n) + static_cast<size_t>(i)]))
+      return false;
   return p->type().elemType == x->type().elemType;
 }
 
@@ -38,7 +39,9 @@ class FuseLayerNormPass : public Pass {
     for (Node* mean : order) {
       if (gone.count(mean) || mean->opType != "ReduceMean" || !mean->isDomain("")) continue;
       std::vector<Node*> pattern;
-      if (!match(*mean, opset, pattern) || !allInGraph(pattern, g)) continue;
+      if (!match(*mean, opset, pattern) || !allInGraph(pattern, g) ||
+          !keepsShapeOf(pattern.back()->output(0), mean->input(0)))
+        continue;
       Value* x = mean->input(0);
       if (!ctx.tryRewrite("fuse LayerNormalization pattern from ReduceMean '" + mean->displayName() + "'")) break;
       Node* last = pattern.back();
@@ -84,10 +87,14 @@ class FuseLayerNormPass : public Pass {
     Node* div = nullptr;
     for (const Use& u : d->uses()) {
       Node* n = u.node;
-      if (n->opType == "Div" && u.index == 0 && !div) div = n;
-      else if (n->opType == "Pow" && u.index == 0 && !square && isNearScalar(n->input(1), 2.0)) square = n;
-      else if (n->opType == "Mul" && n->input(0) == d && n->input(1) == d) square = n;
-      else return false;
+      if (n->opType == "Div" && u.index == 0 && !div)
+        div = n;
+      else if (n->opType == "Pow" && u.index == 0 && !square && isNearScalar(n->input(1), 2.0))
+        square = n;
+      else if (n->opType == "Mul" && n->input(0) == d && n->input(1) == d)
+        square = n;
+      else
+        return false;
     }
     size_t expectedUses = square && square->opType == "Mul" ? 3 : 2;
     if (!square || !div || d->uses().size() != expectedUses) return false;

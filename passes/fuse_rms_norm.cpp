@@ -39,7 +39,7 @@ class FuseRmsNormPass : public Pass {
       if (gone.count(mean) || !isOp(mean, "ReduceMean")) continue;
       std::vector<Node*> pattern;
       Value* x = match(*mean, opset, pattern);
-      if (!x || !allInGraph(pattern, g)) continue;
+      if (!x || !allInGraph(pattern, g) || !keepsShapeOf(pattern.back()->output(0), x)) continue;
       if (!ctx.tryRewrite("fuse RMSNormalization pattern around ReduceMean '" + mean->displayName() + "'")) break;
       Value* gamma = gamma_;
       if (!gamma) {
@@ -70,8 +70,10 @@ class FuseRmsNormPass : public Pass {
     Node* square = sq ? sq->producer() : nullptr;
     if (!hasSingleUse(sq) || !square) return nullptr;
     Value* x = nullptr;
-    if (isOp(square, "Pow") && isNearScalar(square->input(1), 2.0)) x = square->input(0);
-    else if (isOp(square, "Mul") && square->input(0) == square->input(1)) x = square->input(0);
+    if (isOp(square, "Pow") && isNearScalar(square->input(1), 2.0))
+      x = square->input(0);
+    else if (isOp(square, "Mul") && square->input(0) == square->input(1))
+      x = square->input(0);
     if (!x || !isFloatTensor(x)) return nullptr;
     auto axes = reduceAxesKeepDims(mean, opset);
     if (!axes) return nullptr;
@@ -91,7 +93,8 @@ class FuseRmsNormPass : public Pass {
     if (isOp(user, "Div") && user->input(0) == x && user->input(1) == s) {
       last = user;
       pattern.push_back(user);
-    } else if ((isOp(user, "Reciprocal")) || (isOp(user, "Div") && user->input(1) == s && isNearScalar(user->input(0), 1.0))) {
+    } else if ((isOp(user, "Reciprocal")) ||
+               (isOp(user, "Div") && user->input(1) == s && isNearScalar(user->input(0), 1.0))) {
       Value* r = user->output(0);
       Node* mul = soleUser(r);
       if (!isOp(mul, "Mul") || otherOperand(mul, r) != x) return nullptr;

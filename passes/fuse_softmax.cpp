@@ -30,7 +30,7 @@ class FuseSoftmaxPass : public Pass {
       std::vector<Node*> pattern;
       int64_t axis = 0;
       Value* x = match(*exp, opset, pattern, axis);
-      if (!x || !isFloatTensor(x) || !allInGraph(pattern, g)) continue;
+      if (!x || !isFloatTensor(x) || !allInGraph(pattern, g) || !keepsShapeOf(pattern.back()->output(0), x)) continue;
       if (!ctx.tryRewrite("fuse Softmax around Exp '" + exp->displayName() + "'")) break;
       Node* sm = replaceWithNode(g, *pattern.front(), *pattern.back(), "Softmax", {x});
       if (!sm) continue;
@@ -63,8 +63,10 @@ class FuseSoftmaxPass : public Pass {
     Node* sum = nullptr;
     Node* div = nullptr;
     for (const Use& u : e->uses()) {
-      if (isOp(u.node, "ReduceSum") && u.index == 0) sum = u.node;
-      else if (isOp(u.node, "Div") && u.index == 0) div = u.node;
+      if (isOp(u.node, "ReduceSum") && u.index == 0)
+        sum = u.node;
+      else if (isOp(u.node, "Div") && u.index == 0)
+        div = u.node;
     }
     if (!sum || !div || soleUser(sum->output(0)) != div || div->input(1) != sum->output(0)) return nullptr;
     Value* x = exp.input(0);

@@ -116,6 +116,17 @@ bool isFloatTensor(const Value* v) {
   return t == DType::Float || t == DType::Float16 || t == DType::Double || t == DType::BFloat16;
 }
 
+bool keepsShapeOf(const Value* out, const Value* x) {
+  int64_t r = rankOf(x);
+  if (r < 0 || rankOf(out) != r || out->type().elemType != x->type().elemType) return false;
+  for (size_t i = 0; i < static_cast<size_t>(r); ++i) {
+    const Dim& a = out->type().shape.dims[i];
+    const Dim& b = x->type().shape.dims[i];
+    if (a.isValue() && b.isValue() && a.value != b.value) return false;
+  }
+  return true;
+}
+
 std::string fusedNodeName(const Graph& g, const Node& first, const std::string& op) {
   std::string base;
   size_t slash = first.name.rfind('/');

@@ -49,6 +49,11 @@ int64_t rankOf(const Value* v);
 /// Whether `v`'s inferred element type is one of the IEEE float types (float16/32/64, bfloat16).
 bool isFloatTensor(const Value* v);
 
+/// Whether `out` (a pattern's result) has x's element type and rank and no static dim differing
+/// from x's: an element-wise fusion's op returns x's shape, while a constant of higher rank
+/// ([1, 1, 1] as "0.5") would have broadcast the pattern's result to more dims.
+bool keepsShapeOf(const Value* out, const Value* x);
+
 /// A node name for a fusion result traceable to the pattern's first node: its scope
 /// ("/enc/ln/ReduceMean" -> "/enc/ln/LayerNormalization") or its name ("m0" -> "m0/LayerNormalization"),
 /// made unique among the nodes of `g`.
