@@ -15,6 +15,7 @@
 // change between iterations): Reshape(chain(x), s) with a constant s free of -1 and of copying 0s
 // is Reshape(x, s), at the end of a chain or, failing all else, inside it.
 #include <algorithm>
+#include <unordered_set>
 
 #include "passes/pass_util.h"
 
@@ -86,9 +87,9 @@ class FuseReshapesPass : public Pass {
     bool changed = false;
     std::vector<Node*> order;
     for (const auto& n : g.nodes()) order.push_back(n.get());
-    std::vector<Node*> removed;
+    std::unordered_set<Node*> removed;
     for (Node* n : order) {
-      if (std::find(removed.begin(), removed.end(), n) != removed.end() || !isReshapeLike(n)) continue;
+      if (removed.count(n) || !isReshapeLike(n)) continue;
       // Handle each chain once, from its last node.
       Value* y = n->output(0);
       if (hasSingleUse(y) && y->uses()[0].index == 0 && isReshapeLike(y->uses()[0].node)) continue;
@@ -108,7 +109,7 @@ class FuseReshapesPass : public Pass {
 
  private:
   /// 1 rewritten, 0 left, -1 when tryRewrite refused.
-  int rewriteChain(Graph& g, const std::vector<Node*>& chain, PassContext& ctx, std::vector<Node*>& removed) {
+  int rewriteChain(Graph& g, const std::vector<Node*>& chain, PassContext& ctx, std::unordered_set<Node*>& removed) {
     Node* last = chain.front();
     // A lone node is already one node; only a lone Reshape with a run-time shape can improve.
     if (chain.size() == 1 && (last->opType != "Reshape" || !last->input(1) || constantOf(last->input(1)))) return 0;
@@ -131,7 +132,7 @@ class FuseReshapesPass : public Pass {
   }
 
   /// chain[k] (a literal Reshape) reads the chain's input; the nodes before it go.
-  int shortcut(const std::vector<Node*>& chain, size_t k, PassContext& ctx, std::vector<Node*>& removed) {
+  int shortcut(const std::vector<Node*>& chain, size_t k, PassContext& ctx, std::unordered_set<Node*>& removed) {
     std::vector<Node*> part(chain.begin() + static_cast<std::ptrdiff_t>(k), chain.end());
     if (!ctx.tryRewrite("fuse " + describe(part) + " into Reshape '" + chain[k]->displayName() + "'")) return -1;
     chain[k]->setInput(0, chain.back()->input(0));
@@ -140,7 +141,7 @@ class FuseReshapesPass : public Pass {
   }
 
   /// The chain as one node (or none) from the inferred shapes of its input and output.
-  int rewriteFromShapes(Graph& g, const std::vector<Node*>& chain, PassContext& ctx, std::vector<Node*>& removed) {
+  int rewriteFromShapes(Graph& g, const std::vector<Node*>& chain, PassContext& ctx, std::unordered_set<Node*>& removed) {
     Node* last = chain.front();
     Value* x = chain.back()->input(0);
     Value* y = last->output(0);
@@ -158,7 +159,7 @@ class FuseReshapesPass : public Pass {
         if (!ctx.tryRewrite("remove " + what + " (shape unchanged)")) return -1;
         replaceValue(y, x);
         g.removeNode(last);
-        removed.push_back(last);
+        removed.insert(last);
         removeChain(chain, removed);
         return 1;
       }
@@ -202,9 +203,9 @@ class FuseReshapesPass : public Pass {
   }
 
   /// Removes chain[1..] (now unread), nearest the last node first.
-  static void removeChain(const std::vector<Node*>& chain, std::vector<Node*>& removed) {
+  static void removeChain(const std::vector<Node*>& chain, std::unordered_set<Node*>& removed) {
     for (size_t i = 1; i < chain.size(); ++i)
-      if (removeIfDead(chain[i])) removed.push_back(chain[i]);
+      if (removeIfDead(chain[i])) removed.insert(chain[i]);
   }
 
   static std::string describe(const std::vector<Node*>& chain) {

@@ -4,8 +4,8 @@
 // Gemm with transA/transB (except a MatMul read only by an Add: fuse-matmul-add makes that a Gemm
 // with the bias, which then absorbs the Transpose here). Transposes of constants are left to
 // fold-constants, which folds them into the data.
-#include <algorithm>
 #include <numeric>
+#include <unordered_set>
 
 #include "passes/pass_util.h"
 
@@ -68,10 +68,9 @@ class FuseTransposesPass : public Pass {
     bool changed = false;
     std::vector<Node*> order;
     for (const auto& n : g.nodes()) order.push_back(n.get());
-    std::vector<Node*> removed;
-    auto isRemoved = [&removed](const Node* n) { return std::find(removed.begin(), removed.end(), n) != removed.end(); };
+    std::unordered_set<Node*> removed;
     for (Node* n : order) {
-      if (isRemoved(n) || !n->isDomain("")) continue;
+      if (removed.count(n) || !n->isDomain("")) continue;
       int r = 0;
       if (n->opType == "Transpose") r = fuseTransposePair(g, *n, ctx, removed);
       else if (n->opType == "Gemm") r = absorbIntoGemm(g, *n, ctx, removed);
@@ -88,7 +87,7 @@ class FuseTransposesPass : public Pass {
  private:
   // Each rule returns 1 when it rewrote, 0 when it did not apply, -1 when tryRewrite refused.
 
-  int fuseTransposePair(Graph& g, Node& t2, PassContext& ctx, std::vector<Node*>& removed) {
+  int fuseTransposePair(Graph& g, Node& t2, PassContext& ctx, std::unordered_set<Node*>& removed) {
     Value* mid = t2.input(0);
     Node* t1 = producerOf(mid, "Transpose");
     if (!t1 || !t1->input(0) || !t2.output(0) || constantOf(t1->input(0))) return 0;
@@ -114,8 +113,8 @@ class FuseTransposesPass : public Pass {
           return -1;
         replaceValue(y, x);
         g.removeNode(&t2);
-        removed.push_back(&t2);
-        if (removeIfDead(t1)) removed.push_back(t1);
+        removed.insert(&t2);
+        if (removeIfDead(t1)) removed.insert(t1);
         return 1;
       }
       if (!singleUse) return 0;
@@ -128,11 +127,11 @@ class FuseTransposesPass : public Pass {
     if (!ctx.tryRewrite("fuse Transpose '" + t1->displayName() + "' + Transpose '" + t2.displayName() + "'")) return -1;
     t2.setInput(0, x);
     t2.setAttr(Attribute::ofInts("perm", q));
-    if (removeIfDead(t1)) removed.push_back(t1);
+    if (removeIfDead(t1)) removed.insert(t1);
     return 1;
   }
 
-  int absorbIntoGemm(Graph&, Node& gemm, PassContext& ctx, std::vector<Node*>& removed) {
+  int absorbIntoGemm(Graph&, Node& gemm, PassContext& ctx, std::unordered_set<Node*>& removed) {
     int done = 0;
     for (int idx = 0; idx < 2; ++idx) {
       Node* t = singleUse2dTranspose(gemm.input(static_cast<size_t>(idx)), stable_);
@@ -145,13 +144,13 @@ class FuseTransposesPass : public Pass {
       int64_t trans = gemm.attrInt(attrName, 0) != 0 ? 1 : 0;
       gemm.setInput(static_cast<size_t>(idx), t->input(0));
       gemm.setAttr(Attribute::ofInt(attrName, 1 - trans));
-      if (removeIfDead(t)) removed.push_back(t);
+      if (removeIfDead(t)) removed.insert(t);
       done = 1;
     }
     return done;
   }
 
-  int matMulToGemm(Graph&, Node& mm, PassContext& ctx, std::vector<Node*>& removed) {
+  int matMulToGemm(Graph&, Node& mm, PassContext& ctx, std::unordered_set<Node*>& removed) {
     // Gemm without C needs opset 11; MatMul broadcasts batch dims, Gemm has none: both operands
     // must be known 2-D. Only float/double, which every runtime implements for Gemm.
     if (ctx.opset("") < 11 || !stable_ || mm.inputs().size() != 2 || !mm.output(0)) return 0;
@@ -175,12 +174,12 @@ class FuseTransposesPass : public Pass {
     if (ta) {
       mm.setInput(0, ta->input(0));
       mm.setAttr(Attribute::ofInt("transA", 1));
-      if (removeIfDead(ta)) removed.push_back(ta);
+      if (removeIfDead(ta)) removed.insert(ta);
     }
     if (tb) {
       mm.setInput(1, tb->input(0));
       mm.setAttr(Attribute::ofInt("transB", 1));
-      if (removeIfDead(tb)) removed.push_back(tb);
+      if (removeIfDead(tb)) removed.insert(tb);
     }
     return 1;
   }
