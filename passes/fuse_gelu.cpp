@@ -2,7 +2,8 @@
 //   erf:  x * 0.5 * (1 + Erf(x / 1.4142135 | x * 0.70710678))           -> Gelu(x)
 //   tanh: x * 0.5 * (1 + Tanh(0.7978846 * (x + 0.044715 * x^3)))        -> Gelu<approximate="tanh">(x)
 // with x^3 as Pow(x, 3) or x * (x * x), and the 0.5 applied to x, to (1 + ...), or to the
-// product. Constants may be initializers or Constant nodes, on either side of Add/Mul.
+// product, and 1 + t as Add or two-input Sum. Constants may be initializers or Constant nodes, on
+// either side of Add/Mul.
 #include <set>
 
 #include "passes/pass_util.h"
@@ -104,7 +105,9 @@ class FuseGeluPass : public Pass {
   /// the last being the one whose output the Gelu replaces.
   static bool matchTail(Value* t, Value* x, std::vector<Node*>& pattern) {
     Node* add = soleUser(t);
-    if (!isOp(add, "Add") || operandBesideScalar(add, 1.0) != t) return false;
+    // ONNX's own Gelu function body writes 1 + t as a two-input Sum.
+  bool plus = isOp(add, "Add") || (isOp(add, "Sum") && add->inputs().size() == 2);
+  if (!plus || operandBesideScalar(add, 1.0) != t) return false;
     Value* a = add->output(0);
     Node* m1 = soleUser(a);
     if (!isOp(m1, "Mul")) return false;
