@@ -10,11 +10,12 @@
 // Reshape to a computed shape inference often knows only fresh symbols, so dims it cannot relate
 // are taken as equal unless static values differ or a static 1 shows broadcasting: a mismatch at
 // run time then makes Attention fail instead of computing something else. The mask's last dim
-// must be the key length, or a named dim of the model (the exporter's "seq"), never unknown or 1.
+// must be the key length or a symbol (the model's "seq" or one inference made), never unknown or 1.
 // A mask broadcast along the query axis ([B, 1, 1, S], BERT's padding mask) is expanded to Q's
 // length first (Shape, Concat, Expand), since ONNX Runtime accepts no broadcasting there.
-// One difference remains by design: a row masked entirely with -inf gives NaN from Softmax and
-// zeros from Attention.
+// A boolean mask applied with Where(keep, scores, fill) or Where(masked, fill, scores), fill <= -1e4,
+// becomes Attention's boolean mask. One difference remains by design: a row masked entirely gives
+// NaN (-inf) or the mean of V (finite fill) from Softmax, and zeros from Attention.
 #include <set>
 
 #include "passes/pass_util.h"
@@ -31,6 +32,9 @@ bool mayBeEqual(const Dim& a, const Dim& b) {
   if (a.isValue() && b.isValue()) return a.value == b.value;
   return !(a.isValue() && a.value == 1) && !(b.isValue() && b.value == 1);
 }
+
+/// A Where fill at or below this masks a logit out as surely as -inf: exp(-1e4) is 0 in float.
+constexpr double kMaskFill = -1e4;
 
 const std::vector<Dim>* dims4(const Value* v) {
   if (rankOf(v) != 4 || !isFloatTensor(v)) return nullptr;
@@ -75,7 +79,16 @@ class FuseAttentionPass : public Pass {
         k = t->output(0);
       }
       std::vector<Value*> inputs = {m.q, k, m.out->input(1)};
-      if (m.mask) inputs.push_back(expandedMask(g, m));
+      if (m.mask) {
+        Value* mask = m.mask;
+        if (m.negateMask) {
+          Node* no = g.addNode("Not", {mask}, {g.uniqueName(mask->name() + "_attend")}, "", m.out);
+          no->name = fusedNodeName(g, *m.scores, "Not");
+          no->output(0)->setType(mask->type());
+          mask = no->output(0);
+        }
+        inputs.push_back(expandedMask(g, m, mask));
+      }
       Node* att = replaceWithNode(g, *m.scores, *m.out, "Attention", inputs);
       if (!att) continue;  // cannot happen: the fused node is never a graph input or output
       att->setAttr(Attribute::ofFloat("scale", static_cast<float>(m.scale)));
@@ -92,7 +105,8 @@ class FuseAttentionPass : public Pass {
     Value* q = nullptr;      ///< Q and K^T: the MatMul's operands, or what a scalar Mul on them scales
     Value* kt = nullptr;
     Node* out = nullptr;  ///< MatMul(probs, V)
-    Value* mask = nullptr;
+    Value* mask = nullptr;    ///< additive (float) or boolean (true = attend)
+    bool negateMask = false;  ///< a boolean mask that says where not to attend
     double scale = 1;
     std::vector<Node*> pattern;
   };
@@ -100,10 +114,10 @@ class FuseAttentionPass : public Pass {
   /// The mask, expanded along the query axis when shapes do not show it has q_sequence_length
   /// there: the spec lets it broadcast, but ONNX Runtime requires dim -2 to equal Q's. Expand to
   /// [Sq, 1] (Sq read from Q at run time) broadcasts only that axis.
-  static Value* expandedMask(Graph& g, const Match& m) {
+  static Value* expandedMask(Graph& g, const Match& m, Value* mask) {
     Value* q = m.q;
     const auto& md = m.mask->type().shape.dims;
-    if (md.size() >= 2 && sameDim(md[md.size() - 2], q->type().shape.dims[2])) return m.mask;
+    if (md.size() >= 2 && sameDim(md[md.size() - 2], q->type().shape.dims[2])) return mask;
     Node* shape = g.addNode("Shape", {q}, {g.uniqueName(m.mask->name() + "_q_len")}, "", m.out);
     shape->name = fusedNodeName(g, *m.scores, "Shape");
     shape->setAttr(Attribute::ofInt("start", 2));
@@ -113,7 +127,7 @@ class FuseAttentionPass : public Pass {
     target->name = fusedNodeName(g, *m.scores, "Concat");
     target->setAttr(Attribute::ofInt("axis", 0));
     Node* expand =
-        g.addNode("Expand", {m.mask, target->output(0)}, {g.uniqueName(m.mask->name() + "_expanded")}, "", m.out);
+        g.addNode("Expand", {mask, target->output(0)}, {g.uniqueName(m.mask->name() + "_expanded")}, "", m.out);
     expand->name = fusedNodeName(g, *m.scores, "Expand");
     return expand->output(0);
   }
@@ -177,6 +191,28 @@ class FuseAttentionPass : public Pass {
         }
       }
     }
+    if (isOp(add, "Where") && add->input(0) && add->input(0)->type().dtype() == DType::Bool) {
+      // Where(keep, scores, fill) or Where(masked, fill, scores) with a fill that no logit can
+      // compete with: a boolean mask (Not(masked) when the scores come second).
+      for (size_t i = 1; i < 3 && !scaled; ++i) {
+        Match t = m;
+        Value* s = add->input(i);
+        auto fill = scalarOf(add->input(3 - i));
+        if (s && fill && *fill <= kMaskFill && hasSingleUse(s) && matchScaled(s, t)) {
+          t.mask = add->input(0);
+          t.negateMask = i == 2;
+          t.pattern.push_back(add);
+          Node* no = t.mask->producer();
+          if (t.negateMask && isOp(no, "Not")) {  // read Not's input; the Not stays if others read it
+            t.mask = no->input(0);
+            t.negateMask = false;
+            t.pattern.push_back(no);
+          }
+          m = t;
+          scaled = true;
+        }
+      }
+    }
     if (!scaled && !matchScaled(logits, m)) return false;
     Node* out = soleUser(sm.output(0));
     if (!isOp(out, "MatMul") || out->input(0) != sm.output(0)) return false;
@@ -195,7 +231,8 @@ class FuseAttentionPass : public Pass {
       if (!mayBeEqual((*qd)[i], (*kd)[i]) || !mayBeEqual((*qd)[i], (*vd)[i])) return false;
     if (!mayBeEqual((*qd)[3], (*kd)[2]) || !mayBeEqual((*kd)[3], (*vd)[2])) return false;
     if (m.mask) {
-      if (!isFloatTensor(m.mask) || m.mask->type().elemType != q->type().elemType) return false;
+      bool boolMask = m.mask->type().dtype() == DType::Bool;
+      if (!boolMask && (!isFloatTensor(m.mask) || m.mask->type().elemType != q->type().elemType)) return false;
       int64_t r = rankOf(m.mask);
       if (r < 1 || r > 4) return false;
       const auto& md = m.mask->type().shape.dims;
