@@ -42,7 +42,8 @@ bool clipBounds(const Node& clip, int64_t opset, double& lo, double& hi);
 /// read only by the Clip; returns x, or nullptr.
 Value* matchRelu6OfXPlus3(const Node& n, int64_t opset);
 
-/// Whether two dims are known to be equal (the same value or the same symbol).
+/// Whether two dims are known to be equal (the same value, or the same symbol not invented by
+/// shape inference).
 bool sameDim(const Dim& a, const Dim& b);
 /// The rank of `v`'s inferred tensor type, or -1.
 int64_t rankOf(const Value* v);
