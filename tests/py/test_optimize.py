@@ -124,6 +124,16 @@ r = run(["optimize", cnn, "-o", out, "--shape", "input=3x1x28x28"])
 c.check(r.returncode == 0 and input_dims(onnx.load(out))[0] == [3, 1, 28, 28], f"--shape: {r.stderr}")
 r = run(["optimize", cnn, "-o", out, "--shape", "input=n,1,28,28"])
 c.check(r.returncode == 0 and input_dims(onnx.load(out))[0] == ["n", 1, 28, 28], f"--shape rename: {r.stderr}")
+# --verify names the first pass that changed the outputs: with zero tolerance, fusing BatchNormalization
+# into the Conv's weights changes float rounding, and that is the pass to blame
+convbn = os.path.join(SOURCE_DIR, "tests", "passes", "fuse_conv_bn.onnxtxt")
+r = run(["optimize", convbn, "-o", os.path.join(tmp, "v.onnx"), "--passes", "eliminate-identity,fuse-conv-bn,eliminate-dead",
+         "--verify", "--rtol", "0", "--atol", "0", "--json"])
+doc = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+c.check(r.returncode == 1, f"--verify with zero tolerance: exit {r.returncode}, want 1: {r.stderr[-300:]}")
+c.check("first pass that changed them: fuse-conv-bn (iteration 1)" in r.stderr, f"--verify culprit: {r.stderr[-400:]}")
+c.check(doc.get("verify", {}).get("first_differing_pass") == "fuse-conv-bn (iteration 1)", f"--verify JSON: {doc.get('verify')}")
+
 # --print-after prints the graph after a pass that changed it; an unknown pass is a usage error
 folding = os.path.join(SOURCE_DIR, "tests", "passes", "fold_constants.onnxtxt")
 r = run(["optimize", folding, "-o", os.path.join(tmp, "p.onnx"), "--print-after", "fold-constants", "--print-after", "all"])
