@@ -1,6 +1,7 @@
 // infer_elementwise.cpp: shape inference for element-wise ops: unary math and activations,
 // broadcasting binary/variadic arithmetic, comparisons and logic, Where, Cast/CastLike, Clip,
-// Dropout, BitCast, CumProd, SwiGLU; data propagation for integer arithmetic, Equal, Where, Cast and Identity.
+// Dropout, BitCast, CumProd, SwiGLU; data propagation for integer arithmetic, Max/Min, Equal, Where,
+// Cast and Identity.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -83,6 +84,23 @@ struct DivOp {
     return SymExpr::exactDiv(x, y);
   }
 };
+
+/// Max and Min: known when the operands are constants, equal, or (a max with 0 / a min with 0)
+/// against a provably non-negative dim expression.
+template <bool IsMax>
+void maxMin(InferContext& c) {
+  broadcastAll(c, c.inputDType(0));
+  if (c.numInputs() != 2 || !dtypeIsInteger(c.inputDType(0))) return;
+  propagate2(c, 0, 1, [](const SymDim& x, const SymDim& y) -> SymDim {
+    if (!x || !y) return std::nullopt;
+    if (*x == *y) return x;
+    auto cx = x->asConstant(), cy = y->asConstant();
+    if (cx && cy) return SymExpr(IsMax ? std::max(*cx, *cy) : std::min(*cx, *cy));
+    if ((*x - *y).provablyNonNegative()) return IsMax ? x : y;
+    if ((*y - *x).provablyNonNegative()) return IsMax ? y : x;
+    return std::nullopt;
+  });
+}
 
 void compare(InferContext& c) { broadcastAll(c, DType::Bool); }
 
@@ -184,7 +202,9 @@ void registerInferElementwise(InferRegistry& r) {
   r.add({"", "Mul", 1, arith<MulOp>});
   r.add({"", "Div", 1, arith<DivOp>});
   for (std::string_view op : {"Pow", "Mod", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}) r.add({"", op, 1, variadic});
-  for (std::string_view op : {"Max", "Min", "Sum", "Mean"}) r.add({"", op, 1, variadic});
+  for (std::string_view op : {"Sum", "Mean"}) r.add({"", op, 1, variadic});
+  r.add({"", "Max", 1, maxMin<true>});
+  r.add({"", "Min", 1, maxMin<false>});
   for (std::string_view op : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) r.add({"", op, 1, compare});
   r.add({"", "Equal", 1, equal});
   for (std::string_view op : {"And", "Or", "Xor"}) r.add({"", op, 1, logic});

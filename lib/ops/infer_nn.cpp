@@ -230,6 +230,26 @@ void reduce(InferContext& c) {
   reduceCommon(c, c.inputDType(0), c.sinceVersion() >= AxesInputSince ? std::nullopt : c.attrInts("axes"), false);
 }
 
+/// ReduceProd/ReduceSum of a 1-D shape vector (the element count of a Flatten-like reshape):
+/// the product or sum of its entries. Other cases are shapes only.
+template <int AxesInputSince, bool Prod>
+void reduceShapeData(InferContext& c) {
+  reduce<AxesInputSince>(c);
+  const auto* d = c.inputData(0);
+  if (!d || c.inputRank(0) != 1 || !dtypeIsInteger(c.inputDType(0))) return;
+  bool all = c.sinceVersion() >= AxesInputSince ? !c.hasInput(1) || c.inputInts(1) == std::vector<int64_t>{0} ||
+                                                        c.inputInts(1) == std::vector<int64_t>{-1}
+                                                  : !c.attrInts("axes") || c.attrInts("axes")->size() == 1;
+  if (!all || (c.sinceVersion() >= AxesInputSince && !c.hasInput(1) && c.attrInt("noop_with_empty_axes", 0) != 0))
+    return;
+  SymExpr acc(Prod ? 1 : 0);
+  for (const SymDim& x : *d) {
+    if (!x) return;
+    acc = Prod ? acc * *x : acc + *x;
+  }
+  c.setOutputData(0, {acc});
+}
+
 void argReduce(InferContext& c) {
   reduceCommon(c, DType::Int64, std::vector<int64_t>{c.attrInt("axis", 0)}, false);
 }
@@ -458,8 +478,9 @@ void registerInferNn(InferRegistry& r) {
   r.add({"", "BatchNormalization", 1, batchNorm});
   r.add({"", "LayerNormalization", 1, layerNorm});
   for (std::string_view op : {"InstanceNormalization", "GroupNormalization", "LRN"}) r.add({"", op, 1, sameShape});
-  r.add({"", "ReduceSum", 1, reduce<13>});
-  for (std::string_view op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+  r.add({"", "ReduceSum", 1, reduceShapeData<13, false>});
+  r.add({"", "ReduceProd", 1, reduceShapeData<18, true>});
+  for (std::string_view op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
                               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
     r.add({"", op, 1, reduce<18>});
   for (std::string_view op : {"ArgMax", "ArgMin"}) r.add({"", op, 1, argReduce});

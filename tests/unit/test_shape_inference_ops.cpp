@@ -441,3 +441,23 @@ TEST_CASE("malformed inputs to the new functions are findings, not crashes", "[s
   CHECK(report.errors[2] == "node 'adam' (Adam): inputs do not form X, G and state blocks");
   CHECK(report.errors[3] == "node 'd2s' (DepthToSpace): input must have rank 4, got 1");
 }
+
+TEST_CASE("data propagation through ReduceProd and Max of shape vectors", "[shape]") {
+  Builder b(17);
+  Value* x = b.input("x", DType::Float, {"b", "s", "12", "64"});
+  Node* lead = b.node("Shape", {x}, {"lead"});
+  lead->setAttr(Attribute::ofInt("end", 2));
+  Node* rows = b.node("ReduceProd", {lead->output(0)}, {"rows"});  // keepdims: [1] holding b*s
+  Node* seq = b.node("Shape", {x}, {"seq"});
+  seq->setAttr(Attribute::ofInt("start", 1));
+  seq->setAttr(Attribute::ofInt("end", 2));
+  Node* atLeast = b.node("Max", {seq->output(0), b.ints("zero", {0})}, {"at_least"});  // max(s, 0) == s
+  Node* cat = b.node("Concat", {rows->output(0), b.ints("hidden", {768})}, {"target"});
+  cat->setAttr(Attribute::ofInt("axis", 0));
+  Node* flat = b.node("Reshape", {x, cat->output(0)}, {"flat"});
+  Node* cut = b.node("Reshape", {b.input("y", DType::Float, {"1", "s"}), atLeast->output(0)}, {"cut"});
+  b.infer();
+  CHECK(typeOf(rows) == "tensor(int64)[1]");
+  CHECK(typeOf(flat) == "tensor(float)[b*s,768]");
+  CHECK(typeOf(cut) == "tensor(float)[s]");
+}
