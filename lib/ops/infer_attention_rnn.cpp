@@ -49,7 +49,8 @@ void attention(InferContext& c) {
   DType dt = c.inputDType(0);
   int64_t qHeads = c.attrInt("q_num_heads", 0), kvHeads = c.attrInt("kv_num_heads", 0);
   for (const auto* s : {&q, &k, &v})
-    if (*s && (*s)->size() != 3 && (*s)->size() != 4) c.fail(fmt::format("Q, K and V must have rank 3 or 4, got {}", (*s)->size()));
+    if (*s && (*s)->size() != 3 && (*s)->size() != 4)
+      c.fail(fmt::format("Q, K and V must have rank 3 or 4, got {}", (*s)->size()));
   SymDim batch = dimAt(q, 0), qSeq, qHeadsDim = qHeads ? SymDim(SymExpr(qHeads)) : std::nullopt;
   if (q && q->size() == 4) {
     qHeadsDim = (*q)[1];
@@ -84,8 +85,8 @@ void attention(InferContext& c) {
   }
   if (c.hasOutput(1)) c.setOutput(1, c.inputDType(1), {batch, kvHeadsDim, total, kHead});
   SymDim pastVLen = pastV ? dimAt(pastV, 2) : SymDim(SymExpr(0));
-  if (c.hasOutput(2))
-    c.setOutput(2, c.inputDType(2), {batch, kvHeadsDim, pastVLen && vSeq ? SymDim(*pastVLen + *vSeq) : std::nullopt, vHead});
+  SymDim totalV = pastVLen && vSeq ? SymDim(*pastVLen + *vSeq) : std::nullopt;
+  if (c.hasOutput(2)) c.setOutput(2, c.inputDType(2), {batch, kvHeadsDim, totalV, vHead});
   if (c.hasOutput(3)) c.setOutput(3, dt, {batch, qHeadsDim, qSeq, total});
 }
 

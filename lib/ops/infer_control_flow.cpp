@@ -110,7 +110,8 @@ void scan8(InferContext& c) {
   size_t state = c.numInputs() - 1 - numScan;
   auto dropDims = [&](TypeInfo t, size_t count) {
     if (t.isTensor() && t.shape.hasRank) {
-      if (t.shape.rank() < count) c.fail(fmt::format("a scan input has rank {}, expected at least {}", t.shape.rank(), count));
+      if (t.shape.rank() < count)
+        c.fail(fmt::format("a scan input has rank {}, expected at least {}", t.shape.rank(), count));
       t.shape.dims.erase(t.shape.dims.begin(), t.shape.dims.begin() + static_cast<int64_t>(count));
     }
     return t;

@@ -91,7 +91,8 @@ void classifier(InferContext& c, size_t classes) {
   DType labels = c.attr("classlabels_strings") ? DType::String : DType::Int64;
   SymDim n = rows(c);
   c.setOutput(0, labels, {n});
-  if (c.hasOutput(1)) c.setOutput(1, DType::Float, {n, classes ? SymDim(SymExpr(static_cast<int64_t>(classes))) : std::nullopt});
+  SymDim columns = classes ? SymDim(SymExpr(static_cast<int64_t>(classes))) : std::nullopt;
+  if (c.hasOutput(1)) c.setOutput(1, DType::Float, {n, columns});
 }
 
 size_t classCount(InferContext& c) {

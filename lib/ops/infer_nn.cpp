@@ -296,8 +296,8 @@ void maxUnpool(InferContext& c) {
   SymShape out{(*x)[0], (*x)[1]};
   for (size_t i = 0; i < spatial; ++i) {
     const SymDim& d = (*x)[i + 2];
-    out.push_back(d ? SymDim((*d - SymExpr(1)) * SymExpr(w.strides[i]) + SymExpr(w.kernel[i] - w.pads[i] - w.pads[i + spatial]))
-                    : std::nullopt);
+    SymExpr extra(w.kernel[i] - w.pads[i] - w.pads[i + spatial]);
+    out.push_back(d ? SymDim((*d - SymExpr(1)) * SymExpr(w.strides[i]) + extra) : std::nullopt);
   }
   c.setOutput(0, c.inputDType(0), out);
 }
@@ -326,7 +326,8 @@ void col2Im(InferContext& c) {
   std::optional<int64_t> spatial;
   if (image) spatial = static_cast<int64_t>(image->size());
   else if (block) spatial = static_cast<int64_t>(block->size());
-  else if (auto s = c.inputShape(1); s && s->size() == 1 && (*s)[0] && (*s)[0]->isConstant()) spatial = (*s)[0]->asConstant();
+  else if (auto s = c.inputShape(1); s && s->size() == 1 && (*s)[0] && (*s)[0]->isConstant())
+    spatial = (*s)[0]->asConstant();
   if (!spatial) return;
   SymShape out{x && !x->empty() ? (*x)[0] : std::nullopt, std::nullopt};
   if (x && x->size() == 3 && (*x)[1] && block) {
@@ -334,7 +335,8 @@ void col2Im(InferContext& c) {
     for (int64_t b : *block) prod *= b;
     if (prod > 0) {
       if (auto q = SymExpr::exactDiv(*(*x)[1], SymExpr(prod))) out[1] = q;
-      else if ((*x)[1]->isConstant()) c.fail(fmt::format("input dimension 1 ({}) is not divisible by the block size {}", (*x)[1]->str(), prod));
+      else if ((*x)[1]->isConstant())
+        c.fail(fmt::format("input dimension 1 ({}) is not divisible by the block size {}", (*x)[1]->str(), prod));
     }
   }
   for (int64_t i = 0; i < *spatial; ++i) out.push_back(image ? (*image)[i] : std::nullopt);
@@ -418,7 +420,8 @@ void resize(InferContext& c) {
   if (c.sinceVersion() >= 11 && c.hasInput(sizesIn)) {
     const auto* sizes = c.inputData(sizesIn);
     if (!sizes) return c.setOutput(0, c.inputDType(0), unknownAxes);
-    if (sizes->size() != axes.size()) c.fail(fmt::format("sizes has {} entries for {} axes", sizes->size(), axes.size()));
+    if (sizes->size() != axes.size())
+      c.fail(fmt::format("sizes has {} entries for {} axes", sizes->size(), axes.size()));
     std::string policy = c.attrString("keep_aspect_ratio_policy", "stretch");
     SymShape out = *x;
     if (policy == "stretch" || c.sinceVersion() < 18) {
@@ -442,7 +445,8 @@ void resize(InferContext& c) {
   auto scales = constFloats(c, scalesIn);
   if (!scales) return c.setOutput(0, c.inputDType(0), unknownAxes);
   if (scales->empty() && c.sinceVersion() >= 11) return c.setOutput(0, c.inputDType(0), unknownAxes);
-  if (scales->size() != axes.size()) c.fail(fmt::format("scales has {} entries for {} axes", scales->size(), axes.size()));
+  if (scales->size() != axes.size())
+    c.fail(fmt::format("scales has {} entries for {} axes", scales->size(), axes.size()));
   c.setOutput(0, c.inputDType(0), scaled(*x, axes, *scales));
 }
 

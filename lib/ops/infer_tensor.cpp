@@ -663,7 +663,8 @@ void compress(InferContext& c) {
   if (!s) return;
   const Attribute* a = c.attr("axis");
   SymDim kept = c.freshDim();
-  if (auto cond = c.inputInts(1)) kept = SymExpr(static_cast<int64_t>(std::count_if(cond->begin(), cond->end(), [](int64_t x) { return x != 0; })));
+  if (auto cond = c.inputInts(1))
+    kept = SymExpr(static_cast<int64_t>(std::count_if(cond->begin(), cond->end(), [](int64_t x) { return x != 0; })));
   if (!a) return c.setOutput(0, c.inputDType(0), {kept});
   SymShape out = *s;
   out[c.normalizeAxis(a->i, static_cast<int64_t>(s->size()))] = kept;

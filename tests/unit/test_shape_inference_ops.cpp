@@ -114,7 +114,8 @@ TEST_CASE("Slice of a static mask by symbolic bounds gives end - start", "[shape
   xs->setAttr(Attribute::ofInt("start", 1));
   Node* total = b.node("Add", {ps->output(0), xs->output(0)}, {"total"});
   Node* rows = b.node("Slice", {mask, ps->output(0), total->output(0), b.ints("axes0", {0})}, {"rows"});
-  Node* cols = b.node("Slice", {rows->output(0), b.ints("zero", {0}), total->output(0), b.ints("axes1", {1})}, {"cols"});
+  Node* cols =
+      b.node("Slice", {rows->output(0), b.ints("zero", {0}), total->output(0), b.ints("axes1", {1})}, {"cols"});
   b.infer();
   CHECK(typeOf(rows) == "tensor(bool)[seq,1024]");
   CHECK(typeOf(cols) == "tensor(bool)[seq,past+seq]");
@@ -206,10 +207,12 @@ TEST_CASE("Resize by constant scales and sizes; Upsample; GridSample; RoiAlign; 
   Node* bySize = b.node("Resize", {x, none, none, b.ints("sizes", {2}, {5, 7})}, {"r2"});
   bySize->setAttr(Attribute::ofInts("axes", {2, 3}));
   Node* grid = b.node("GridSample", {x, b.input("grid", DType::Float, {"n", "4", "6", "2"})}, {"gs"});
-  Node* roi = b.node("RoiAlign", {x, b.input("rois", DType::Float, {"r", "4"}), b.input("bi", DType::Int64, {"r"})}, {"roi"});
+  Value* rois = b.input("rois", DType::Float, {"r", "4"});
+  Node* roi = b.node("RoiAlign", {x, rois, b.input("bi", DType::Int64, {"r"})}, {"roi"});
   roi->setAttr(Attribute::ofInt("output_height", 7));
   roi->setAttr(Attribute::ofInt("output_width", 5));
-  Node* col = b.node("Col2Im", {b.input("cols", DType::Float, {"1", "12", "20"}), b.ints("image", {5, 6}), b.ints("block", {2, 2})}, {"col"});
+  Value* columns = b.input("cols", DType::Float, {"1", "12", "20"});
+  Node* col = b.node("Col2Im", {columns, b.ints("image", {5, 6}), b.ints("block", {2, 2})}, {"col"});
   b.infer();
   CHECK(typeOf(byScale) == "tensor(float)[n,3,5,2*w]");
   CHECK(typeOf(halfW) == "tensor(float)[n,3,10,floor(w/2)]");
@@ -249,12 +252,12 @@ TEST_CASE("Integer and quantized MatMul/Conv; Quantize/Dequantize types", "[shap
 TEST_CASE("RNN family: layouts, directions and hidden size", "[shape]") {
   Builder b(14);
   Value* x = b.input("x", DType::Float, {"seq", "batch", "10"});
-  Node* lstm = b.node("LSTM", {x, b.input("w", DType::Float, {"2", "32", "10"}), b.input("r", DType::Float, {"2", "32", "8"})},
-                      {"y", "yh", "yc"});
+  Value* w = b.input("w", DType::Float, {"2", "32", "10"});
+  Node* lstm = b.node("LSTM", {x, w, b.input("r", DType::Float, {"2", "32", "8"})}, {"y", "yh", "yc"});
   lstm->setAttr(Attribute::ofString("direction", "bidirectional"));
   Value* xb = b.input("xb", DType::Float, {"batch", "seq", "10"});
-  Node* gru = b.node("GRU", {xb, b.input("gw", DType::Float, {"1", "18", "10"}), b.input("gr", DType::Float, {"1", "18", "6"})},
-                     {"gy", "gyh"});
+  Value* gw = b.input("gw", DType::Float, {"1", "18", "10"});
+  Node* gru = b.node("GRU", {xb, gw, b.input("gr", DType::Float, {"1", "18", "6"})}, {"gy", "gyh"});
   gru->setAttr(Attribute::ofInt("layout", 1));
   gru->setAttr(Attribute::ofInt("hidden_size", 6));
   b.infer();
@@ -297,8 +300,8 @@ TEST_CASE("Losses, RMSNormalization, DFT, STFT, windows", "[shape]") {
   Node* irfft = b.node("DFT", {half}, {"irfft"});
   irfft->setAttr(Attribute::ofInt("onesided", 1));
   irfft->setAttr(Attribute::ofInt("inverse", 1));
-  Node* stft = b.node("STFT", {b.input("audio", DType::Float, {"1", "128", "1"}), b.ints("step", {}, {8}), nullptr, b.ints("frame", {}, {32})},
-                      {"spec"});
+  Value* audio = b.input("audio", DType::Float, {"1", "128", "1"});
+  Node* stft = b.node("STFT", {audio, b.ints("step", {}, {8}), nullptr, b.ints("frame", {}, {32})}, {"spec"});
   Node* win = b.node("HannWindow", {b.ints("size", {}, {10})}, {"win"});
   b.infer();
   CHECK(typeOf(mean, 0) == "tensor(float)[]");
@@ -429,8 +432,10 @@ TEST_CASE("malformed inputs to the new functions are findings, not crashes", "[s
   b.m->opsetImports.push_back({"ai.onnx.preview.training", 1, ""});
   Value* v = b.input("v", DType::Float, {"4"});
   b.node("GridSample", {v, v}, {"gs"})->name = "gs";
-  b.node("ArrayFeatureExtractor", {b.input("s", DType::Float, {}), b.ints("i", {0})}, {"afe"}, "ai.onnx.ml")->name = "afe";
-  b.node("Adam", {b.input("r", DType::Float, {}), b.input("t", DType::Int64, {})}, {"x"}, "ai.onnx.preview.training")->name = "adam";
+  Value* scalar = b.input("s", DType::Float, {});
+  b.node("ArrayFeatureExtractor", {scalar, b.ints("i", {0})}, {"afe"}, "ai.onnx.ml")->name = "afe";
+  Value* r = b.input("r", DType::Float, {});
+  b.node("Adam", {r, b.input("t", DType::Int64, {})}, {"x"}, "ai.onnx.preview.training")->name = "adam";
   b.node("DepthToSpace", {v}, {"d2s"})->name = "d2s";
   b.node("STFT", {b.input("scalar", DType::Float, {}), b.ints("step", {}, {2})}, {"spec"})->name = "stft";
   auto report = inferShapes(*b.m);
