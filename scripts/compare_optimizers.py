@@ -5,7 +5,8 @@ input model in onnxruntime (same random inputs), onnx.checker full check, and ti
 Symbolic input dims stay symbolic (no fixed shapes are given to any tool); inputs are made with
 batch-like dims 1, past-like dims 8 and other symbolic dims 16.
 
-usage: build/venv/bin/python scripts/compare_optimizers.py [MODEL...] [--onnxtool PATH] [--json OUT]
+usage: build/venv/bin/python scripts/compare_optimizers.py [MODEL...] [--onnxtool PATH] [--tools LIST]
+           [--onnxtool-args "ARGS"] [--json OUT]
        (default models: build/models/*.onnx, onnx's backend light models, testdata/models)
 """
 import argparse
@@ -89,10 +90,10 @@ def check_full(path):
         return "FAIL: " + str(e).splitlines()[0][:120]
 
 
-def optimize(tool, src, dst, onnxtool):
+def optimize(tool, src, dst, onnxtool, extra):
     t0 = time.perf_counter()
     if tool == "onnxtool":
-        cmd = [onnxtool, "optimize", src, "-o", dst, "--fuse"]
+        cmd = [onnxtool, "optimize", src, "-o", dst, "--fuse"] + extra
     else:
         cmd = [sys.executable, "-c", TOOL_SCRIPTS[tool], src, dst]
     try:
@@ -111,6 +112,7 @@ def main():
     ap.add_argument("models", nargs="*")
     ap.add_argument("--onnxtool", default=os.path.join(ROOT, "build", "onnxtool"))
     ap.add_argument("--tools", default="onnxtool,onnxsim,onnxslim")
+    ap.add_argument("--onnxtool-args", default="", help="extra arguments for onnxtool optimize (one string)")
     ap.add_argument("--json", help="write the results as JSON to this file")
     args = ap.parse_args()
     models = args.models
@@ -136,7 +138,7 @@ def main():
         cells = []
         for tool in tools:
             dst = os.path.join(tmp, f"{name}.{tool}.onnx")
-            out, err, secs = optimize(tool, src, dst, args.onnxtool)
+            out, err, secs = optimize(tool, src, dst, args.onnxtool, args.onnxtool_args.split())
             r = {"seconds": round(secs, 2)}
             if out is None:
                 r["error"] = err

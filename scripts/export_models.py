@@ -2,7 +2,9 @@
 """Exports the real-model test set with PyTorch (random weights, fixed seed) into a folder:
 resnet50, mobilenet_v2, efficientnet_b0 (torchvision, dynamic batch), bert_base and minilm
 (BERT-style encoders written here: embeddings, multi-head attention, erf GELU, LayerNorm; dynamic
-batch and sequence), gpt2_small_past (a GPT-2-style decoder with past key/value inputs).
+batch and sequence), gpt2_small_past (a GPT-2-style decoder with past key/value inputs),
+ocr_crnn (a PaddleOCR-style text recognizer: conv blocks with BatchNorm and hardswish, a
+bidirectional LSTM over the width, per-step class scores; dynamic batch and width).
 
 Needs torch and torchvision: Debian's python3-torch/python3-torchvision or PyPI's wheels. Not
 part of CI (torch is several hundred MB); run it by hand:
@@ -90,6 +92,27 @@ class Gpt2(nn.Module):
         return self.lnf(x), torch.stack(keys), torch.stack(values)
 
 
+class OcrCrnn(nn.Module):
+    """A PaddleOCR/CRNN-style recognizer: [batch, 3, 32, width] -> [width/4, batch, classes]."""
+
+    def __init__(self, classes=97, hidden=96):
+        super().__init__()
+
+        def block(cin, cout, stride):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.Hardswish())
+
+        self.backbone = nn.Sequential(block(3, 16, 1), block(16, 32, (2, 2)), block(32, 64, (2, 1)),
+                                      block(64, 96, (2, 2)), block(96, 128, (2, 1)),
+                                      nn.MaxPool2d((2, 1)))
+        self.rnn = nn.LSTM(128, hidden, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, image):
+        f = self.backbone(image).squeeze(2).permute(2, 0, 1)  # [steps, batch, channels]
+        y, _ = self.rnn(f)
+        return torch.softmax(self.head(y), dim=-1)
+
+
 def export(model, args, path, names_in, names_out, dynamic):
     model.eval()
     with torch.no_grad():
@@ -131,6 +154,9 @@ def main():
                {"input_ids": {0: "batch", 1: "seq"}, "past_key": {1: "batch", 3: "past"},
                 "past_value": {1: "batch", 3: "past"}, "hidden": {0: "batch", 1: "seq"},
                 "present_key": {1: "batch", 3: "total"}, "present_value": {1: "batch", 3: "total"}})
+    if want("ocr_crnn"):
+        export(OcrCrnn(), (torch.rand(1, 3, 32, 128),), os.path.join(a.out, "ocr_crnn.onnx"), ["image"], ["probs"],
+               {"image": {0: "batch", 3: "width"}, "probs": {0: "steps", 1: "batch"}})
 
 
 if __name__ == "__main__":
