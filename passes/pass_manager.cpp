@@ -197,8 +197,8 @@ std::string printPipeline(const Pipeline& p) {
 // Ordering lives here and only here. Cleanup first (so folding sees fewer nodes), folding, the
 // fusions, then cleanup again for what fusions leave behind; the manager repeats to a fixpoint.
 static const char* const kCleanup =
-    "eliminate-identity,eliminate-dead,eliminate-common-subexpressions,dedupe-initializers,"
-    "eliminate-unused-initializers";
+    "eliminate-identity,eliminate-default-inputs,eliminate-dead,eliminate-common-subexpressions,"
+    "dedupe-initializers,eliminate-unused-initializers";
 static const char* const kFolding = "fold-shapes,fold-constants";
 
 Pipeline fusionPipeline() {
