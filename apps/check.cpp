@@ -14,6 +14,7 @@
 #include "formats/model_io.h"
 #include "lib/checker.h"
 #include "lib/error.h"
+#include "lib/input_shapes.h"
 
 namespace onnxtool::app {
 
@@ -26,6 +27,7 @@ constexpr int kCheckSchemaVersion = 1;
 struct CheckOptions {
   std::vector<std::string> inputs;
   bool json = false;
+  std::vector<std::string> inputShapes;  // --shape NAME=DIMS
 };
 
 json diagnosticsJson(const std::vector<Diagnostic>& ds, Diagnostic::Severity sev) {
@@ -48,7 +50,7 @@ bool quietSummary() { return spdlog::get_level() >= spdlog::level::err; }
 
 /// Checks one model; returns its exit code. Unreadable input is reported here (not thrown) so
 /// that the remaining models are still checked.
-int checkOne(const std::string& path, bool asJson) {
+int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeSpec>& specs) {
   std::unique_ptr<Model> model;
   std::string loadError;
   try {
@@ -56,7 +58,9 @@ int checkOne(const std::string& path, bool asJson) {
     lo.loadExternalData = true;
     lo.strictExternalData = false;
     model = loadModel(path, lo);
+    applyInputShapes(*model, specs);
   } catch (const Error& e) {
+    model.reset();
     loadError = e.what();
   } catch (const std::bad_alloc&) {
     loadError = fmt::format("{}: out of memory while loading", path);
@@ -64,6 +68,7 @@ int checkOne(const std::string& path, bool asJson) {
   if (!model) {
     if (asJson) {
       printLine(json{{"schema_version", kCheckSchemaVersion},
+                     {"model", path == "-" ? "<stdin>" : path},
                      {"file", path == "-" ? "<stdin>" : path},
                      {"readable", false},
                      {"valid", false},
@@ -79,6 +84,7 @@ int checkOne(const std::string& path, bool asJson) {
   for (const Diagnostic& d : ds) (d.severity == Diagnostic::Severity::Error ? errors : warnings)++;
   if (asJson) {
     printLine(json{{"schema_version", kCheckSchemaVersion},
+                   {"model", model->path},
                    {"file", model->path},
                    {"readable", true},
                    {"valid", errors == 0},
@@ -99,8 +105,9 @@ int checkOne(const std::string& path, bool asJson) {
 
 int runCheck(const CheckOptions& o) {
   int worst = kOk;
+  auto specs = parseInputShapes(o.inputShapes);
   for (const std::string& path : o.inputs) {
-    int rc = checkOne(path, o.json);
+    int rc = checkOne(path, o.json, specs);
     if (rc > worst) worst = rc;
   }
   return worst;
@@ -114,7 +121,8 @@ std::function<int()> addCheck(CLI::App& app) {
   sub->add_option("MODEL", o->inputs, "Model(s) to check (.onnx, - for stdin); each is checked on its own")->required();
   sub->add_flag("--json", o->json,
                 "One JSON document per model on stdout, one line each: "
-                "{schema_version, file, readable, valid, errors[], warnings[]}");
+                "{schema_version, model, file, readable, valid, errors[], warnings[]}");
+  addShapeOption(sub, o->inputShapes);
   sub->footer(
       "Each finding is one line on stdout:\n"
       "  FILE: node 'NAME' (OP): what is wrong, what was expected\n"

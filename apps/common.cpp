@@ -1,57 +1,121 @@
-// common.cpp: error-to-exit-code mapping shared by the subcommands.
+// common.cpp: error-to-exit-code mapping and the options the subcommands share.
 #include "apps/common.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <new>
-
-#include <spdlog/spdlog.h>
-
-#include "lib/error.h"
-
 #include <string>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "formats/atomic_file.h"
+#include "lib/checker.h"
+#include "lib/error.h"
+
 namespace onnxtool::app {
+
+void printError(const std::string& message) {
+  std::fflush(stdout);
+  fmt::print(stderr, "onnxtool: error: {}\n", message);
+}
+
+namespace {
+
+/// "filesystem error: cannot create directories: Not a directory [out]" -> "out: cannot create
+/// directories: Not a directory".
+std::string filesystemMessage(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  constexpr std::string_view kPrefix = "filesystem error: ";
+  if (what.starts_with(kPrefix)) what = what.substr(kPrefix.size());
+  if (auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
+  std::string path = e.path1().string();
+  return path.empty() ? what : fmt::format("{}: {}", path, what);
+}
+
+}  // namespace
 
 int runGuarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const Error& e) {
-    spdlog::error("{}", e.what());
+    if (e.kind() == ErrorKind::OutputClosed) return kOk;  // `| head` read what it wanted
+    printError(e.what());
     return e.kind() == ErrorKind::Unsupported ? kUnsupported : kUsage;
+  } catch (const std::filesystem::filesystem_error& e) {
+    printError(filesystemMessage(e));
+    return kUsage;
   } catch (const std::bad_alloc&) {
-    spdlog::error("out of memory");
+    printError("out of memory");
     return kUsage;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    printError(e.what());
     return kUsage;
   }
 }
 
-ShapeSpec parseShapeSpec(const std::string& spec) {
-  auto eq = spec.rfind('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 > spec.size())
-    fail(ErrorKind::InvalidInput, "--shape '{}': expected NAME=DIMS, e.g. input_ids=1x128 or input_ids=batch,seq", spec);
-  ShapeSpec s;
-  s.name = spec.substr(0, eq);
-  std::string dims = spec.substr(eq + 1);
-  if (dims.empty() || dims == "scalar") return s;  // rank 0
-  std::string cur;
-  for (size_t i = 0; i <= dims.size(); ++i) {
-    if (i == dims.size() || dims[i] == 'x' || dims[i] == ',') {
-      // 'x' separates only between numbers ("1x128"); inside a symbol it is a letter
-      bool numericSoFar = !cur.empty() && cur.find_first_not_of("0123456789") == std::string::npos;
-      if (i < dims.size() && dims[i] == 'x' && !numericSoFar) {
-        cur += 'x';
-        continue;
-      }
-      if (cur.empty()) fail(ErrorKind::InvalidInput, "--shape '{}': empty dimension", spec);
-      s.dims.push_back(cur);
-      cur.clear();
-    } else {
-      cur += dims[i];
-    }
+CLI::Validator nonNegative() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        double d = std::strtod(v.c_str(), &end);
+        if (v.empty() || !end || *end != '\0' || !std::isfinite(d) || d < 0 || v[0] == '-')
+          return fmt::format("must be a number >= 0, got '{}'", v);
+        return {};
+      },
+      "NUMBER>=0");
+}
+
+CLI::Option* addShapeOption(CLI::App* sub, std::vector<std::string>& dest) {
+  return sub
+      ->add_option("--shape", dest,
+                   "Set input NAME's dims before anything else (repeatable): integers fix dims, names rename "
+                   "symbolic dims everywhere the model uses them, ? leaves one unknown; e.g. input_ids=1x128, "
+                   "input=N,3,224,224")
+      ->type_name("NAME=DIMS")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest) {
+  return sub->add_flag("--allow-newer-opset", dest,
+                       "Go on (with a warning) when the model's opset is newer than this build knows; its ops are "
+                       "then read with the newest schemas known");
+}
+
+void requireKnownOpsets(const Model& model, bool allowNewer) {
+  std::string newer = newerOpsetThanKnown(model);
+  if (newer.empty()) return;
+  std::string name = model.path == "-" ? "<stdin>" : model.path;
+  if (allowNewer) {
+    spdlog::warn("{}: {}; going on as --allow-newer-opset asks", name, newer);
+    return;
   }
-  return s;
+  fail(ErrorKind::Unsupported, "{}: {} (--allow-newer-opset goes on anyway)", name, newer);
+}
+
+void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      const auto& [whatA, a] = outputs[i];
+      const auto& [whatB, b] = outputs[j];
+      if (a.empty() || b.empty() || a == "-" || b == "-") continue;
+      if (samePath(a, b))
+        fail(ErrorKind::InvalidInput, "{} '{}' and {} '{}' are the same file; nothing was written", whatA, a, whatB, b);
+    }
+}
+
+ModelInputOptions modelInputOptions(const InputOptions& o) {
+  ModelInputOptions m;
+  m.files = o.inputs;
+  m.testDataDir = o.inputsDir;
+  m.random = o.random;
+  m.seed = o.seed.value_or(0);
+  return m;
 }
 
 }  // namespace onnxtool::app

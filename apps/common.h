@@ -1,5 +1,7 @@
 // common.h: what every subcommand shares: exit codes, the subcommand table entry, running a
-// subcommand body with errors mapped to exit codes, and --shape parsing.
+// subcommand body with errors mapped to exit codes, and the options several subcommands take in
+// one spelling (--shape, the input options, --allow-newer-opset). The work itself is in the
+// library: lib/input_shapes.h (--shape), formats/model_inputs.h (inputs), formats/model_io.h.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "exec/value.h"
+#include "formats/model_inputs.h"
 #include "lib/ir.h"
 
 namespace onnxtool::app {
@@ -30,32 +33,41 @@ struct Subcommand {
   std::function<std::function<int()>(CLI::App&)> add;
 };
 
-/// Runs `body`, turning library errors and exceptions into a one-line message on stderr and an
-/// exit code (Error(InvalidInput/Io) -> 2, Error(Unsupported) -> 3, anything else -> 2).
+/// Runs `body`, turning library errors and exceptions into one line on stderr,
+/// `onnxtool: error: <what>: <why>`, and an exit code (Error(InvalidInput/Io) -> 2,
+/// Error(Unsupported) -> 3, a closed standard output -> 0 quietly, anything else -> 2).
 int runGuarded(const std::function<int()>& body);
 
-/// A `--shape NAME=DIMS` value: DIMS like `1x128`, `1,128` or `batch,seq` (a name keeps or names a
-/// symbolic dim, `?` leaves it unknown). Throws Error(InvalidInput) on a malformed spec.
-struct ShapeSpec {
-  std::string name;
-  std::vector<std::string> dims;  ///< each a decimal number, a symbol, or "?"
-};
-ShapeSpec parseShapeSpec(const std::string& spec);
+/// Prints `onnxtool: error: MESSAGE` on stderr (also under -q).
+void printError(const std::string& message);
+
+/// Validates a number option: a finite number >= 0 ("--rtol: must be a number >= 0, got -1").
+CLI::Validator nonNegative();
+
+/// Adds `--shape NAME=DIMS` (repeatable) with the one help text every subcommand shares.
+CLI::Option* addShapeOption(CLI::App* sub, std::vector<std::string>& dest);
+
+/// Adds --allow-newer-opset; requireKnownOpsets() then warns instead of failing.
+CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest);
+/// Executing or rewriting a model whose opset is newer than the registry: Error(Unsupported)
+/// naming the domain and version (exit 3), or a warning when `allowNewer`.
+void requireKnownOpsets(const Model& model, bool allowNewer);
+
+/// Refuses (Error(InvalidInput), exit 2) before anything is written when two outputs of one
+/// command name the same file. Each entry: what the output is ("-o", "--external-data") and its
+/// path; "-" (standard output) and empty paths are skipped.
+void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
 /// Where a subcommand that runs a model gets its inputs: -i files, a test-layout folder, random
-/// values, and --shape dims for random inputs (run, optimize --verify; later bench).
+/// values (run, optimize --verify; later bench).
 struct InputOptions {
   std::vector<std::string> inputs;  ///< -i FILE or NAME=FILE
   std::string inputsDir;            ///< --inputs-dir (input_0.pb, ...)
   bool random = false;              ///< fill inputs not given with random values
   std::optional<uint64_t> seed;
-  std::vector<std::string> shapes;  ///< --shape NAME=DIMS (numbers) for random inputs
 };
-/// Collects inputs into `feeds` (name -> value); throws Error(InvalidInput) naming the input or
-/// file on a mismatch. Random inputs use the declared dims, symbolic ones as 1 unless --shape.
-void gatherInputs(const onnxtool::Graph& g, const InputOptions& o, std::map<std::string, onnxtool::RtValue>& feeds);
-/// The graph inputs a caller must feed (those without an initializer).
-std::vector<const onnxtool::ValueInfoEntry*> feedable(const onnxtool::Graph& g);
+/// The library's ModelInputOptions for these options.
+ModelInputOptions modelInputOptions(const InputOptions& o);
 
 // One function per subcommand file.
 std::function<int()> addInspect(CLI::App& app);

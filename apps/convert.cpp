@@ -6,8 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/common.h"
+#include <filesystem>
+
 #include "formats/model_io.h"
 #include "lib/error.h"
+#include "lib/input_shapes.h"
 #include "lib/shape_inference.h"
 
 namespace onnxtool::app {
@@ -39,19 +42,20 @@ int runConvert(const ConvertOptions& o) {
   bool text = o.to == "text" || (o.to.empty() && isTextModelPath(o.output));
   if (text && (o.externalFlag || o.inlineAll))
     fail(ErrorKind::InvalidInput, "--external-data and --inline apply to binary output; text output holds every tensor inline");
+  auto specs = parseInputShapes(o.inputShapes);
+  if (o.externalFlag && !text) {
+    // The data file is named relative to the output's folder (default OUTPUT.data).
+    std::filesystem::path out(o.output);
+    std::string data = o.externalData && !o.externalData->empty() ? *o.externalData : out.filename().string() + ".data";
+    requireDistinctOutputs({{"-o", o.output}, {"--external-data", (out.parent_path() / data).string()}});
+  }
   auto model = loadModel(o.input);
+  applyInputShapes(*model, specs);
   if (o.inferShapes) {
-    InferOptions infer;
-    for (const std::string& spec : o.inputShapes) {
-      ShapeSpec sp = parseShapeSpec(spec);  // 1x128, 1,128 and batch,seq alike
-      infer.inputDims[sp.name] = sp.dims;
-    }
-    InferReport report = inferShapes(*model, infer);
+    InferReport report = inferShapes(*model);
     for (const std::string& e : report.errors) spdlog::warn("{}", e);
     writeInferredValueInfos(*model);
     spdlog::info("inferred shapes: {} of {} values fully known", report.valuesFullyKnown, report.valuesTotal);
-  } else if (!o.inputShapes.empty()) {
-    fail(ErrorKind::InvalidInput, "--shape needs --infer-shapes");
   }
   if (text) saveModelText(*model, o.output);
   else saveModel(*model, o.output, save);
@@ -69,16 +73,12 @@ std::function<int()> addConvert(CLI::App& app) {
   sub->add_option("--external-data", o->externalData,
                   "Move tensors of at least --size-threshold bytes to external file FILE (default: OUTPUT.data)")
       ->expected(0, 1);
-  sub->add_option("--size-threshold", o->sizeThreshold, "Smallest tensor moved to external data, in bytes (default 1024)");
+  sub->add_option("--size-threshold", o->sizeThreshold, "Smallest tensor moved to external data, in bytes (default 1024)")
+      ->check(nonNegative());
   sub->add_flag("--inline", o->inlineAll, "Move all external data into the model file (fails over 2 GiB)");
   sub->add_flag("--infer-shapes", o->inferShapes,
                 "Infer types and shapes of every value and store them as value_info");
-  sub->add_option("--shape", o->inputShapes,
-                  "With --infer-shapes: set input NAME's dims, e.g. input_ids=batch,128 (? for unknown)")
-      ->type_name("NAME=DIMS")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  addShapeOption(sub, o->inputShapes);
   sub->add_option("--to", o->to, "Output format: onnx (binary protobuf) or text (ONNX textual syntax); default: text when OUTPUT ends in .onnxtxt, else onnx")
       ->check(CLI::IsMember({"onnx", "text"}));
   sub->footer("Exit codes: 0 success, 2 invalid input or usage error, 3 a model the textual syntax cannot hold (sparse tensors).");

@@ -16,6 +16,7 @@
 #include "apps/common.h"
 #include "formats/model_io.h"
 #include "lib/ir.h"
+#include "lib/input_shapes.h"
 #include "lib/shape_inference.h"
 
 namespace onnxtool::app {
@@ -186,7 +187,8 @@ json shapesJson(const ShapesResult& r) {
 json buildJson(const Model& m, const InspectOptions& o, const std::optional<ShapesResult>& shapes) {
   json j;
   j["schema_version"] = kInspectSchemaVersion;
-  j["file"] = m.path;
+  j["model"] = m.path;  // the key every subcommand uses
+  j["file"] = m.path;   // schema 1's name, kept
   j["file_size"] = m.fileSize;
   j["ir_version"] = m.irVersion;
   json opsets = json::object();
@@ -346,13 +348,9 @@ void printHuman(const Model& m, const InspectOptions& o, const std::optional<Sha
 /// Runs inference (with the --shape dims) over the model; afterwards inputs and outputs show the
 /// types after inference, which are the declared ones or more specific.
 ShapesResult inferForInspect(Model& m, const InspectOptions& o) {
-  InferOptions io;
-  for (const std::string& spec : o.inputShapes) {
-    ShapeSpec s = parseShapeSpec(spec);
-    io.inputDims[s.name] = s.dims;
-  }
+  (void)o;
   ShapesResult r;
-  r.report = inferShapes(m, io);
+  r.report = inferShapes(m);
   if (m.graph) collectValues(*m.graph, "", r.values);
   for (const auto& lv : r.values) r.fullyKnown += fullyKnown(lv.value->type()) ? 1 : 0;
   return r;
@@ -361,7 +359,9 @@ ShapesResult inferForInspect(Model& m, const InspectOptions& o) {
 int runInspect(const InspectOptions& o) {
   LoadOptions lo;
   lo.loadExternalData = false;
+  auto specs = parseInputShapes(o.inputShapes);
   auto model = loadModel(o.input, lo);
+  applyInputShapes(*model, specs);
   std::optional<ShapesResult> shapes;
   if (o.shapes || !o.inputShapes.empty()) shapes = inferForInspect(*model, o);
   if (o.json) {
@@ -386,13 +386,7 @@ std::function<int()> addInspect(CLI::App& app) {
   sub->add_flag("--shapes", o->shapes,
                 "Infer types and shapes: list every value (inputs, node outputs, subgraphs), the first "
                 "value inference could not resolve and why, and its errors");
-  sub->add_option("--shape", o->inputShapes,
-                  "Set input NAME's dims before inference, e.g. input_ids=1x128 or input_ids=batch,seq "
-                  "(? for unknown); repeatable")
-      ->type_name("NAME=DIMS")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // expected(1) alone keeps one occurrence
+  addShapeOption(sub, o->inputShapes);
   sub->footer(
       "With --shape or --shapes, inputs and outputs show the types after inference.\n"
       "Exit codes: 0 success (also when inference finds errors: `check` judges), 2 unreadable or\n"

@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -26,7 +30,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::warn);
 
-  CLI::App app{"onnxtool: inspect, check, optimize and run ONNX models", "onnxtool"};
+  CLI::App app{"onnxtool: inspect, check, convert, optimize and run ONNX models", "onnxtool"};
   app.set_version_flag("--version", std::string("onnxtool ") + ONNXTOOL_VERSION);
   app.require_subcommand(1);
   app.fallthrough();
@@ -42,6 +46,22 @@ int main(int argc, char** argv) {
     auto body = s.add(app);
     app.get_subcommand(s.name)->callback([&selected, body] { selected = body; });
   }
+  // The first word that is not a global flag must name a subcommand.
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a.starts_with("-")) continue;
+    bool known = false;
+    std::string names;
+    for (const Subcommand& s : kSubcommands) {
+      known |= a == s.name;
+      names += (names.empty() ? "" : ", ") + std::string(s.name);
+    }
+    if (!known) {
+      printError(fmt::format("unknown subcommand '{}'; the subcommands are: {} (see onnxtool --help)", a, names));
+      return kUsage;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -51,7 +71,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // One line in our format; CLI11's own messages name the option or argument.
+    std::string sub;
+    for (const CLI::App* s : app.get_subcommands()) sub = s->get_name();
+    printError(fmt::format("{} (see onnxtool {}--help)", e.what(), sub.empty() ? "" : sub + " "));
     return kUsage;
   }
   if (quiet) spdlog::set_level(spdlog::level::err);

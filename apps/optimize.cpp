@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,7 @@
 #include "formats/model_io.h"
 #include "formats/onnx_text.h"
 #include "lib/error.h"
+#include "lib/input_shapes.h"
 #include "passes/pass_manager.h"
 
 namespace onnxtool::app {
@@ -45,7 +47,12 @@ struct OptimizeOptions : InputOptions {
   std::vector<std::string> fixShapes;  // --shape NAME=DIMS applied to the model
   std::string to;                      // --to onnx|text; "" infers from the output name
   std::vector<std::string> printAfter;  // --print-after NAME
+  bool levelGiven = false;              // -O was on the command line
+  bool keepFailed = false;              // --keep-failed
+  bool allowNewerOpset = false;
 };
+
+bool quiet() { return spdlog::get_level() >= spdlog::level::err; }
 
 struct Summary {
   std::map<std::string, int64_t> ops;
@@ -90,30 +97,19 @@ void printTable(const Summary& a, const Summary& b) {
   std::fputs(out.c_str(), stderr);
 }
 
-/// Sets graph input dims from --shape NAME=DIMS (a number fixes a dim, a name renames it).
-void applyShapes(Model& m, const std::vector<std::string>& specs) {
-  for (const std::string& spec : specs) {
-    ShapeSpec s = parseShapeSpec(spec);
-    ValueInfoEntry* entry = nullptr;
-    for (ValueInfoEntry& e : m.graph->inputs())
-      if (e.value && e.value->name() == s.name) entry = &e;
-    if (!entry) fail(ErrorKind::InvalidInput, "--shape {}: the model has no input '{}'", spec, s.name);
-    TypeInfo t = entry->type();
-    if (!t.isTensor()) fail(ErrorKind::InvalidInput, "--shape {}: input '{}' is not a tensor", spec, s.name);
-    if (t.shape.hasRank && t.shape.rank() != s.dims.size())
-      fail(ErrorKind::InvalidInput, "--shape {}: input '{}' has rank {}, got {} dims", spec, s.name, t.shape.rank(),
-           s.dims.size());
-    t.shape.hasRank = true;
-    t.shape.dims.resize(s.dims.size());
-    for (size_t i = 0; i < s.dims.size(); ++i) {
-      const std::string& d = s.dims[i];
-      if (d == "?") t.shape.dims[i] = Dim();
-      else if (d.find_first_not_of("0123456789") == std::string::npos) t.shape.dims[i] = Dim::ofValue(std::stoll(d));
-      else t.shape.dims[i] = Dim::ofParam(d);
-    }
-    entry->typeOverride.reset();
-    entry->value->setType(t);
-  }
+/// One input set of --verify with the input model's outputs on it.
+struct VerifySet {
+  std::string what;  ///< "symbolic dims 3"
+  std::map<std::string, RtValue> feeds;
+  std::vector<RtValue> expected;
+};
+
+bool hasSymbolicInput(const Graph& g) {
+  for (const ValueInfoEntry* e : feedableInputs(g))
+    if (e->type().isTensor() && e->type().shape.hasRank)
+      for (const Dim& d : e->type().shape.dims)
+        if (!d.isValue()) return true;
+  return false;
 }
 
 /// Runs the main graph on the reference executor.
@@ -149,6 +145,8 @@ int runOptimize(const OptimizeOptions& o) {
     }
     return kOk;
   }
+  if (!o.passes.empty() && o.levelGiven)
+    fail(ErrorKind::InvalidInput, "--passes and -O{} exclude each other: --passes gives the whole pipeline", o.level);
   Pipeline pipeline = o.passes.empty() ? presetPipeline(o.level, o.fuse) : parsePipeline(o.passes);
   if (!o.passes.empty() && o.fuse) {
     Pipeline f = fusionPipeline();
@@ -161,22 +159,46 @@ int runOptimize(const OptimizeOptions& o) {
   if (o.input.empty()) fail(ErrorKind::InvalidInput, "optimize: MODEL is required");
   if (o.output.empty() && !o.printPipeline) fail(ErrorKind::InvalidInput, "optimize: -o OUTPUT is required");
 
+  auto specs = parseInputShapes(o.fixShapes);
   auto model = loadModel(o.input);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
-  applyShapes(*model, o.fixShapes);
+  requireKnownOpsets(*model, o.allowNewerOpset);
+  applyInputShapes(*model, specs);
   Summary before = summarize(*model);
   before.fileSize = model->fileSize;
+  // The culprit search of a failed --verify starts again from the input: keep a copy of a model
+  // that came from standard input (a file is loaded again).
+  std::string stdinCopy;
+  if (o.verify && o.input == "-") stdinCopy = serializeModel(*model);
 
-  // --verify: reference outputs of the input model first (the passes rewrite it in place).
-  std::map<std::string, RtValue> feeds;
-  std::vector<RtValue> expected;
+  // --verify: reference outputs of the input model first (the passes rewrite it in place), on
+  // two input sets: symbolic dims 1 (with the -i files), and symbolic dims 3, since a folding
+  // that wrongly fixes a dim to 1 is invisible at 1.
+  std::vector<VerifySet> sets;
   if (o.verify) {
-    InputOptions in = o;
-    in.random = true;
-    in.shapes.clear();
-    for (const std::string& s : o.shapes) in.shapes.push_back(s);
-    gatherInputs(*model->graph, in, feeds);
-    expected = runRef(*model, feeds);
+    for (int64_t size : {int64_t{1}, int64_t{3}}) {
+      ModelInputOptions in = modelInputOptions(o);
+      in.random = true;
+      in.symbolicDim = size;
+      if (size != 1) {
+        in.files.clear();
+        in.testDataDir.clear();
+        if (!hasSymbolicInput(*model->graph)) break;
+        in.seed += 1;
+      }
+      VerifySet set;
+      set.feeds = gatherModelInputs(*model->graph, in);
+      try {
+        set.expected = runRef(*model, set.feeds);
+      } catch (const Error& e) {
+        if (size == 1) throw;
+        spdlog::info("--verify: the input model does not run with symbolic dims of {} ({}); checking size 1 only", size,
+                     e.what());
+        break;
+      }
+      set.what = size == 1 ? "symbolic dims 1" : fmt::format("symbolic dims {}", size);
+      sets.push_back(std::move(set));
+    }
   }
 
   if (!pipeline.passes.empty()) {
@@ -202,26 +224,59 @@ int runOptimize(const OptimizeOptions& o) {
     };
   }
   PassRunReport report = runPipeline(*model, pipeline, pm);
-  if (report.bisectStopped)
-    spdlog::warn("--bisect {}: stopped after {} rewrites; the last: {} (pass {})", o.bisect, report.rewrites,
-                 report.lastRewrite.empty() ? "none" : report.lastRewrite, report.lastRewritePass);
+  if (report.bisectStopped) {
+    if (report.lastRewrite.empty())
+      spdlog::warn("--bisect {}: stopped before the first rewrite", o.bisect);
+    else
+      spdlog::warn("--bisect {}: stopped after {} rewrites; the last: {} (pass {})", o.bisect, report.rewrites,
+                   report.lastRewrite, report.lastRewritePass);
+  }
 
   int rc = kOk;
   json verifyJson;
+  bool verifyFailed = false;
   if (o.verify) {
     double maxAbs = 0;
-    std::string diff = differs(*model, runRef(*model, feeds), expected, o.rtol, o.atol, &maxAbs);
-    verifyJson = {{"ok", diff.empty()}, {"max_abs_error", maxAbs}, {"rtol", o.rtol}, {"atol", o.atol}};
+    std::string diff;
+    for (const VerifySet& set : sets) {
+      std::vector<RtValue> got;
+      try {
+        got = runRef(*model, set.feeds);
+      } catch (const Error& e) {
+        diff = fmt::format("the optimized model fails to run with {}: {}", set.what, e.what());
+        break;
+      }
+      diff = differs(*model, got, set.expected, o.rtol, o.atol, &maxAbs);
+      if (!diff.empty()) {
+        diff += fmt::format(" (with {})", set.what);
+        break;
+      }
+    }
+    json setsJson = json::array();
+    for (const VerifySet& set : sets) setsJson.push_back(set.what);
+    verifyJson = {{"ok", diff.empty()}, {"max_abs_error", maxAbs}, {"rtol", o.rtol}, {"atol", o.atol},
+                  {"input_sets", setsJson}};
+    if (diff.empty() && !quiet())
+      fmt::print(stderr, "verify: outputs equal on {} input set{} ({}; max abs diff {:.2g})\n", sets.size(),
+                 sets.size() == 1 ? "" : "s", fmt::join(setsJson, ", "), maxAbs);
     if (!diff.empty()) {
       // Re-run from the input, checking after every pass, to name the first one that changed outputs.
-      auto fresh = loadModel(o.input);
-      applyShapes(*fresh, o.fixShapes);
+      auto fresh = stdinCopy.empty() ? loadModel(o.input) : loadModelFromBytes(stdinCopy, ".", "<stdin>");
+      applyInputShapes(*fresh, specs);
       promoteIr3Initializers(*fresh);
       std::string culprit;
       PassManagerOptions again = pm;
       again.afterPass = [&](const std::string& pass, int iteration, Model& m) {
         if (!culprit.empty()) return;
-        std::string d = differs(m, runRef(m, feeds), expected, o.rtol, o.atol, nullptr);
+        std::string d;
+        for (const VerifySet& set : sets) {
+          try {
+            d = differs(m, runRef(m, set.feeds), set.expected, o.rtol, o.atol, nullptr);
+          } catch (const Error& e) {
+            d = e.what();
+          }
+          if (!d.empty()) break;
+        }
         if (!d.empty()) {
           culprit = fmt::format("{} (iteration {})", pass, iteration + 1);
           throw Error(ErrorKind::Internal, "stop");
@@ -233,21 +288,24 @@ int runOptimize(const OptimizeOptions& o) {
         if (culprit.empty()) throw;
       }
       verifyJson["first_differing_pass"] = culprit;
-      fmt::print(stderr, "onnxtool: --verify: outputs differ after optimization: {}; first pass that changed them: {}\n",
-                 diff, culprit.empty() ? "not found" : culprit);
+      fmt::print(stderr, "onnxtool: --verify: outputs differ after optimization: {}; first pass that changed them: {}{}\n",
+                 diff, culprit.empty() ? "not found" : culprit,
+                 o.keepFailed ? "" : "; nothing was written (--keep-failed writes it anyway)");
       rc = kFinding;
+      verifyFailed = true;
     }
   }
 
-  if (o.to == "text" || (o.to.empty() && isTextModelPath(o.output))) {
-    saveModelText(*model, o.output);
-  } else {
-    SaveOptions save;
-    saveModel(*model, o.output, save);
-  }
   Summary after = summarize(*model);
-  std::error_code ec;
-  if (o.output != "-") after.fileSize = fs::file_size(o.output, ec);
+  bool written = !verifyFailed || o.keepFailed;
+  if (written && (o.to == "text" || (o.to.empty() && isTextModelPath(o.output)))) {
+    saveModelText(*model, o.output);
+    std::error_code ec;
+    if (o.output != "-") after.fileSize = fs::file_size(o.output, ec);
+  } else if (written) {
+    SaveOptions save;
+    after.fileSize = saveModel(*model, o.output, save);
+  }
 
   if (o.json) {
     json passes = json::array();
@@ -257,7 +315,7 @@ int runOptimize(const OptimizeOptions& o) {
       passes.push_back({{"name", name}, {"rewrites", s.rewrites}, {"seconds", s.seconds}, {"counters", counters}});
     }
     json doc{{"schema_version", 1},         {"model", o.input},
-             {"output", o.output},          {"pipeline", printPipeline(pipeline)},
+             {"output", written ? json(o.output) : json(nullptr)}, {"pipeline", printPipeline(pipeline)},
              {"iterations", report.iterations}, {"rewrites", report.rewrites},
              {"before", summaryJson(before)}, {"after", summaryJson(after)},
              {"passes", passes}};
@@ -266,10 +324,10 @@ int runOptimize(const OptimizeOptions& o) {
     // stdout carries the model when -o -; the JSON then goes to stderr.
     std::FILE* out = o.output == "-" ? stderr : stdout;
     std::fputs((doc.dump(2) + "\n").c_str(), out);
-  } else {
-    if (!o.json) printTable(before, after);
+  } else if (!quiet()) {
+    printTable(before, after);
   }
-  if (o.stats) {
+  if (o.stats && !quiet()) {
     std::string s = fmt::format("{:<34} {:>9} {:>10}  counters\n", "pass", "rewrites", "ms");
     for (const auto& [name, st] : report.stats) {
       std::string counters;
@@ -291,43 +349,44 @@ std::function<int()> addOptimize(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)");
   sub->add_option("--to", o->to, "Output format: onnx or text (ONNX textual syntax); default: text when OUTPUT ends in .onnxtxt")
       ->check(CLI::IsMember({"onnx", "text"}));
-  sub->add_option("-O", o->level, "Preset: -O0 nothing, -O1 cleanup, -O2 cleanup + folding (default), -O3 adds fusions")
-      ->check(CLI::Range(0, 3));
+  CLI::Option* levelOpt =
+      sub->add_option("-O", o->level, "Preset: -O0 nothing, -O1 cleanup, -O2 cleanup + folding (default), -O3 adds fusions")
+          ->check(CLI::Range(0, 3));
   sub->add_flag("--fuse", o->fuse, "Add the fusion passes (standard ONNX ops only) to the preset or --passes");
-  sub->add_option("--passes", o->passes, "Pipeline text instead of a preset: 'fold-constants,fuse-conv-bn{key=value}'");
+  sub->add_option("--passes", o->passes,
+                  "Pipeline text instead of a preset (not with -O): 'fold-constants,fuse-conv-bn{key=value}'");
   sub->add_flag("--print-pipeline", o->printPipeline, "Print the expanded pipeline (valid --passes text) to stdout");
   sub->add_flag("--list-passes", o->listPasses, "List every pass with a one-line summary and its options");
   sub->add_option("--disable", o->disabled, "Skip pass NAME (repeatable)")->type_name("NAME")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--max-iterations", o->maxIterations, "Repeat the pipeline until nothing changes, at most N times (default 8)");
+  sub->add_option("--max-iterations", o->maxIterations, "Repeat the pipeline until nothing changes, at most N times (default 8)")
+      ->check(CLI::Range(1, 1000000));
   sub->add_flag("--verify-each", o->verifyEach, "Check the model structurally and infer shapes after every pass");
   sub->add_option("--print-after", o->printAfter,
                   "Print the graph as text to stderr after each run of pass NAME that changed it ('all': every pass; "
                   "tensors over 16 elements elided)")
       ->type_name("NAME")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--stats", o->stats, "Print rewrites, time and counters per pass to stderr");
-  sub->add_option("--bisect", o->bisect, "Stop after N rewrites (find the rewrite that breaks a model)");
+  sub->add_option("--bisect", o->bisect, "Stop after N rewrites (find the rewrite that breaks a model; 0: before the first)")
+      ->check(nonNegative());
   sub->add_flag("--verify", o->verify,
-                "Run the input and output models on the reference executor (random or -i inputs); exit 1 if they "
-                "differ, naming the first pass that changed the outputs");
+                "Run the input and output models on the reference executor (random or -i inputs, symbolic dims 1, "
+                "then random inputs with symbolic dims 3); exit 1 if dtypes, shapes or values differ, naming the "
+                "first pass that changed the outputs, and write nothing");
+  sub->add_flag("--keep-failed", o->keepFailed, "With --verify: write the output even when verification fails");
   sub->add_option("-i,--input", o->inputs, "With --verify: input FILE or NAME=FILE (.npy, .pb, .npz, .json)")
       ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--seed", o->seed, "With --verify: seed of the random inputs (default 0)");
-  sub->add_option("--rtol", o->rtol, "With --verify: relative tolerance (default 1e-4)");
-  sub->add_option("--atol", o->atol, "With --verify: absolute tolerance (default 1e-5)");
-  sub->add_option("--shape", o->fixShapes,
-                  "Set input NAME's dims in the model before optimizing: 1x128 fixes them, batch,seq names them (? unknown)")
-      ->type_name("NAME=DIMS")->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_flag("--json", o->json, "Print the before/after summary and per-pass statistics as JSON to stdout");
+  sub->add_option("--seed", o->seed, "With --verify: seed of the random inputs (default 0)")->check(nonNegative());
+  sub->add_option("--rtol", o->rtol, "With --verify: relative tolerance (default 1e-4)")->check(nonNegative());
+  sub->add_option("--atol", o->atol, "With --verify: absolute tolerance (default 1e-5)")->check(nonNegative());
+  addShapeOption(sub, o->fixShapes);
+  addAllowNewerOpsetOption(sub, o->allowNewerOpset);
+  sub->add_flag("--json", o->json,
+                "Print the before/after summary and per-pass statistics as JSON to stdout (to stderr when -o - puts "
+                "the model on stdout)");
   sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported.");
-  return [o] {
+  return [o, levelOpt] {
     OptimizeOptions opts = *o;
-    // --verify's random inputs take the numeric --shape dims
-    for (const std::string& s : opts.fixShapes) {
-      ShapeSpec sp = parseShapeSpec(s);
-      bool numeric = true;
-      for (const auto& d : sp.dims) numeric &= !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
-      if (numeric) opts.shapes.push_back(s);
-    }
+    opts.levelGiven = levelOpt->count() > 0;
     return runOptimize(opts);
   };
 }

@@ -14,10 +14,12 @@
 #include "apps/common.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
+#include "formats/atomic_file.h"
 #include "formats/model_io.h"
 #include "formats/tensor_files.h"
 #include "formats/value_files.h"
 #include "lib/error.h"
+#include "lib/input_shapes.h"
 
 namespace onnxtool::app {
 
@@ -28,6 +30,8 @@ using json = nlohmann::ordered_json;
 
 struct RunOptions : InputOptions {
   std::string model;
+  std::vector<std::string> shapes;  // --shape NAME=DIMS
+  bool allowNewerOpset = false;
   std::string outputDir;
   std::string outputFormat = "npy";
   std::string compareDir;
@@ -44,108 +48,6 @@ std::string fileSafe(const std::string& name) {
 }
 
 }  // namespace
-
-static const ValueInfoEntry* findInput(const Graph& g, const std::string& name) {
-  for (const auto& e : g.inputs())
-    if (e.value->name() == name) return &e;
-  return nullptr;
-}
-
-std::vector<const ValueInfoEntry*> feedable(const Graph& g) {
-  std::vector<const ValueInfoEntry*> out;
-  for (const auto& e : g.inputs())
-    if (!e.value->initializer() && !e.value->sparseInitializer()) out.push_back(&e);
-  return out;
-}
-
-static std::string inputNames(const Graph& g) {
-  std::string s;
-  for (const auto* e : feedable(g)) s += (s.empty() ? "" : ", ") + e->value->name();
-  return s;
-}
-
-void gatherInputs(const Graph& g, const InputOptions& o, std::map<std::string, RtValue>& feeds) {
-  auto nextUnfed = [&]() -> const ValueInfoEntry* {
-    for (const auto* e : feedable(g))
-      if (!feeds.count(e->value->name())) return e;
-    return nullptr;
-  };
-  auto put = [&](const std::string& name, RtValue v, const std::string& from) {
-    if (!findInput(g, name))
-      fail(ErrorKind::InvalidInput, "{}: the model has no input '{}'; its inputs are: {}", from, name, inputNames(g));
-    if (feeds.count(name)) fail(ErrorKind::InvalidInput, "{}: input '{}' is given twice", from, name);
-    feeds[name] = std::move(v);
-  };
-  for (const std::string& spec : o.inputs) {
-    std::string name, path = spec;
-    auto eq = spec.find('=');
-    if (eq != std::string::npos && !fs::exists(spec)) {
-      name = spec.substr(0, eq);
-      path = spec.substr(eq + 1);
-    }
-    std::string ext = fs::path(path).extension().string();
-    if (ext == ".npz") {
-      for (auto& [key, t] : readNpz(path)) put(name.empty() ? key : name + "." + key, RtValue::ofTensor(std::move(t)), path);
-      continue;
-    }
-    const ValueInfoEntry* target = name.empty() ? nullptr : findInput(g, name);
-    if (!name.empty() && !target)
-      fail(ErrorKind::InvalidInput, "-i {}: the model has no input '{}'; its inputs are: {}", spec, name, inputNames(g));
-    std::string stored;
-    TypeInfo expect = target ? target->type() : (nextUnfed() ? nextUnfed()->type() : TypeInfo{});
-    RtValue v = readValueFile(path, expect, &stored);
-    if (name.empty()) {
-      if (ext == ".npy") name = fs::path(path).stem().string();
-      else if (!stored.empty() && findInput(g, stored)) name = stored;
-      else if (const ValueInfoEntry* e = nextUnfed()) name = e->value->name();
-      else fail(ErrorKind::InvalidInput, "-i {}: every input already has a value", spec);
-    }
-    put(name, std::move(v), path);
-  }
-  if (!o.inputsDir.empty()) {
-    auto inputs = feedable(g);
-    for (size_t i = 0;; ++i) {
-      fs::path f = fs::path(o.inputsDir) / fmt::format("input_{}.pb", i);
-      if (!fs::exists(f)) {
-        if (i == 0) fail(ErrorKind::InvalidInput, "{}: no input_0.pb in this folder", o.inputsDir);
-        break;
-      }
-      if (i >= inputs.size()) fail(ErrorKind::InvalidInput, "{}: more input files than the model's {} inputs", o.inputsDir, inputs.size());
-      std::string stored;
-      RtValue v = parseValueProto(readFile(f.string()), inputs[i]->type(), f.string(), &stored);
-      put(inputs[i]->value->name(), std::move(v), f.string());
-    }
-  }
-  std::map<std::string, ShapeSpec> shapes;
-  for (const auto& s : o.shapes) {
-    ShapeSpec sp = parseShapeSpec(s);
-    if (!findInput(g, sp.name))
-      fail(ErrorKind::InvalidInput, "--shape {}: the model has no input '{}'; its inputs are: {}", s, sp.name, inputNames(g));
-    shapes[sp.name] = sp;
-  }
-  if (o.random) {
-    std::mt19937_64 rng(o.seed.value_or(0));
-    for (const auto* e : feedable(g)) {
-      const std::string& name = e->value->name();
-      if (feeds.count(name)) continue;
-      const TypeInfo& t = e->type();
-      if (t.kind != TypeInfo::Kind::Tensor || !isValidDType(t.elemType))
-        fail(ErrorKind::Unsupported, "input '{}': --random can only make tensors, the input is {}", name, t.str());
-      std::vector<int64_t> dims;
-      auto it = shapes.find(name);
-      if (it != shapes.end()) {
-        for (const auto& d : it->second.dims) {
-          if (d.find_first_not_of("0123456789") != std::string::npos)
-            fail(ErrorKind::InvalidInput, "--shape {}: --random needs numbers, got '{}'", name, d);
-          dims.push_back(std::stoll(d));
-        }
-      } else if (t.shape.hasRank) {
-        for (const Dim& d : t.shape.dims) dims.push_back(d.isValue() ? d.value : 1);
-      }
-      feeds[name] = RtValue::ofTensor(randomTensor(t.dtype(), dims, rng));
-    }
-  }
-}
 
 namespace {
 
@@ -169,7 +71,17 @@ json summaryJson(const std::string& name, const RtValue& v) {
       j["nan_count"] = s.nanCount;
       j["inf_count"] = s.infCount;
     }
-    j["first"] = s.first;
+    json first = json::array();
+    if (t.dtype() == DType::String) {
+      for (size_t i = 0; i < s.first.size() && i < t.strings.size(); ++i) first.push_back(t.strings[i]);
+    } else if (t.dtype() == DType::Bool) {
+      for (double x : s.firstValues) first.push_back(x != 0);
+    } else if (dtypeIsFloat(t.dtype())) {
+      for (double x : s.firstValues) first.push_back(x);  // NaN and infinities print as null
+    } else {
+      for (double x : s.firstValues) first.push_back(static_cast<int64_t>(x));
+    }
+    j["first"] = first;
   } else {
     j["kind"] = v.kind == RtValue::Kind::Sequence ? "sequence" : v.kind == RtValue::Kind::Optional ? "optional" : "map";
     j["elements"] = v.elements.size();
@@ -191,14 +103,33 @@ std::string summaryLine(const std::string& name, const RtValue& v) {
 }
 
 int runRun(const RunOptions& o) {
+  auto specs = parseInputShapes(o.shapes);
   auto model = loadModel(o.model);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.model);
+  requireKnownOpsets(*model, o.allowNewerOpset);
+  applyInputShapes(*model, specs);
   const Graph& g = *model->graph;
   auto exec = makeExecutor(o.executor);
-  if (!exec) fail(ErrorKind::Unsupported, "--executor {}: no such executor in this build (available: ref)", o.executor);
-  std::map<std::string, RtValue> feeds;
-  gatherInputs(g, o, feeds);
-  for (const auto* e : feedable(g))
+  if (!exec) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.executor);
+  // Two outputs written to one file (names that differ only in characters a file name cannot
+  // hold) are refused before anything runs.
+  TensorFileFormat fmtKind = o.outputFormat == "pb" ? TensorFileFormat::Pb : o.outputFormat == "json" ? TensorFileFormat::Json : TensorFileFormat::Npy;
+  if (!o.outputDir.empty()) {
+    std::error_code ec;
+    if (fs::exists(o.outputDir, ec) && !fs::is_directory(o.outputDir, ec))
+      fail(ErrorKind::InvalidInput, "-O {}: exists and is not a folder", o.outputDir);
+    std::map<std::string, std::string> files;
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      std::string name = g.outputs()[i].value ? g.outputs()[i].value->name() : fmt::format("output_{}", i);
+      std::string file = fileSafe(name) + tensorFileExtension(fmtKind);
+      auto [it, fresh] = files.emplace(file, name);
+      if (!fresh)
+        fail(ErrorKind::InvalidInput, "-O {}: outputs '{}' and '{}' would both be written to {}; nothing was written",
+             o.outputDir, it->second, name, file);
+    }
+  }
+  std::map<std::string, RtValue> feeds = gatherModelInputs(g, modelInputOptions(o));
+  for (const auto* e : feedableInputs(g))
     if (!feeds.count(e->value->name()))
       fail(ErrorKind::InvalidInput, "input '{}' ({}) has no value; give it with -i, --inputs-dir or --random", e->value->name(),
            e->type().str());
@@ -215,8 +146,9 @@ int runRun(const RunOptions& o) {
     if (!o.json && o.outputDir.empty() && o.compareDir.empty()) std::printf("%s\n", summaryLine(name, outs[i]).c_str());
   }
   if (!o.outputDir.empty()) {
-    fs::create_directories(o.outputDir);
-    TensorFileFormat fmtKind = o.outputFormat == "pb" ? TensorFileFormat::Pb : o.outputFormat == "json" ? TensorFileFormat::Json : TensorFileFormat::Npy;
+    std::error_code ec;
+    fs::create_directories(o.outputDir, ec);
+    if (ec) fail(ErrorKind::Io, "-O {}: cannot create the folder: {}", o.outputDir, ec.message());
     for (size_t i = 0; i < outs.size(); ++i) {
       std::string name = g.outputs()[i].value ? g.outputs()[i].value->name() : fmt::format("output_{}", i);
       std::string path = (fs::path(o.outputDir) / (fileSafe(name) + tensorFileExtension(fmtKind))).string();
@@ -255,7 +187,7 @@ int runRun(const RunOptions& o) {
     doc["compare"] = {{"rtol", o.rtol}, {"atol", o.atol}, {"outputs", cmp}, {"ok", rc == kOk}};
   }
   doc["outputs"] = outputsJson;
-  if (o.json) std::printf("%s\n", doc.dump(2).c_str());
+  if (o.json) writeStdout(doc.dump(2) + "\n");
   return rc;
 }
 
@@ -269,17 +201,24 @@ std::function<int()> addRun(CLI::App& app) {
                   "Input file, repeatable: FILE or NAME=FILE (.pb, .npy, .npz, .json). A .pb takes its stored name, else "
                   "the next input; a .npy its file stem; a .npz its keys");
   sub->add_option("--inputs-dir", o->inputsDir, "Read DIR/input_0.pb, input_1.pb, ... in graph input order (ONNX test layout)");
-  sub->add_flag("--random", o->random, "Fill inputs not given with random values (floats in [0,1), integers in [0,10))");
-  sub->add_option("--seed", o->seed, "Seed for --random and for random ops without their own seed");
-  sub->add_option("--shape", o->shapes, "NAME=DIMS: dims for --random inputs, e.g. input_ids=1x128 (symbolic dims default to 1)");
+  sub->add_flag("--random", o->random,
+                "Fill inputs not given with random values: floats from a standard normal distribution, integers in "
+                "[0,10) or below the size of the table an index input reads (Gather), bools either; symbolic dims 1");
+  sub->add_option("--seed", o->seed, "Seed for --random and for random ops without their own seed (default 0)")
+      ->check(nonNegative());
+  addShapeOption(sub, o->shapes);
   sub->add_option("-O,--output-dir", o->outputDir, "Write each output to DIR/<output name>.<ext>");
   sub->add_option("--output-format", o->outputFormat, "Format of -O files: npy (default), pb or json")
       ->check(CLI::IsMember({"npy", "pb", "json"}));
   sub->add_option("--compare", o->compareDir,
                   "Compare outputs with DIR/output_<i>.pb or DIR/<name>.npy (numpy allclose); exit 1 on a mismatch");
-  sub->add_option("--rtol", o->rtol, "Relative tolerance of --compare (default 1e-4)");
-  sub->add_option("--atol", o->atol, "Absolute tolerance of --compare (default 1e-5)");
-  sub->add_option("--executor", o->executor, "Executor: ref (default)");
+  sub->add_option("--rtol", o->rtol, "Relative tolerance of --compare (default 1e-4)")->check(nonNegative());
+  sub->add_option("--atol", o->atol, "Absolute tolerance of --compare (default 1e-5)")->check(nonNegative());
+  std::string names;
+  for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
+  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default ref)")
+      ->check(CLI::IsMember(executorNames()));
+  addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document with output summaries and comparison results");
   sub->footer("Exit codes: 0 success, 1 outputs differ (--compare), 2 invalid input or usage error, 3 unsupported op.");
   return [o] { return runRun(*o); };

@@ -41,4 +41,7 @@ class Executor {
 /// The executor called `name`, or nullptr if this build has none by that name.
 std::unique_ptr<Executor> makeExecutor(const std::string& name);
 
+/// The names makeExecutor() knows in this build, for --help and usage errors.
+std::vector<std::string> executorNames();
+
 }  // namespace onnxtool

@@ -168,7 +168,10 @@ TensorStats tensorStats(const Tensor& t, size_t firstN) {
   bool any = false;
   for (size_t i = 0; i < n; ++i) {
     double v = t.elementAsDouble(i);
-    if (i < firstN) s.first.push_back(fmt::format("{:.6g}", v));
+    if (i < firstN) {
+      s.first.push_back(fmt::format("{:.6g}", v));
+      s.firstValues.push_back(v);
+    }
     if (std::isnan(v)) { ++s.nanCount; continue; }
     if (std::isinf(v)) ++s.infCount;
     if (!any) { s.min = s.max = v; any = true; }

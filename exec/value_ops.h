@@ -32,6 +32,7 @@ struct TensorStats {
   double min = 0, max = 0, mean = 0;
   int64_t nanCount = 0, infCount = 0;
   std::vector<std::string> first;  ///< the first few elements, formatted
+  std::vector<double> firstValues;  ///< the same as numbers (numeric tensors only)
 };
 /// Statistics for numeric tensors (strings: first values only).
 TensorStats tensorStats(const Tensor& t, size_t firstN = 6);

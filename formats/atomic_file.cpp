@@ -64,4 +64,21 @@ void AtomicFile::rename() {
   committed_ = true;
 }
 
+void writeStdout(std::string_view bytes) {
+  if ((!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) || std::fflush(stdout) != 0) {
+    int err = errno;
+    std::clearerr(stdout);
+    if (err == EPIPE) throw Error(ErrorKind::OutputClosed, "standard output was closed");
+    fail(ErrorKind::Io, "writing to standard output failed: {}", std::strerror(err));
+  }
+}
+
+bool samePath(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  if (fs::equivalent(a, b, ec1)) return true;
+  fs::path ca = fs::weakly_canonical(fs::absolute(a, ec1), ec1);
+  fs::path cb = fs::weakly_canonical(fs::absolute(b, ec2), ec2);
+  return !ec1 && !ec2 && ca == cb;
+}
+
 }  // namespace onnxtool

@@ -34,4 +34,12 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+/// Writes to standard output. Throws Error(OutputClosed) when the reader closed the pipe (EPIPE;
+/// SIGPIPE is ignored by the CLI), Error(Io) on other failures.
+void writeStdout(std::string_view bytes);
+
+/// Whether two paths name one file, also when neither exists yet (compared after resolving
+/// symlinks, `.` and `..` of the existing part).
+bool samePath(const std::string& a, const std::string& b);
+
 }  // namespace onnxtool

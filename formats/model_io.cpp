@@ -80,7 +80,14 @@ class ExternalResolver {
     auto [bi, ri] = std::mismatch(base.begin(), base.end(), real.begin(), real.end());
     if (bi != base.end())
       refuse(t, where, fmt::format("external data location '{}' escapes the model's folder", loc));
-    if (!fs::exists(real, ec)) refuse(t, where, fmt::format("external data file '{}' not found", loc));
+    if (!fs::exists(real, ec)) {
+      if (!strict_) {  // one finding per missing file (finish()), not one per tensor
+        auto& [count, first] = missing_[loc];
+        if (count++ == 0) first = fmt::format("{} '{}'", where, t.name);
+        return;
+      }
+      refuse(t, where, fmt::format("external data file '{}' not found", loc));
+    }
     if (!fs::is_regular_file(real, ec)) refuse(t, where, fmt::format("external data location '{}' is not a regular file", loc));
     std::string key = real.string();
     auto it = maps_.find(key);
@@ -103,6 +110,20 @@ class ExternalResolver {
   bool strict_;
   std::vector<std::string>* issues_;
   std::map<std::string, std::shared_ptr<MappedFile>> maps_;
+  std::map<std::string, std::pair<size_t, std::string>> missing_;  // location -> tensors, the first
+
+ public:
+  /// Reports each missing external data file once, with the number of tensors that need it.
+  void finish() {
+    for (const auto& [loc, m] : missing_) {
+      if (m.first == 1)
+        issues_->push_back(fmt::format("{}: {}: external data file '{}' not found", modelFile_, m.second, loc));
+      else
+        issues_->push_back(fmt::format("{}: external data file '{}' not found (needed by {} tensors, the first {})",
+                                       modelFile_, loc, m.first, m.second));
+    }
+    missing_.clear();
+  }
 };
 
 /// Parses the model in [data, data+size); `owner` keeps those bytes alive, and initializers
@@ -143,6 +164,7 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
   }
   if (options.loadExternalData) ctx.bindExternal = [&](Tensor& t, const std::string& where) { resolver.bind(t, where); };
   protoconv::fromProto(p, *model, ctx);
+  resolver.finish();
   return model;
 }
 
@@ -221,6 +243,22 @@ void bindTextExternal(Graph& g, ExternalResolver& resolver) {
   }
 }
 
+/// ONNX's textual syntax starts with '<' (the model header) after blanks and '#' comments; a binary
+/// ModelProto never does ('<' would be field 7 with the end-group wire type).
+bool looksLikeText(const uint8_t* data, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    if (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+      ++i;
+    } else if (data[i] == '#') {
+      while (i < n && data[i] != '\n') ++i;
+    } else {
+      return data[i] == '<';
+    }
+  }
+  return false;
+}
+
 std::unique_ptr<Model> loadTextModel(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
@@ -233,6 +271,7 @@ std::unique_ptr<Model> loadTextModel(const std::string& path, const LoadOptions&
     ExternalResolver resolver(path, model->baseDir, options.strictExternalData, &model->loadIssues);
     bindTextExternal(*model->graph, resolver);
     for (const auto& f : model->functions) bindTextExternal(*f->body, resolver);
+    resolver.finish();
   }
   return model;
 }
@@ -247,9 +286,7 @@ bool isTextModelPath(const std::string& path) {
 void saveModelText(const Model& model, const std::string& path) {
   std::string text = printModelText(model);
   if (path == "-") {
-    std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
-    std::cout.flush();
-    if (!std::cout) fail(ErrorKind::Io, "writing the model to standard output failed");
+    writeStdout(text);
     return;
   }
   AtomicFile f(path);
@@ -262,11 +299,14 @@ std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& opt
   if (isTextModelPath(path)) return loadTextModel(path, options);
   if (path == "-") {
     auto bytes = std::make_shared<std::string>(readAll(std::cin));
+    if (looksLikeText(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()))
+      return parseModelText(*bytes, "<stdin>");
     return parseModel(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), bytes, nullptr, ".", "<stdin>", options);
   }
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(ErrorKind::InvalidInput, "{}: is a directory, expected an ONNX model file", path);
   auto mf = MappedFile::open(path);
+  if (looksLikeText(mf->data(), mf->size())) return loadTextModel(path, options);
   fs::path pp(path);
   std::string base = pp.has_parent_path() ? pp.parent_path().string() : ".";
   return parseModel(mf->data(), mf->size(), mf, mf, base, path, options);
@@ -287,7 +327,7 @@ std::string serializeModel(const Model& model) {
   return p.SerializeAsString();
 }
 
-void saveModel(const Model& model, const std::string& path, const SaveOptions& options) {
+uint64_t saveModel(const Model& model, const std::string& path, const SaveOptions& options) {
   using Mode = SaveOptions::ExternalMode;
   bool toStdout = path == "-";
   if (toStdout && options.refuseTerminal && ::isatty(STDOUT_FILENO))
@@ -321,7 +361,12 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
   fs::path outDir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string defaultExternal = out.filename().string() + ".data";
   std::string externalName = options.externalFile.empty() ? defaultExternal : options.externalFile;
-  if (mode == Mode::Externalize) checkOutputLocation(externalName);
+  if (mode == Mode::Externalize) {
+    checkOutputLocation(externalName);
+    if (!toStdout && samePath((outDir / externalName).string(), path))
+      fail(ErrorKind::InvalidInput, "{}: the external data file '{}' would be the model file itself; name another file",
+           path, externalName);
+  }
 
   std::map<std::string, std::unique_ptr<AtomicFile>> dataFiles;
   protoconv::ToCtx ctx;
@@ -338,6 +383,8 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
           !fs::equivalent(out, fs::path(model.path), ec) &&
           fs::equivalent(outDir / location, fs::path(model.baseDir) / location, ec))
         location = defaultExternal;
+      // Nor may a data file land on the model file being written.
+      if (samePath((outDir / location).string(), path)) location = defaultExternal;
     } else if (mode == Mode::Externalize && (isInit || externalizeAttrs) && t.raw.size() >= threshold) {
       location = externalName;
     } else {
@@ -416,10 +463,12 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
     }
   };
   if (toStdout) {
-    emit([](std::string_view s) { std::cout.write(s.data(), static_cast<std::streamsize>(s.size())); });
-    std::cout.flush();
-    if (!std::cout) fail(ErrorKind::Io, "writing the model to standard output failed");
-    return;
+    uint64_t n = 0;
+    emit([&n](std::string_view s) {
+      writeStdout(s);
+      n += s.size();
+    });
+    return n;
   }
   AtomicFile modelFile(path);
   emit([&](std::string_view s) { modelFile.write(s); });
@@ -427,6 +476,7 @@ void saveModel(const Model& model, const std::string& path, const SaveOptions& o
   modelFile.close();
   for (auto& [loc, f] : dataFiles) f->rename();
   modelFile.rename();
+  return modelFile.written();
 }
 
 Tensor loadTensorProto(std::string_view bytes, const std::string& displayName) {

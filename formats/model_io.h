@@ -29,8 +29,10 @@ struct LoadOptions {
 /// one-line message naming the file on unreadable, truncated or non-ONNX input.
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options = {});
 
-/// True when `path` names a model in the textual syntax (ends in ".onnxtxt"); loadModel then
-/// parses text (formats/onnx_text.h) and binds external data references beside the file.
+/// True when `path` names a model in the textual syntax (ends in ".onnxtxt"). loadModel parses
+/// text (formats/onnx_text.h) for such a name, and for any file or standard input whose content
+/// starts with '<' (the text syntax's model header), and binds external data references beside
+/// the file.
 bool isTextModelPath(const std::string& path);
 
 /// Writes the model in the textual syntax to `path` ("-" is standard output), atomically.
@@ -61,8 +63,10 @@ struct SaveOptions {
 };
 
 /// Saves atomically. A model whose inline serialization would exceed 2 GiB is written with
-/// external data automatically in Keep mode. Throws Error on failure, leaving no output file.
-void saveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
+/// external data automatically in Keep mode. Throws Error on failure, leaving no output file;
+/// Error(InvalidInput) before writing anything when the external data file would be the model
+/// file itself. Returns the size of the model file (or of what went to standard output).
+uint64_t saveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
 
 /// Serializes the whole model inline (all tensor bytes included) into a string.
 std::string serializeModel(const Model& model);

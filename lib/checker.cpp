@@ -1111,6 +1111,22 @@ std::vector<std::string> sparseTensorDataProblems(const SparseTensor& s) { retur
 
 std::vector<Diagnostic> checkModel(const Model& m) { return Checker(m).run(); }
 
+std::string newerOpsetThanKnown(const Model& m) {
+  auto scan = [](const std::vector<OpsetImport>& imports, const std::string& where) -> std::string {
+    for (const OpsetImport& o : imports) {
+      int64_t maxKnown = maxKnownOpset(o.domain);
+      if (maxKnown && o.version > maxKnown)
+        return fmt::format("{}imports opset {} of domain '{}'; this build knows opsets up to {}", where, o.version,
+                           domainName(canonicalDomain(o.domain)), maxKnown);
+    }
+    return {};
+  };
+  if (std::string s = scan(m.opsetImports, "the model "); !s.empty()) return s;
+  for (const auto& f : m.functions)
+    if (std::string s = scan(f->opsetImports, fmt::format("function '{}' ", f->name)); !s.empty()) return s;
+  return {};
+}
+
 bool hasErrors(const std::vector<Diagnostic>& diagnostics) {
   return std::any_of(diagnostics.begin(), diagnostics.end(),
                      [](const Diagnostic& d) { return d.severity == Diagnostic::Severity::Error; });

@@ -43,6 +43,12 @@ inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
 /// only reads what the model holds. Messages name `m.path` as the file.
 std::vector<Diagnostic> checkModel(const Model& m);
 
+/// For commands that execute or rewrite a model: the first opset_import (model or model-local
+/// function) of a known domain whose version is newer than this build's registry, as a message
+/// "the model imports opset 99 of domain 'ai.onnx'; this build knows opsets up to 23"; empty
+/// when every known domain's version is within the registry.
+std::string newerOpsetThanKnown(const Model& m);
+
 /// Whether any diagnostic is an Error.
 bool hasErrors(const std::vector<Diagnostic>& diagnostics);
 

@@ -14,6 +14,8 @@ enum class ErrorKind {
   Unsupported,   ///< valid input this build cannot handle: op, opset, device (exit 3)
   Io,            ///< the operating system refused a read or write (exit 2)
   Internal,      ///< a broken invariant of our own
+  /// The reader of standard output went away (`| head`): the command ends quietly with exit 0.
+  OutputClosed,
 };
 
 /// Library error: a one-line message naming the file, node or field concerned.

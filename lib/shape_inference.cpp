@@ -1,6 +1,7 @@
 // shape_inference.cpp: the inference engine: graph walk, declared-type merge, type-constraint
 // checks, data propagation store, subgraphs and model-local functions, and the registry.
 #include "lib/shape_inference.h"
+#include "lib/input_shapes.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -101,6 +102,9 @@ class InferEngine {
   Model& model_;
   const InferOptions& options_;
   InferReport report_;
+  /// Why inference skipped a node (no schema, no function), reported only when one of its
+  /// outputs is then left without a full type.
+  std::unordered_map<const Node*, std::string> giveUpReasons_;
   std::unordered_map<std::string, const Function*> functionsByKey_;
   std::unordered_map<std::string, std::vector<const InferFnDef*>> fnIndex_;
   const std::vector<OpsetImport>* imports_ = nullptr;
@@ -148,36 +152,18 @@ const std::vector<SymDim>* InferEngine::dataOf(const Value* v) {
 }
 
 void InferEngine::applyInputDims(Graph& g) {
+  // One applier for every --shape (lib/input_shapes.h): checks names and ranks, renames symbols.
+  (void)g;
+  std::vector<InputShapeSpec> specs;
   for (const auto& [name, dims] : options_.inputDims) {
-    auto it = std::find_if(g.inputs().begin(), g.inputs().end(),
-                           [&](const ValueInfoEntry& e) { return e.value && e.value->name() == name; });
-    if (it == g.inputs().end()) fail(ErrorKind::InvalidInput, "--shape: the model has no input '{}'", name);
-    TypeInfo t = it->value->type();
-    if (t.isNone()) t.kind = TypeInfo::Kind::Tensor;
-    if (!t.isTensor()) fail(ErrorKind::InvalidInput, "--shape: input '{}' is not a tensor", name);
-    Shape s;
-    s.hasRank = true;
-    for (const std::string& d : dims) {
-      if (d == "?") {
-        s.dims.emplace_back();
-        continue;
-      }
-      char* end = nullptr;
-      long long v = std::strtoll(d.c_str(), &end, 10);
-      if (!d.empty() && end && *end == '\0') {
-        if (v < 0) fail(ErrorKind::InvalidInput, "--shape: negative dimension {} for input '{}'", v, name);
-        s.dims.push_back(Dim::ofValue(v));
-      } else if (!d.empty()) {
-        s.dims.push_back(Dim::ofParam(d));
-      } else {
-        fail(ErrorKind::InvalidInput, "--shape: empty dimension for input '{}'", name);
-      }
-    }
-    t.shape = std::move(s);
-    it->value->setType(std::move(t));
-    it->typeOverride.reset();
-    it->hasType = true;
+    InputShapeSpec s;
+    s.name = name;
+    s.dims = dims;
+    s.text = name + "=";
+    for (size_t i = 0; i < dims.size(); ++i) s.text += (i ? "," : "") + dims[i];
+    specs.push_back(std::move(s));
   }
+  applyInputShapes(model_, specs);
 }
 
 void InferEngine::run() {
@@ -191,6 +177,8 @@ void InferEngine::run() {
         if (!v) continue;
         ++report_.valuesTotal;
         if (isFullyKnown(v->type())) ++report_.valuesFullyKnown;
+        else if (report_.firstGiveUp.empty() && giveUpReasons_.count(n.get()))
+          report_.firstGiveUp = giveUpReasons_.at(n.get());  // "no schema for FusedGemm ..."
         else if (report_.firstGiveUp.empty())
           report_.firstGiveUp = fmt::format("value '{}' of node '{}' ({}) has type {}", v->name(), n->displayName(),
                                             n->opType, v->type().str());
@@ -298,9 +286,7 @@ void InferEngine::inferNode(Node& n) {
   for (const auto& imp : *imports_)
     if (canonicalDomain(imp.domain) == domain) opset = imp.version;
   const OpSchema* schema = opset ? findSchema(domain, n.opType, opset) : nullptr;
-  auto giveUp = [&](std::string why) {
-    if (report_.firstGiveUp.empty()) report_.firstGiveUp = why;
-  };
+  auto giveUp = [&](std::string why) { giveUpReasons_.try_emplace(&n, std::move(why)); };
   if (!schema) {
     if (auto it = functionsByKey_.find(domain + "\n" + n.opType); it != functionsByKey_.end()) {
       inferFunctionCall(n, *it->second);

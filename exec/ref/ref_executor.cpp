@@ -364,4 +364,6 @@ std::unique_ptr<Executor> makeExecutor(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::string> executorNames() { return {"ref"}; }
+
 }  // namespace onnxtool

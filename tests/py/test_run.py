@@ -111,7 +111,7 @@ def main():
             (["-i", "zz=" + os.path.join(tmp, "a.npy")], "'zz'"),
             (["-i", "a=" + os.path.join(tmp, "bad.npy"), "-i", "b=" + os.path.join(tmp, "bb.npy")], "bad.npy"),
             (["-i", "a=" + os.path.join(tmp, "missing.npy")], "missing.npy"),
-            (["--random", "--shape", "a=2xq"], "'q'"),
+            (["--random", "--shape", "a=2x1.5"], "'1.5'"),
         ]
         for extra, needle in cases:
             r = run(["run", model] + extra)
