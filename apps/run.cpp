@@ -138,7 +138,7 @@ int runRun(const RunOptions& o) {
   auto plan = exec->prepare(*model, po);
   std::vector<RtValue> outs = plan->run(feeds);
 
-  json doc{{"schema_version", 1}, {"model", o.model}, {"executor", o.executor}};
+  json doc{{"schema_version", 2}, {"model", o.model}, {"executor", o.executor}};
   json outputsJson = json::array();
   for (size_t i = 0; i < outs.size(); ++i) {
     std::string name = g.outputs()[i].value ? g.outputs()[i].value->name() : fmt::format("output_{}", i);
