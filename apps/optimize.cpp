@@ -299,9 +299,7 @@ int runOptimize(const OptimizeOptions& o) {
   Summary after = summarize(*model);
   bool written = !verifyFailed || o.keepFailed;
   if (written && (o.to == "text" || (o.to.empty() && isTextModelPath(o.output)))) {
-    saveModelText(*model, o.output);
-    std::error_code ec;
-    if (o.output != "-") after.fileSize = fs::file_size(o.output, ec);
+    after.fileSize = saveModelText(*model, o.output);
   } else if (written) {
     SaveOptions save;
     after.fileSize = saveModel(*model, o.output, save);

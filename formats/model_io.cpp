@@ -283,16 +283,17 @@ bool isTextModelPath(const std::string& path) {
   return path.size() > kExt.size() && path.compare(path.size() - kExt.size(), kExt.size(), kExt) == 0;
 }
 
-void saveModelText(const Model& model, const std::string& path) {
+uint64_t saveModelText(const Model& model, const std::string& path) {
   std::string text = printModelText(model);
   if (path == "-") {
     writeStdout(text);
-    return;
+    return text.size();
   }
   AtomicFile f(path);
   f.write(text);
   f.close();
   f.rename();
+  return text.size();
 }
 
 std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& options) {

@@ -36,7 +36,8 @@ std::unique_ptr<Model> loadModel(const std::string& path, const LoadOptions& opt
 bool isTextModelPath(const std::string& path);
 
 /// Writes the model in the textual syntax to `path` ("-" is standard output), atomically.
-void saveModelText(const Model& model, const std::string& path);
+/// Returns the bytes written.
+uint64_t saveModelText(const Model& model, const std::string& path);
 
 /// Loads from bytes already in memory; `baseDir` resolves external data, `displayName` names
 /// the source in messages.

@@ -42,8 +42,29 @@ class FoldConstantsPass : public Pass {
   }
 
  private:
+  /// Quantized weights stay quantized: DequantizeLinear of constant integer weights, and the
+  /// Cast of small integer weights to a float type that starts a hand-written dequantization
+  /// (Cast, Sub zero point, Mul scale), would turn an int8 model back into a float one, 4x larger,
+  /// and lose the QDQ structure runtimes use to pick int8 kernels.
+  static bool dequantizesWeights(const Node& n) {
+    if (!n.isDomain("")) return false;
+    if (n.opType == "DequantizeLinear") return true;
+    if (n.opType != "Cast" || !n.input(0)) return false;
+    const Tensor* t = n.input(0)->initializer();
+    DType from = t ? t->dtype() : n.input(0)->type().isTensor() ? n.input(0)->type().dtype() : DType::Undefined;
+    auto to = static_cast<DType>(n.attrInt("to", 0));
+    bool smallInt = from == DType::Int8 || from == DType::UInt8 || from == DType::Int16 || from == DType::UInt16 ||
+                    from == DType::Int4 || from == DType::UInt4;
+    bool toFloat = to == DType::Float || to == DType::Float16 || to == DType::BFloat16 || to == DType::Double;
+    return smallInt && toFloat && (!t || t->numElements().value_or(0) > 1);
+  }
+
   bool fold(Node& n, PassContext& ctx) {
     if (isNondeterministic(n) || !n.subgraphs().empty() || n.outputs().empty()) return false;
+    if (dequantizesWeights(n)) {
+      ctx.count("kept-quantized");
+      return false;
+    }
     bool anyOutput = false;
     for (Value* o : n.outputs()) {
       if (!o) continue;
