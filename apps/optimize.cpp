@@ -140,6 +140,7 @@ int runOptimize(const OptimizeOptions& o) {
     size_t w = 0;
     for (const PassInfo& p : allPasses()) w = std::max(w, p.name.size());
     for (const PassInfo& p : allPasses()) {
+      if (!findPass(p.name)) continue;  // test-only passes, hidden
       std::string opts = p.options.empty() ? "" : fmt::format(" {{{}}}", p.options);
       std::printf("%s\n", fmt::format("{:<{}}  {}{}", p.name, w, p.summary, opts).c_str());
     }

@@ -25,9 +25,16 @@ const std::vector<PassInfo>& allPasses() {
   return passes;
 }
 
+bool isTestPass(const PassInfo& p) { return p.name.starts_with("test-"); }
+
+bool testPassesEnabled() {
+  const char* e = std::getenv("ONNXTOOL_TEST_PASSES");
+  return e && std::string_view(e) == "1";
+}
+
 const PassInfo* findPass(std::string_view name) {
   for (const PassInfo& p : allPasses())
-    if (p.name == name) return &p;
+    if (p.name == name) return isTestPass(p) && !testPassesEnabled() ? nullptr : &p;
   return nullptr;
 }
 
@@ -211,7 +218,8 @@ Pipeline fusionPipeline() {
       "fuse-softmax",
   };
   for (const char* f : kFusions) {
-    if (!findPass(f)) continue;
+    // A preset naming a pass this build lacks is our bug: say so instead of running less.
+    if (!findPass(f)) fail(ErrorKind::Internal, "the fusion preset names pass '{}', which does not exist", f);
     if (!names.empty()) names += ',';
     names += f;
   }
