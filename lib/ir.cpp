@@ -229,6 +229,19 @@ Node* Graph::addNode(std::string opType, const std::vector<Value*>& inputs,
   return n;
 }
 
+namespace {
+
+/// Drops every input link of the nodes of `g` and its nested subgraphs, so that values of
+/// enclosing graphs they read no longer list them as uses once `g` is destroyed.
+void detachUses(Graph& g) {
+  for (const auto& n : g.nodes()) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) n->setInput(i, nullptr);
+    for (Graph* sg : n->subgraphs()) detachUses(*sg);
+  }
+}
+
+}  // namespace
+
 void Graph::removeNode(Node* n) {
   for (Value* out : n->outputs_) {
     if (!out) continue;
@@ -236,6 +249,13 @@ void Graph::removeNode(Node* n) {
       fail(ErrorKind::Internal, "cannot remove node '{}': output '{}' is still used", n->displayName(), out->name());
   }
   for (size_t i = 0; i < n->inputs_.size(); ++i) n->setInput(i, nullptr);
+  // A removed If/Loop/Scan takes its bodies along: their reads of outer values go too. (A pass
+  // that moves a body to another node moves the attribute, as fold-if does.)
+  for (Attribute& a : n->attributes) {
+    if (a.g) detachUses(*a.g);
+    for (auto& sg : a.graphs)
+      if (sg) detachUses(*sg);
+  }
   for (Value* out : n->outputs_) {
     if (!out) continue;
     out->producer_ = nullptr;

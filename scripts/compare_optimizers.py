@@ -6,7 +6,9 @@ Symbolic input dims stay symbolic (no fixed shapes are given to any tool); input
 batch-like dims 1, past-like dims 8 and other symbolic dims 16.
 
 usage: build/venv/bin/python scripts/compare_optimizers.py [MODEL...] [--onnxtool PATH] [--tools LIST]
-           [--onnxtool-args "ARGS"] [--json OUT]
+           [--onnxtool-args "ARGS"] [--json OUT] [--shape NAME=DIMS]... [--value NAME=NUMBER]...
+       (--shape and --value choose the inputs of models that need particular ones, e.g. Silero VAD:
+        --shape input=1,512 --shape state=2,1,128 --value sr=16000)
        (default models: build/models/*.onnx, onnx's backend light models, testdata/models)
 """
 import argparse
@@ -54,6 +56,10 @@ def dim_value(d, name):
     return 16
 
 
+SHAPES = {}  # --shape NAME=DIMS
+VALUES = {}  # --value NAME=NUMBER
+
+
 def make_feeds(path):
     import onnxruntime as ort
 
@@ -64,9 +70,11 @@ def make_feeds(path):
     feeds = {}
     for i in s.get_inputs():
         t = by_name[i.name].type.tensor_type
-        shape = [dim_value(d, i.name) for d in t.shape.dim]
+        shape = SHAPES.get(i.name) or [dim_value(d, i.name) for d in t.shape.dim]
         dt = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
-        if np.issubdtype(dt, np.integer):
+        if i.name in VALUES:
+            feeds[i.name] = np.full(shape, VALUES[i.name], dtype=dt)
+        elif np.issubdtype(dt, np.integer):
             feeds[i.name] = rng.integers(0, 10, shape).astype(dt)
         elif dt == np.bool_:
             feeds[i.name] = rng.integers(0, 2, shape).astype(bool)
@@ -114,7 +122,15 @@ def main():
     ap.add_argument("--tools", default="onnxtool,onnxsim,onnxslim")
     ap.add_argument("--onnxtool-args", default="", help="extra arguments for onnxtool optimize (one string)")
     ap.add_argument("--json", help="write the results as JSON to this file")
+    ap.add_argument("--shape", action="append", default=[], help="NAME=D1,D2,...: dims of an input's random values")
+    ap.add_argument("--value", action="append", default=[], help="NAME=NUMBER: fill an input with NUMBER (e.g. sr=16000)")
     args = ap.parse_args()
+    for spec in args.shape:
+        name, dims = spec.rsplit("=", 1)
+        SHAPES[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
+    for spec in args.value:
+        name, v = spec.rsplit("=", 1)
+        VALUES[name] = float(v)
     models = args.models
     if not models:
         light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

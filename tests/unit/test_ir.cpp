@@ -96,6 +96,31 @@ TEST_CASE("outer-scope uses are recorded on the outer value", "[ir]") {
   CHECK(order->size() == 3);
 }
 
+TEST_CASE("removing an If drops the outer-value uses of its bodies", "[ir]") {
+  Chain c;
+  Value* cond = c.g.createValue("cond");
+  c.g.addInput(cond);
+  Node* iff = c.g.addNode("If", {cond}, {"r"});
+  auto body = std::make_shared<Graph>(&c.g, iff);
+  Node* inner = body->addNode("Identity", {c.g.find("a")}, {"t"});
+  body->addOutput(inner->output(0));
+  Attribute attr;
+  attr.name = "then_branch";
+  attr.type = AttrType::Graph;
+  attr.g = body;
+  iff->setAttr(attr);
+  body.reset();  // the node owns its body alone
+  Value* a = c.a->output(0);
+  REQUIRE(a->uses().size() == 2);
+  c.g.removeNode(iff);
+  // Only Neg reads a now; a stale use would point into the destroyed body.
+  REQUIRE(a->uses().size() == 1);
+  CHECK(a->uses()[0].node == c.b);
+  a->replaceAllUsesWith(c.x);
+  CHECK(c.b->input(0) == c.x);
+  CHECK(c.g.verifyLinks().empty());
+}
+
 TEST_CASE("topological order sorts, keeps file order among ready nodes, and finds cycles", "[ir]") {
   Graph g;
   Value* x = g.createValue("x");
