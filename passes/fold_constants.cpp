@@ -61,6 +61,8 @@ class FoldConstantsPass : public Pass {
 
   bool fold(Node& n, PassContext& ctx) {
     if (isNondeterministic(n) || !n.subgraphs().empty() || n.outputs().empty()) return false;
+    // A function body keeps its Constant nodes (FunctionProto holds no initializers).
+    if (n.opType == "Constant" && isFunctionBody(*n.graph(), ctx.model())) return false;
     if (dequantizesWeights(n)) {
       ctx.count("kept-quantized");
       return false;

@@ -234,6 +234,8 @@ Pipeline presetPipeline(int level, bool fuse) {
   append(parsePipeline(kCleanup));
   if (level >= 2) append(parsePipeline(kFolding));
   if (level >= 3 || fuse) {
+    // -O3 inlines exporters' module functions (not --fuse alone: a call is a user-visible unit).
+    if (level >= 3) append(parsePipeline("inline-functions"));
     append(fusionPipeline());
     append(parsePipeline(kCleanup));
   }
@@ -253,6 +255,57 @@ bool runOnGraphs(Pass& pass, Graph& g, PassContext& ctx, PassStats& stats) {
     for (Graph* s : n->subgraphs()) subs.push_back(s);
   for (Graph* s : subs) changed |= runOnGraphs(pass, *s, ctx, stats);
   return changed;
+}
+
+bool hasRefAttributes(const Graph& g) {
+  for (const auto& n : g.nodes()) {
+    for (const Attribute& a : n->attributes)
+      if (!a.refAttrName.empty()) return true;
+    for (Graph* sg : n->subgraphs())
+      if (hasRefAttributes(*sg)) return true;
+  }
+  return false;
+}
+
+/// Bodies of model-local functions the passes may rewrite like graphs: bodies without attribute
+/// references (a pass reading an attribute would see the default, not the caller's value) whose
+/// opset imports agree with the model's (passes check versions through the model's imports).
+/// Shape-reading passes find their values untyped (inference restores the body's own types after
+/// each call), so they leave these bodies alone; the rest applies as in any graph.
+std::vector<Function*> optimizableFunctions(Model& model) {
+  std::vector<Function*> out;
+  for (const auto& f : model.functions) {
+    if (!f->body || hasRefAttributes(*f->body)) continue;
+    bool agree = true;
+    for (const OpsetImport& o : f->opsetImports) {
+      auto v = model.opsetVersion(o.domain);
+      agree &= !v || *v == o.version;
+    }
+    if (agree) out.push_back(f.get());
+  }
+  return out;
+}
+
+/// Function bodies hold no initializers (FunctionProto has none): what a pass made one becomes a
+/// Constant node of the same name.
+void initializersToConstants(Graph& body) {
+  std::vector<Value*> inits = body.initializers();
+  for (Value* v : inits) {
+    std::string name = v->name();
+    Tensor t = *v->initializer();
+    Node* c = body.addNode("Constant", {}, {body.uniqueName(name + "__const")}, "",
+                           body.nodes().empty() ? nullptr : body.nodes().front().get());
+    t.name.clear();
+    Attribute a;
+    a.name = "value";
+    a.type = AttrType::Tensor;
+    a.t = std::make_shared<Tensor>(std::move(t));
+    c->setAttr(std::move(a));
+    c->output(0)->setType(v->type());
+    v->replaceAllUsesWith(c->output(0));
+    body.removeInitializer(v);
+    body.renameValue(c->output(0), name);
+  }
 }
 
 void verifyModel(Model& model, const std::string& passName) {
@@ -315,6 +368,11 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
       auto t0 = std::chrono::steady_clock::now();
       int64_t before = stats.rewrites;
       bool changed = runOnGraphs(*inst.pass, *model.graph, ctx, stats);
+      for (Function* f : optimizableFunctions(model)) {
+        bool fc = runOnGraphs(*inst.pass, *f->body, ctx, stats);
+        if (fc) initializersToConstants(*f->body);
+        changed |= fc;
+      }
       stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (stats.rewrites != before) report.lastRewritePass = inst.name;
       if (changed) {

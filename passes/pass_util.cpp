@@ -76,6 +76,12 @@ Value* addInitializer(Graph& g, Tensor t, const std::string& baseName) {
   return v;
 }
 
+bool isFunctionBody(const Graph& g, const Model& model) {
+  const Graph* top = &g;
+  while (top->parent()) top = top->parent();
+  return top != model.graph.get();
+}
+
 bool removeIfDead(Node* n) {
   for (Value* o : n->outputs())
     if (o && (o->hasUses() || o->isGraphOutput())) return false;

@@ -43,6 +43,9 @@ std::optional<std::vector<int64_t>> staticShape(const Value* v);
 /// whose loop-carried values may change shape from one iteration to the next.
 bool shapesAreStable(const Graph& g);
 
+/// Whether `g` is (or is nested in) the body of a model-local function rather than the main graph.
+bool isFunctionBody(const Graph& g, const Model& model);
+
 /// Random and other nondeterministic ops (never folded, merged or duplicated).
 bool isNondeterministic(const Node& n);
 
