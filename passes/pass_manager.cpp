@@ -234,8 +234,9 @@ Pipeline presetPipeline(int level, bool fuse) {
   append(parsePipeline(kCleanup));
   if (level >= 2) append(parsePipeline(kFolding));
   if (level >= 3 || fuse) {
-    // -O3 inlines exporters' module functions (not --fuse alone: a call is a user-visible unit).
-    if (level >= 3) append(parsePipeline("inline-functions"));
+    // Fusions start by inlining exporters' module functions, so patterns across calls are seen
+    // (-O3, and --fuse which is -O3's fusions on top of any level).
+    append(parsePipeline("inline-functions"));
     append(fusionPipeline());
     append(parsePipeline(kCleanup));
   }
