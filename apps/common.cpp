@@ -43,6 +43,11 @@ int runGuarded(const std::function<int()>& body) {
     return body();
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::OutputClosed) return kOk;  // `| head` read what it wanted
+    if (e.kind() == ErrorKind::Internal) {
+      std::fflush(stdout);
+      fmt::print(stderr, "onnxtool: internal error: {} (a bug in onnxtool: please report it with the model)\n", e.what());
+      return kInternal;
+    }
     printError(e.what());
     return e.kind() == ErrorKind::Unsupported ? kUnsupported : kUsage;
   } catch (const std::filesystem::filesystem_error& e) {

@@ -25,6 +25,7 @@ enum ExitCode : int {
   kFinding = 1,      ///< a finding: check failed, outputs differ
   kUsage = 2,        ///< usage error, unreadable or invalid input
   kUnsupported = 3,  ///< unsupported op, opset or device
+  kInternal = 4,     ///< a broken invariant of ours (a bug to report), e.g. a --verify-each failure
 };
 
 /// One subcommand: adds itself to the app and returns the function to run when selected.
@@ -35,7 +36,8 @@ struct Subcommand {
 
 /// Runs `body`, turning library errors and exceptions into one line on stderr,
 /// `onnxtool: error: <what>: <why>`, and an exit code (Error(InvalidInput/Io) -> 2,
-/// Error(Unsupported) -> 3, a closed standard output -> 0 quietly, anything else -> 2).
+/// Error(Unsupported) -> 3, Error(Internal) -> 4 as `onnxtool: internal error: ...`, a closed
+/// standard output -> 0 quietly, anything else -> 2).
 int runGuarded(const std::function<int()>& body);
 
 /// Prints `onnxtool: error: MESSAGE` on stderr (also under -q).

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for more)");
   app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
-  app.footer("Exit codes: 0 success, 1 a finding (check failed, outputs differ), 2 usage error or invalid input, 3 unsupported.\nSee onnxtool(1) and onnxtool-SUBCOMMAND(1).");
+  app.footer("Exit codes: 0 success, 1 a finding (check failed, outputs differ), 2 usage error or invalid input, 3 unsupported, 4 internal error.\nSee onnxtool(1) and onnxtool-SUBCOMMAND(1).");
 
   std::function<int()> selected;
   for (const Subcommand& s : kSubcommands) {

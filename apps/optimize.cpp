@@ -382,7 +382,7 @@ std::function<int()> addOptimize(CLI::App& app) {
   sub->add_flag("--json", o->json,
                 "Print the before/after summary and per-pass statistics as JSON to stdout (to stderr when -o - puts "
                 "the model on stdout)");
-  sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported.");
+  sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported, 4 internal error (--verify-each).");
   return [o, levelOpt] {
     OptimizeOptions opts = *o;
     opts.levelGiven = levelOpt->count() > 0;
