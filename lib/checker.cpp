@@ -432,7 +432,11 @@ class Checker {
     for (const OpsetImport& o : imports) {
       std::string d(canonicalDomain(o.domain));
       auto [it, inserted] = map.emplace(d, o.version);
-      if (!inserted) {
+      if (!inserted && it->second == o.version) {
+        // skl2onnx writes the default domain twice with one version: harmless, onnx accepts it.
+        warning(where, fmt::format("opset_import lists domain '{}' twice with the same version {}, expected one entry",
+                                   domainName(d), o.version));
+      } else if (!inserted) {
         error(where,
               fmt::format(
                   "opset_import lists domain '{}' more than once (versions {} and {}), expected one entry per domain",

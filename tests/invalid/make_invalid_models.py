@@ -135,6 +135,14 @@ def duplicate_opset_domain(d):
 
 
 @case
+def duplicate_opset_same_version(d):
+    # what skl2onnx 1.20 writes for scikit-learn pipelines: the default domain twice, one version
+    m = relu_model()
+    m.opset_import.append(helper.make_opsetid("", m.opset_import[0].version))
+    return m
+
+
+@case
 def opset_too_new(d):
     return relu_model(opset=99)
 
