@@ -394,7 +394,10 @@ Tensor parseNpy(std::string_view bytes, const std::string& dn) {
   t.dims = dims;
   std::string_view payload = bytes.substr(hstart + hlen);
   if (code[0] == 'U' || code[0] == 'S') {
-    size_t width = static_cast<size_t>(std::stoul(code.substr(1)));
+    std::string w = code.substr(1);
+    if (w.empty() || w.size() > 9 || w.find_first_not_of("0123456789") != std::string::npos)
+      fail(ErrorKind::InvalidInput, "{}: bad string width in .npy dtype '{}'", dn, d);
+    size_t width = static_cast<size_t>(std::stoul(w));
     size_t item = code[0] == 'U' ? 4 * width : width;
     t.dataType = static_cast<int32_t>(DType::String);
     auto n = t.numElements();

@@ -297,9 +297,17 @@ void castMap(KernelContext& ctx) {
     if (outType == DType::String) {
       out.strings[pos] = strValues ? v.strings[0] : fmt::format("{}", v.elementAsDouble(0));
     } else if (outType == DType::Float) {
-      mutableData<float>(out)[pos] = strValues ? std::stof(v.strings[0]) : static_cast<float>(v.elementAsDouble(0));
+      try {
+        mutableData<float>(out)[pos] = strValues ? std::stof(v.strings[0]) : static_cast<float>(v.elementAsDouble(0));
+      } catch (const std::exception&) {
+        ctx.fail(fmt::format("map value '{}' is not a number", v.strings[0]));
+      }
     } else {
-      mutableData<int64_t>(out)[pos] = strValues ? std::stoll(v.strings[0]) : static_cast<int64_t>(v.elementAsDouble(0));
+      try {
+        mutableData<int64_t>(out)[pos] = strValues ? std::stoll(v.strings[0]) : static_cast<int64_t>(v.elementAsDouble(0));
+      } catch (const std::exception&) {
+        ctx.fail(fmt::format("map value '{}' is not an integer", v.strings[0]));
+      }
     }
   }
   ctx.setOutput(0, std::move(out));
