@@ -256,3 +256,23 @@ TEST_CASE("declarations inference cannot refute are kept for writing, never read
   CHECK(m->graph->valueInfos()[0].type().str() == "tensor(float)[5,3]");
   CHECK(m->graph->valueInfos()[1].type().str() == "tensor(float)[batch,3]");
 }
+
+TEST_CASE("Slice ends meaning 'to the end' (1e9, INT32_MAX, INT64_MAX) give the symbolic dim", "[shape_inference]") {
+  auto m = newModel(13);
+  Value* x = input(*m, "x", DType::Float, shapeOf({"N", "seq", "4"}));
+  Value* axis = ints(*m, "axis", {1});
+  std::vector<Node*> slices;
+  int i = 0;
+  for (int64_t end : {int64_t{1000000000}, int64_t{2147483647}, INT64_MAX}) {
+    std::string k = std::to_string(i++);
+    slices.push_back(m->graph->addNode("Slice", {x, ints(*m, ("one" + k).c_str(), {1}), ints(*m, ("end" + k).c_str(), {end}), axis},
+                                       {"s" + k}));
+  }
+  Node* tail = m->graph->addNode("Slice", {x, ints(*m, "minus3", {-3}), ints(*m, "e9", {1000000000}), axis}, {"tail"});
+  Node* head = m->graph->addNode("Slice", {x, ints(*m, "big_neg", {-1000000000}), ints(*m, "two", {2}), axis}, {"head"});
+  auto report = inferShapes(*m);
+  CHECK(report.errors.empty());
+  for (Node* n : slices) CHECK(n->output(0)->type().str() == "tensor(float)[N,seq-1,4]");
+  CHECK(tail->output(0)->type().str() == "tensor(float)[N,3,4]");
+  CHECK(head->output(0)->type().str() == "tensor(float)[N,2,4]");
+}
