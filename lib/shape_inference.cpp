@@ -53,7 +53,8 @@ bool shapesContradict(const Shape& declared, const Shape& inferred) {
   return false;
 }
 
-bool isFreshSymbol(const Dim& d) { return d.isParam() && d.param.starts_with("unk__"); }
+/// A dim in terms of symbols inference invented ("unk__3", "unk__3+1"): it proves no size.
+bool isFreshSymbol(const Dim& d) { return d.isParam() && d.param.find("unk__") != std::string::npos; }
 
 /// The declaration to write for a value whose computed type is `inferred`: the declared type,
 /// refined where it says nothing, with every dim inference contradicts replaced by the inferred
