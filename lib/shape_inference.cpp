@@ -57,7 +57,8 @@ bool shapesContradict(const Shape& declared, const Shape& inferred) {
 bool isFreshSymbol(const Dim& d) { return d.isParam() && d.param.find("unk__") != std::string::npos; }
 
 /// The declaration to write for a value whose computed type is `inferred`: the declared type,
-/// refined where it says nothing, with every dim inference contradicts replaced by the inferred
+/// refined where it says nothing or names a dim inference proves static (as the merge of declared
+/// and inferred types always did), with every dim inference contradicts replaced by the inferred
 /// one (the whole shape when the rank differs). A static declared dim where inference proves an
 /// expression of the input symbols is wrong for other inputs: replaced too. A declared symbol
 /// naming a graph input's dim, where inference computes something else, claims an equality
@@ -83,6 +84,7 @@ TypeInfo reconcile(const TypeInfo& declared, const TypeInfo& inferred, const std
     bool replace = d.isUnknown();
     if (d.isValue() && x.isValue() && d.value != x.value) replace = conflict = true;
     if (d.isValue() && x.isParam() && !isFreshSymbol(x)) replace = conflict = true;
+    if (d.isParam() && x.isValue()) replace = true;  // a size inference proves refines a name
     if (d.isParam() && inputSymbols.count(d.param) && !(x.isParam() && x.param == d.param)) replace = true;
     if (replace) {
       std::string denotation = d.denotation;

@@ -240,7 +240,7 @@ TEST_CASE("declarations inference cannot refute are kept for writing, never read
   Value* f = foo->output(0);
   Value* r = relu->output(0);
   f->setType(TypeInfo::tensor(DType::Float, shapeOf({"5", "3"})));
-  r->setType(TypeInfo::tensor(DType::Float, shapeOf({"batch", "3"})));
+  r->setType(TypeInfo::tensor(DType::Float, shapeOf({"batch", "cols"})));
   for (Value* v : {f, r}) {
     ValueInfoEntry e;
     e.value = v;
@@ -249,12 +249,13 @@ TEST_CASE("declarations inference cannot refute are kept for writing, never read
   auto report = inferShapes(*m);
   // No schema for Foo: the declared element type is kept, the claimed shape is not.
   CHECK(f->type().str() == "tensor(float)?");
-  // A symbol of its own where inference proves N: not a contradiction, but no proof either.
+  // A symbol of its own where inference proves N: not a contradiction, but no proof either; a
+  // symbol where inference proves a size is refined in the written declaration.
   CHECK(r->type().str() == "tensor(float)[N,3]");
   CHECK(report.declarationConflicts.empty());
   CHECK(report.errors.empty());
   CHECK(m->graph->valueInfos()[0].type().str() == "tensor(float)[5,3]");
-  CHECK(m->graph->valueInfos()[1].type().str() == "tensor(float)[batch,3]");
+  CHECK(m->graph->valueInfos()[1].type().str() == "tensor(float)[batch,3]");  // declared [batch,cols]
 }
 
 TEST_CASE("Slice ends meaning 'to the end' (1e9, INT32_MAX, INT64_MAX) give the symbolic dim", "[shape_inference]") {
