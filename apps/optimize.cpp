@@ -225,6 +225,7 @@ int runOptimize(const OptimizeOptions& o) {
     };
   }
   PassRunReport report = runPipeline(*model, pipeline, pm);
+  for (const DeclarationConflict& d : report.declarationConflicts) spdlog::warn("{}", d.message());
   if (report.bisectStopped) {
     if (report.lastRewrite.empty())
       spdlog::warn("--bisect {}: stopped before the first rewrite", o.bisect);

@@ -1048,8 +1048,12 @@ class Checker {
     if (!m_.graph || hasErrors(out_)) return;
     Model& m = const_cast<Model&>(m_);
     std::vector<std::pair<Value*, TypeInfo>> saved;
+    // Inference also rewrites contradicted declarations: the entries are restored as well.
+    std::vector<std::pair<ValueInfoEntry*, std::optional<TypeInfo>>> savedEntries;
     auto save = [&](Graph& g) {
       for (const auto& v : g.values()) saved.emplace_back(v.get(), v->type());
+      for (auto* list : {&g.inputs(), &g.outputs(), &g.valueInfos()})
+        for (ValueInfoEntry& e : *list) savedEntries.emplace_back(&e, e.typeOverride);
     };
     m.graph->forEachGraph(save);
     for (const auto& f : m.functions)
@@ -1063,6 +1067,7 @@ class Checker {
                                    e.what()));
     }
     for (auto& [v, t] : saved) v->setType(std::move(t));
+    for (auto& [e, t] : savedEntries) e->typeOverride = std::move(t);
     std::set<std::pair<const Node*, std::string>> seen;  // a function body is inferred once per call
     for (const InferFinding& f : inferred.findings) {
       if (!seen.emplace(f.node, f.what).second) continue;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,7 +32,80 @@ bool isFullyKnown(const TypeInfo& t) {
   return std::none_of(t.shape.dims.begin(), t.shape.dims.end(), [](const Dim& d) { return d.isUnknown(); });
 }
 
+/// What a declaration says that inference cannot replace: the kind and element type, shapes
+/// dropped (also inside sequences and optionals), so nothing specialises on a claimed shape.
+TypeInfo withoutShapes(const TypeInfo& t) {
+  TypeInfo r = t;
+  r.shape = Shape::unknownRank();
+  if (r.inner) r.inner = std::make_shared<TypeInfo>(withoutShapes(*r.inner));
+  return r;
+}
+
+/// Whether two tensor shapes contradict: different ranks, or a static dim of another size.
+bool shapesContradict(const Shape& declared, const Shape& inferred) {
+  if (!declared.hasRank || !inferred.hasRank) return false;
+  if (declared.rank() != inferred.rank()) return true;
+  for (size_t i = 0; i < declared.rank(); ++i) {
+    const Dim& d = declared.dims[i];
+    const Dim& x = inferred.dims[i];
+    if (d.isValue() && x.isValue() && d.value != x.value) return true;
+  }
+  return false;
+}
+
+/// A dim in terms of symbols inference invented ("unk__3", "unk__3+1"): it proves no size.
+bool isFreshSymbol(const Dim& d) { return d.isParam() && d.param.find("unk__") != std::string::npos; }
+
+/// The declaration to write for a value whose computed type is `inferred`: the declared type,
+/// refined where it says nothing or names a dim inference proves static (as the merge of declared
+/// and inferred types always did), with every dim inference contradicts replaced by the inferred
+/// one (the whole shape when the rank differs). A static declared dim where inference proves an
+/// expression of the input symbols is wrong for other inputs: replaced too. A declared symbol
+/// naming a graph input's dim, where inference computes something else, claims an equality
+/// inference does not support: replaced, quietly. Sets `conflict` when the declaration was
+/// contradicted. Element type and kind conflicts are left to the findings.
+TypeInfo reconcile(const TypeInfo& declared, const TypeInfo& inferred, const std::set<std::string>& inputSymbols,
+                   bool& conflict) {
+  conflict = false;
+  if (!declared.isTensor() || !inferred.isTensor()) return declared;
+  if (declared.elemType && inferred.elemType && declared.elemType != inferred.elemType) return declared;
+  TypeInfo w = declared;
+  if (!w.elemType) w.elemType = inferred.elemType;
+  if (!inferred.shape.hasRank) return w;
+  if (!declared.shape.hasRank || declared.shape.rank() != inferred.shape.rank()) {
+    conflict = declared.shape.hasRank;
+    w.shape = inferred.shape;
+    return w;
+  }
+  for (size_t i = 0; i < w.shape.rank(); ++i) {
+    Dim& d = w.shape.dims[i];
+    const Dim& x = inferred.shape.dims[i];
+    if (x.isUnknown()) continue;
+    bool replace = d.isUnknown();
+    if (d.isValue() && x.isValue() && d.value != x.value) replace = conflict = true;
+    if (d.isValue() && x.isParam() && !isFreshSymbol(x)) replace = conflict = true;
+    if (d.isParam() && x.isValue()) replace = true;  // a size inference proves refines a name
+    if (d.isParam() && inputSymbols.count(d.param) && !(x.isParam() && x.param == d.param)) replace = true;
+    if (replace) {
+      std::string denotation = d.denotation;
+      d = x;
+      d.denotation = denotation;
+    }
+  }
+  return w;
+}
+
+std::string declStr(const TypeInfo& t) {
+  if (!t.isTensor()) return t.str();
+  return fmt::format("{}{}", t.elemType ? std::string(dtypeName(t.dtype())) : std::string("tensor"), t.shape.str());
+}
+
 }  // namespace
+
+std::string DeclarationConflict::message() const {
+  return fmt::format("{} '{}'{} is declared {} but computes {}; the written model declares {}", role, name, where,
+                     declStr(declared), declStr(inferred), declStr(written));
+}
 
 // ------------------------------------------------------------------------------ registry
 
@@ -86,6 +160,9 @@ class InferEngine {
   std::unordered_map<std::string, SymExpr> exprByName;
   int freshCounter = 0;
   std::vector<TypeInfo>* pending = nullptr;  ///< outputs of the node being inferred
+  /// The type each node output and subgraph input had before this run (its declaration, or the
+  /// previous run's result), checked against inference at the end.
+  std::unordered_map<const Value*, TypeInfo> declared;
 
   const std::vector<SymDim>* dataOf(const Value* v);
   const Tensor* constantOf(const Value* v) const;
@@ -96,6 +173,7 @@ class InferEngine {
   void inferFunctionCall(Node& n, const Function& f);
   void checkConstraints(const Node& n, const OpSchema& s);
   void mergeInto(Value* v, const TypeInfo& inferred, const Node& n);
+  void reconcileDeclarations();
   void applyInputDims(Graph& g);
   const InferFnDef* findFn(std::string_view domain, std::string_view op, int version) const;
 
@@ -171,6 +249,7 @@ void InferEngine::run() {
   applyInputDims(*model_.graph);
   imports_ = &model_.opsetImports;
   inferGraph(*model_.graph);
+  reconcileDeclarations();
   model_.graph->forEachGraph([&](Graph& g) {
     for (const auto& n : g.nodes())
       for (Value* v : n->outputs()) {
@@ -205,6 +284,37 @@ void InferEngine::inferGraph(Graph& g) {
     for (const auto& n : g.nodes()) nodes.push_back(n.get());
   }
   for (Node* n : nodes) inferNode(*n);
+}
+
+void InferEngine::reconcileDeclarations() {
+  std::set<std::string> inputSymbols;
+  for (const ValueInfoEntry& e : model_.graph->inputs())
+    if (e.value && e.value->type().isTensor())
+      for (const Dim& d : e.value->type().shape.dims)
+        if (d.isParam()) inputSymbols.insert(d.param);
+  model_.graph->forEachGraph([&](Graph& g) {
+    std::string where;
+    if (const Node* p = g.parentNode())
+      where = fmt::format(" in subgraph '{}' of node '{}' ({})", g.name, p->displayName(), p->opType);
+    auto visit = [&](std::vector<ValueInfoEntry>& entries, const char* role) {
+      for (ValueInfoEntry& e : entries) {
+        if (!e.value || !e.hasType) continue;
+        auto it = declared.find(e.value);
+        if (it == declared.end()) continue;  // not typed by this run: a graph input, an initializer
+        const TypeInfo& claim = e.typeOverride ? *e.typeOverride : it->second;
+        const TypeInfo& computed = e.value->type();
+        if (claim.isNone()) continue;
+        bool conflict = false;
+        TypeInfo written = reconcile(claim, computed, inputSymbols, conflict);
+        if (conflict) report_.declarationConflicts.push_back({role, e.value->name(), where, claim, computed, written});
+        if (written == computed) e.typeOverride.reset();
+        else e.typeOverride = std::move(written);
+      }
+    };
+    if (g.parentNode()) visit(g.inputs(), "subgraph input");
+    visit(g.outputs(), "output");
+    visit(g.valueInfos(), "value_info");
+  });
 }
 
 void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
@@ -247,34 +357,35 @@ void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
 }
 
 void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
-  const TypeInfo& declared = v->type();
-  if (inferred.isNone()) return;
-  if (declared.isNone() || (declared.isTensor() && inferred.isTensor() && declared.elemType == 0 &&
-                            !declared.shape.hasRank)) {
+  // The value's type before this run is a claim (a declaration, or what an earlier run inferred):
+  // kept aside for checking, never merged into what passes read.
+  declared.try_emplace(v, v->type());
+  const TypeInfo claim = v->type();
+  auto conflict = [&] {
+    std::string what = fmt::format("output '{}' inferred as {} but declared as {}", v->name(), inferred.str(),
+                                   claim.str());
+    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, what), &n, what);
+  };
+  if (inferred.isNone()) {
+    // Nothing inferred (no schema, no function): the declared kind and element type only.
+    v->setType(withoutShapes(claim));
+    return;
+  }
+  if (claim.isNone()) {
     v->setType(inferred);
     return;
   }
-  auto conflict = [&] {
-    std::string what = fmt::format("output '{}' inferred as {} but declared as {}", v->name(), inferred.str(),
-                                   declared.str());
-    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, what), &n, what);
-  };
-  if (declared.kind != inferred.kind) return conflict();
-  if (!declared.isTensor()) return;  // sequences, optionals: keep the declaration
-  TypeInfo merged = declared;
-  if (declared.elemType == 0) merged.elemType = inferred.elemType;
-  else if (inferred.elemType != 0 && inferred.elemType != declared.elemType) return conflict();
-  if (!declared.shape.hasRank) {
-    merged.shape = inferred.shape;
-  } else if (inferred.shape.hasRank) {
-    if (inferred.shape.rank() != declared.shape.rank()) return conflict();
-    for (size_t i = 0; i < declared.shape.rank(); ++i) {
-      const Dim& d = declared.shape.dims[i];
-      const Dim& x = inferred.shape.dims[i];
-      if (d.isValue() && x.isValue() && d.value != x.value) return conflict();
-      if (d.isUnknown() || (x.isValue() && !d.isValue())) merged.shape.dims[i] = x;
-    }
+  if (claim.kind != inferred.kind) {
+    conflict();
+    v->setType(inferred);
+    return;
   }
+  if (!claim.isTensor()) return;  // sequences, optionals: no pass reads their shapes; keep the declaration
+  TypeInfo merged = inferred;
+  if (!merged.elemType) merged.elemType = claim.elemType;
+  if ((claim.elemType && inferred.elemType && claim.elemType != inferred.elemType) ||
+      shapesContradict(claim.shape, inferred.shape))
+    conflict();
   v->setType(std::move(merged));
 }
 
@@ -294,6 +405,9 @@ void InferEngine::inferNode(Node& n) {
     }
     ++report_.opsWithoutInference[n.opType];
     giveUp(fmt::format("no schema for {} (domain '{}', opset {})", n.opType, domain, opset));
+    pending = nullptr;
+    for (Value* v : n.outputs())
+      if (v) mergeInto(v, TypeInfo{}, n);
     return;
   }
   const InferFnDef* def = findFn(domain, n.opType, schema->sinceVersion);
@@ -317,6 +431,8 @@ void InferEngine::inferNode(Node& n) {
 void InferEngine::inferFunctionCall(Node& n, const Function& f) {
   if (!f.body || activeFunctions_.count(&f)) {
     ++report_.opsWithoutInference[n.opType];
+    for (Value* v : n.outputs())
+      if (v) mergeInto(v, TypeInfo{}, n);
     return;
   }
   Graph& body = *f.body;
@@ -507,19 +623,22 @@ int64_t InferContext::normalizeAxis(int64_t axis, int64_t rank, std::string_view
 }
 
 std::vector<TypeInfo> InferContext::inferSubgraph(Graph& body, const std::vector<TypeInfo>& inputTypes) {
+  // A formal input's declared type is a claim: the type the node passes in is used (the declared
+  // element type where it says none), the declaration kept aside for checking.
   for (size_t i = 0; i < body.inputs().size() && i < inputTypes.size(); ++i) {
     Value* in = body.inputs()[i].value;
     if (!in) continue;
     const TypeInfo& given = inputTypes[i];
-    const TypeInfo& declared = in->type();
-    if (declared.isNone()) {
+    TypeInfo claim = engine_.declared.try_emplace(in, in->type()).first->second;
+    if (given.isNone()) {
+      in->setType(withoutShapes(claim));
+    } else if (claim.isTensor() && given.isTensor()) {
+      TypeInfo t = given;
+      if (!t.elemType) t.elemType = claim.elemType;
+      in->setType(std::move(t));
+    } else if (claim.isNone() || claim.kind != given.kind) {
       in->setType(given);
-    } else if (declared.isTensor() && given.isTensor()) {
-      TypeInfo merged = declared;
-      if (!merged.elemType) merged.elemType = given.elemType;
-      if (!merged.shape.hasRank) merged.shape = given.shape;
-      in->setType(std::move(merged));
-    }
+    }  // sequences, optionals: keep the declaration
   }
   std::vector<TypeInfo>* outer = engine_.pending;
   engine_.inferGraph(body);

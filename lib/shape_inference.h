@@ -40,6 +40,19 @@ struct InferFinding {
   std::string what;            ///< the message without the "node '<n>' (<Op>): " prefix
 };
 
+/// A declared type (graph output, value_info or subgraph input) that the computation contradicts:
+/// a different rank, a static dim of another size, or a static dim where inference proves an input
+/// symbol. Inference keeps the computed type for the value; the entry is rewritten to `written`.
+struct DeclarationConflict {
+  std::string role;   ///< "output", "value_info" or "subgraph input"
+  std::string name;   ///< the value's name
+  std::string where;  ///< "" in the main graph, else " in subgraph 'body' of node 'loop' (Loop)"
+  TypeInfo declared, inferred, written;
+  /// "output 'out' is declared float32[1,seqlen] but computes float32[N,1,8210]; the written model
+  /// declares float32[N,1,8210]"
+  std::string message() const;
+};
+
 struct InferReport {
   /// Findings: incompatible shapes, wrong ranks, type-constraint violations, conflicts with
   /// declared value_info. One line each: "node 'MatMul_3' (MatMul): inner dimensions differ, 3 vs 4".
@@ -51,15 +64,24 @@ struct InferReport {
   std::string firstGiveUp;
   /// Ops met without an inference function, with how many nodes each.
   std::map<std::string, size_t> opsWithoutInference;
+  /// Declared types that inference contradicts (one per entry), in graph order. Node output
+  /// conflicts of rank or static dims are also in `findings`.
+  std::vector<DeclarationConflict> declarationConflicts;
   size_t valuesTotal = 0;       ///< node outputs in all graphs
   size_t valuesFullyKnown = 0;  ///< of those: tensors with a rank and every dim a size or symbol
 };
 
 /// Infers the type of every node output of the model (main graph, subgraphs with their outer
-/// scope, and model-local function calls), merging with the declared types: the more specific
-/// of the two is kept per dimension; a contradiction is an error finding and the declared type
-/// is kept. Dimensions that cannot be expressed in the input symbols get fresh names
-/// ("unk__0", numbered in visiting order, so stable for a given model).
+/// scope, and model-local function calls). Declared types of node outputs (graph outputs,
+/// value_info) and of subgraph inputs are claims, not facts: a value's type (Value::type()) is
+/// what inference proves, never specialised by a declaration; where inference says nothing the
+/// declared element type alone is kept (a wrong one is refused by runtimes, a wrong shape is not).
+/// Declarations are checked: a contradicted element type, kind, rank or static dim of a node output
+/// is an error finding; every contradicted entry is rewritten to a correct declaration (the
+/// declared one refined by inference, conflicting dims and ranks replaced by the inferred ones)
+/// and listed in `declarationConflicts`; an uncontradicted declaration is kept as written.
+/// Main graph inputs (and --shape) are facts. Dimensions that cannot be expressed in the input
+/// symbols get fresh names ("unk__0", numbered in visiting order, so stable for a given model).
 /// Throws Error(InvalidInput) for a malformed --shape entry, and on the first finding if strict.
 InferReport inferShapes(Model& model, const InferOptions& options = {});
 

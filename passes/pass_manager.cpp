@@ -355,7 +355,13 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
 
   int64_t budget = options.bisect;
   std::string lastRewrite;
+  // Declared types are claims: inferring first replaces them by what the graph computes before
+  // any pass reads a type, and corrects the declarations that the computation contradicts.
   bool shapesFresh = false;
+  if (!instances.empty()) {
+    report.declarationConflicts = inferShapes(model).declarationConflicts;
+    shapesFresh = true;
+  }
   for (int iter = 0; iter < std::max(1, options.maxIterations); ++iter) {
     report.iterations = iter + 1;
     bool changedAny = false;

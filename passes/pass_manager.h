@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/ir.h"
+#include "lib/shape_inference.h"
 #include "passes/pass.h"
 
 namespace onnxtool {
@@ -54,6 +55,9 @@ struct PassRunReport {
   bool bisectStopped = false;  ///< the budget ran out
   std::string lastRewrite;     ///< description of the last rewrite performed
   std::string lastRewritePass;
+  /// Declarations (graph outputs, value_info, subgraph inputs) the computation contradicts, found
+  /// by the inference that opens every non-empty pipeline; the model now declares `written`.
+  std::vector<DeclarationConflict> declarationConflicts;
 };
 
 /// IR version 3 requires every initializer to be listed as a graph input too, so there a weight in
@@ -62,7 +66,9 @@ struct PassRunReport {
 /// passes (as onnx-simplifier does). Returns how many inputs were dropped; no-op for IR >= 4.
 size_t promoteIr3Initializers(Model& model);
 
-/// Runs `pipeline` over the model. Throws Error(Internal) naming the pass when --verify-each
+/// Runs `pipeline` over the model. A non-empty pipeline starts with shape inference, so that
+/// passes read inferred types only and contradicted declarations are corrected (reported in
+/// `declarationConflicts`) even when no pass reads shapes. Throws Error(Internal) naming the pass when --verify-each
 /// finds a broken model, and Error(InvalidInput) for bad pass options.
 PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassManagerOptions& options = {});
 

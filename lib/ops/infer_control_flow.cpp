@@ -52,11 +52,28 @@ TypeInfo withInsertedDim(InferContext& c, const TypeInfo& t, int64_t axis, const
   return r;
 }
 
+/// The type a loop-carried value (Loop) or state variable (Scan) has inside the body: the initial
+/// value's. Where the body declares its input's shape, only the dims the declaration agrees with
+/// are kept: the declaration says which ones later iterations may change, and it is a claim, so
+/// a dim it contradicts or leaves open is unknown rather than taken from either side.
+TypeInfo carriedType(const TypeInfo& init, const Graph& body, size_t index) {
+  if (!init.isTensor() || !init.shape.hasRank || index >= body.inputs().size() || !body.inputs()[index].value)
+    return init;
+  const TypeInfo& declared = body.inputs()[index].type();
+  if (!declared.isTensor() || !declared.shape.hasRank) return init;
+  TypeInfo t = init;
+  bool sameRank = declared.shape.rank() == init.shape.rank();
+  for (size_t i = 0; i < t.shape.rank(); ++i)
+    if (!sameRank || !(declared.shape.dims[i] == init.shape.dims[i]) || declared.shape.dims[i].isUnknown())
+      t.shape.dims[i] = Dim{};
+  return t;
+}
+
 void loop(InferContext& c) {
   Graph& body = *graphAttr(c, "body");
   size_t carried = c.numInputs() >= 2 ? c.numInputs() - 2 : 0;
   std::vector<TypeInfo> in{TypeInfo::tensor(DType::Int64, Shape::of({})), TypeInfo::tensor(DType::Bool, Shape::of({}))};
-  for (size_t i = 0; i < carried; ++i) in.push_back(c.inputType(i + 2));
+  for (size_t i = 0; i < carried; ++i) in.push_back(carriedType(c.inputType(i + 2), body, i + 2));
   auto out = c.inferSubgraph(body, in);
   if (out.size() < carried + 1) c.fail(fmt::format("body has {} outputs, expected at least {}", out.size(), carried + 1));
   for (size_t i = 0; i < carried; ++i) {
@@ -80,7 +97,7 @@ void scan(InferContext& c) {
   auto inAxes = c.attrInts("scan_input_axes").value_or(std::vector<int64_t>(numScan, 0));
   if (inAxes.size() != numScan) c.fail("scan_input_axes does not match num_scan_inputs");
   std::vector<TypeInfo> in;
-  for (size_t i = 0; i < state; ++i) in.push_back(c.inputType(i));
+  for (size_t i = 0; i < state; ++i) in.push_back(carriedType(c.inputType(i), body, i));
   SymDim seqLen;
   for (size_t j = 0; j < numScan; ++j) {
     TypeInfo t = c.inputType(state + j);
@@ -125,7 +142,7 @@ void scan8(InferContext& c) {
       if (!batch) batch = c.fromDim(t.shape.dims[0]);
       if (isScan && !seqLen && t.shape.rank() >= 2) seqLen = c.fromDim(t.shape.dims[1]);
     }
-    in.push_back(dropDims(t, isScan ? 2 : 1));
+    in.push_back(isScan ? dropDims(t, 2) : carriedType(dropDims(t, 1), body, i));
   }
   auto out = c.inferSubgraph(body, in);
   if (out.size() < state) c.fail("body has fewer outputs than state variables");

@@ -350,8 +350,13 @@ void split(InferContext& c) {
   }
 }
 
+/// A constant Slice bound at or beyond this magnitude means "to the end" (or "from the start")
+/// of a symbolic dim: exporters write 1000000000 (tf2onnx), INT32_MAX or INT64_MAX for it, and no
+/// dim is that large. Read as a literal, the bound would make a dim of a billion.
+constexpr int64_t kSliceToEnd = 1000000000;
+
 /// Length of a slice of a dimension of size `dim` (which may be symbolic, then assumed large
-/// enough for non-negative constant bounds).
+/// enough for non-negative constant bounds below kSliceToEnd).
 SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) {
   if (!dim) return std::nullopt;
   if (auto d = dim->asConstant()) {
@@ -367,10 +372,9 @@ SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) 
     return SymExpr(std::max<int64_t>(len, 0));
   }
   if (step <= 0) return std::nullopt;
-  constexpr int64_t kBig = INT32_MAX;
   auto bound = [&](int64_t x) -> SymDim {
-    if (x >= kBig) return *dim;
-    if (x < 0) return x <= -kBig ? SymDim(SymExpr(0)) : SymDim(*dim + SymExpr(x));
+    if (x >= kSliceToEnd) return *dim;
+    if (x < 0) return x <= -kSliceToEnd ? SymDim(SymExpr(0)) : SymDim(*dim + SymExpr(x));
     return SymExpr(x);
   };
   SymDim s = bound(start), e = bound(end);
@@ -386,11 +390,10 @@ SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) 
 /// end - start when provably non-negative, 0 when provably not positive, else unknown.
 SymDim symbolicSliceLength(const SymDim& dim, const SymDim& start, const SymDim& end, int64_t step) {
   if (!dim || !start || !end || step <= 0) return std::nullopt;
-  constexpr int64_t kBig = INT32_MAX;
   auto bound = [&](const SymExpr& x) -> SymDim {
     if (auto v = x.asConstant()) {
-      if (*v >= kBig) return *dim;
-      if (*v < 0) return *v <= -kBig ? SymDim(SymExpr(0)) : SymDim(*dim + x);
+      if (*v >= kSliceToEnd) return *dim;
+      if (*v < 0) return *v <= -kSliceToEnd ? SymDim(SymExpr(0)) : SymDim(*dim + x);
       if (dim->isConstant()) return SymExpr(std::min(*v, *dim->asConstant()));
       return x;
     }

@@ -33,9 +33,32 @@ def inspect_json(c, args):
     return json.loads(r.stdout)
 
 
+def without_claims(model):
+    """A copy without the declared shapes of node outputs (value_info, graph outputs, in every
+    graph): they are claims (issue 9), which onnx merges into its result and we do not."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+
+    def walk(g):
+        del g.value_info[:]
+        for o in g.output:
+            if o.type.HasField("tensor_type"):
+                o.type.tensor_type.ClearField("shape")
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for sg in a.graphs:
+                    walk(sg)
+
+    walk(m.graph)
+    return m
+
+
 def onnx_types(model):
-    """name -> TypeProto of every value onnx's inference (non-strict) types, subgraphs included."""
-    inferred = onnx.shape_inference.infer_shapes(model)
+    """name -> TypeProto of every value onnx's inference (non-strict) types, subgraphs included,
+    from the facts of the model only (see without_claims)."""
+    inferred = onnx.shape_inference.infer_shapes(without_claims(model))
     types = {}
 
     def walk(g):

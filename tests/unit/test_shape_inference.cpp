@@ -1,5 +1,6 @@
 // test_shape_inference.cpp: symbolic expressions and hand-checked shape inference cases.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 
 #include "lib/error.h"
@@ -192,4 +193,87 @@ TEST_CASE("inference over a 1000-node chain keeps every shape", "[shape_inferenc
   CHECK(last.shape.dims[0].param == "batch");
   CHECK(last.shape.dims[1].param == "seq");
   CHECK(last.shape.dims[2].value == 768);
+}
+
+TEST_CASE("declared types are claims: values take the inferred type, contradicted entries are rewritten", "[shape_inference]") {
+  auto m = newModel();
+  Value* x = input(*m, "x", DType::Float, shapeOf({"N", "3"}));
+  Node* relu = m->graph->addNode("Relu", {x}, {"r"});
+  Node* flat = m->graph->addNode("Flatten", {relu->output(0)}, {"out"});
+  Value* r = relu->output(0);
+  Value* out = flat->output(0);
+  // As loaded: value_info says r is [5, 3] (a static dim where the input has a symbol), the graph
+  // output says [1, seqlen] where Flatten gives [N, 3]: neither may reach a pass.
+  r->setType(TypeInfo::tensor(DType::Float, shapeOf({"5", "3"})));
+  ValueInfoEntry e;
+  e.value = r;
+  m->graph->valueInfos().push_back(e);
+  m->graph->addOutput(out);
+  out->setType(TypeInfo::tensor(DType::Float, shapeOf({"1", "seqlen", "7"})));
+  auto report = inferShapes(*m);
+  CHECK(r->type().str() == "tensor(float)[N,3]");
+  CHECK(out->type().str() == "tensor(float)[N,3]");
+  REQUIRE(report.declarationConflicts.size() == 2);
+  CHECK(report.declarationConflicts[0].message() ==
+        "output 'out' is declared float32[1,seqlen,7] but computes float32[N,3]; the written model declares float32[N,3]");
+  CHECK(report.declarationConflicts[1].message() ==
+        "value_info 'r' is declared float32[5,3] but computes float32[N,3]; the written model declares float32[N,3]");
+  CHECK(m->graph->outputs()[0].type().str() == "tensor(float)[N,3]");
+  CHECK(m->graph->valueInfos()[0].type().str() == "tensor(float)[N,3]");
+  // A rank conflict of a node output is an error finding (check reports it); a static dim where
+  // inference proves a symbol is only a warning.
+  REQUIRE(report.errors.size() == 1);
+  CHECK(report.errors[0].find("output 'out' inferred as tensor(float)[N,3] but declared as tensor(float)[1,seqlen,7]") !=
+        std::string::npos);
+  // Inference again: the rewritten declarations stand, nothing more to report.
+  auto again = inferShapes(*m);
+  CHECK(again.declarationConflicts.empty());
+  CHECK(again.errors.empty());
+}
+
+TEST_CASE("declarations inference cannot refute are kept for writing, never read by passes", "[shape_inference]") {
+  auto m = newModel();
+  m->opsetImports.push_back({"com.example", 1, ""});
+  Value* x = input(*m, "x", DType::Float, shapeOf({"N", "3"}));
+  Node* foo = m->graph->addNode("Foo", {x}, {"f"}, "com.example");
+  Node* relu = m->graph->addNode("Relu", {x}, {"r"});
+  Value* f = foo->output(0);
+  Value* r = relu->output(0);
+  f->setType(TypeInfo::tensor(DType::Float, shapeOf({"5", "3"})));
+  r->setType(TypeInfo::tensor(DType::Float, shapeOf({"batch", "cols"})));
+  for (Value* v : {f, r}) {
+    ValueInfoEntry e;
+    e.value = v;
+    m->graph->valueInfos().push_back(e);
+  }
+  auto report = inferShapes(*m);
+  // No schema for Foo: the declared element type is kept, the claimed shape is not.
+  CHECK(f->type().str() == "tensor(float)?");
+  // A symbol of its own where inference proves N: not a contradiction, but no proof either; a
+  // symbol where inference proves a size is refined in the written declaration.
+  CHECK(r->type().str() == "tensor(float)[N,3]");
+  CHECK(report.declarationConflicts.empty());
+  CHECK(report.errors.empty());
+  CHECK(m->graph->valueInfos()[0].type().str() == "tensor(float)[5,3]");
+  CHECK(m->graph->valueInfos()[1].type().str() == "tensor(float)[batch,3]");  // declared [batch,cols]
+}
+
+TEST_CASE("Slice ends meaning 'to the end' (1e9, INT32_MAX, INT64_MAX) give the symbolic dim", "[shape_inference]") {
+  auto m = newModel(13);
+  Value* x = input(*m, "x", DType::Float, shapeOf({"N", "seq", "4"}));
+  Value* axis = ints(*m, "axis", {1});
+  std::vector<Node*> slices;
+  int i = 0;
+  for (int64_t end : {int64_t{1000000000}, int64_t{2147483647}, INT64_MAX}) {
+    std::string k = std::to_string(i++);
+    slices.push_back(m->graph->addNode("Slice", {x, ints(*m, ("one" + k).c_str(), {1}), ints(*m, ("end" + k).c_str(), {end}), axis},
+                                       {"s" + k}));
+  }
+  Node* tail = m->graph->addNode("Slice", {x, ints(*m, "minus3", {-3}), ints(*m, "e9", {1000000000}), axis}, {"tail"});
+  Node* head = m->graph->addNode("Slice", {x, ints(*m, "big_neg", {-1000000000}), ints(*m, "two", {2}), axis}, {"head"});
+  auto report = inferShapes(*m);
+  CHECK(report.errors.empty());
+  for (Node* n : slices) CHECK(n->output(0)->type().str() == "tensor(float)[N,seq-1,4]");
+  CHECK(tail->output(0)->type().str() == "tensor(float)[N,3,4]");
+  CHECK(head->output(0)->type().str() == "tensor(float)[N,2,4]");
 }
