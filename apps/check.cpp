@@ -28,6 +28,7 @@ struct CheckOptions {
   std::vector<std::string> inputs;
   bool json = false;
   std::vector<std::string> inputShapes;  // --shape NAME=DIMS
+  bool strict = false;                   // --strict: warnings count as errors
 };
 
 json diagnosticsJson(const std::vector<Diagnostic>& ds, Diagnostic::Severity sev) {
@@ -35,6 +36,7 @@ json diagnosticsJson(const std::vector<Diagnostic>& ds, Diagnostic::Severity sev
   for (const Diagnostic& d : ds) {
     if (d.severity != sev) continue;
     a.push_back({{"message", d.message},
+                 {"code", d.code},
                  {"node", d.nodeName.empty() ? json(nullptr) : json(d.nodeName)},
                  {"op_type", d.opType.empty() ? json(nullptr) : json(d.opType)}});
   }
@@ -50,7 +52,7 @@ bool quietSummary() { return spdlog::get_level() >= spdlog::level::err; }
 
 /// Checks one model; returns its exit code. Unreadable input is reported here (not thrown) so
 /// that the remaining models are still checked.
-int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeSpec>& specs) {
+int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeSpec>& specs, bool strict) {
   std::unique_ptr<Model> model;
   std::string loadError;
   try {
@@ -72,7 +74,7 @@ int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeS
                      {"file", path == "-" ? "<stdin>" : path},
                      {"readable", false},
                      {"valid", false},
-                     {"errors", json::array({{{"message", loadError}, {"node", nullptr}, {"op_type", nullptr}}})},
+                     {"errors", json::array({{{"message", loadError}, {"code", "load"}, {"node", nullptr}, {"op_type", nullptr}}})},
                      {"warnings", json::array()}}
                     .dump(-1, ' ', false, json::error_handler_t::replace));
     }
@@ -87,7 +89,7 @@ int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeS
                    {"model", model->path},
                    {"file", model->path},
                    {"readable", true},
-                   {"valid", errors == 0},
+                   {"valid", errors == 0 && (!strict || warnings == 0)},
                    {"errors", diagnosticsJson(ds, Diagnostic::Severity::Error)},
                    {"warnings", diagnosticsJson(ds, Diagnostic::Severity::Warning)}}
                   .dump(-1, ' ', false, json::error_handler_t::replace));
@@ -100,14 +102,14 @@ int checkOne(const std::string& path, bool asJson, const std::vector<InputShapeS
     std::fflush(stdout);
     fmt::print(stderr, "{}: {}\n", model->path, counts);
   }
-  return errors ? kFinding : kOk;
+  return errors || (strict && warnings) ? kFinding : kOk;
 }
 
 int runCheck(const CheckOptions& o) {
   int worst = kOk;
   auto specs = parseInputShapes(o.inputShapes);
   for (const std::string& path : o.inputs) {
-    int rc = checkOne(path, o.json, specs);
+    int rc = checkOne(path, o.json, specs, o.strict);
     if (rc > worst) worst = rc;
   }
   return worst;
@@ -123,12 +125,14 @@ std::function<int()> addCheck(CLI::App& app) {
                 "One JSON document per model on stdout, one line each: "
                 "{schema_version, model, file, readable, valid, errors[], warnings[]}");
   addShapeOption(sub, o->inputShapes);
+  sub->add_flag("--strict", o->strict, "Warnings count as errors (exit 1): declared shapes that contradict the computed ones, unverifiable ops, ...");
   sub->footer(
       "Each finding is one line on stdout:\n"
       "  FILE: node 'NAME' (OP): what is wrong, what was expected\n"
       "(model, graph, subgraph, initializer or function in place of the node when no node is concerned).\n"
       "A summary line, `FILE: valid` or `FILE: N errors, M warnings`, goes to stderr (not with -q).\n"
-      "Nodes of unknown domains are warnings (`unverifiable: ...`), not errors.\n"
+      "Nodes of unknown domains and declared shapes that contradict the computed ones are warnings,\n"
+      "not errors (--strict makes them errors).\n"
       "Exit codes: 0 all models valid (warnings allowed), 1 a model is invalid, 2 a model is\n"
       "unreadable (missing, empty, truncated, not ONNX) or usage error; with several models the\n"
       "worst. See onnxtool-check(1).");

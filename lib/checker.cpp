@@ -373,7 +373,7 @@ class Checker {
   explicit Checker(const Model& m) : m_(m) {}
 
   std::vector<Diagnostic> run() {
-    for (const auto& issue : m_.loadIssues) out_.push_back({Diagnostic::Severity::Error, printable(issue), {}, {}});
+    for (const auto& issue : m_.loadIssues) out_.push_back({Diagnostic::Severity::Error, printable(issue), {}, {}, "load"});
     indexFunctions();
     checkModelFields();
     if (m_.graph) {
@@ -391,9 +391,11 @@ class Checker {
  private:
   // ------------------------------------------------------------------ reporting
 
-  void report(Diagnostic::Severity sev, std::string_view where, std::string_view what, const Node* n) {
+  void report(Diagnostic::Severity sev, std::string_view where, std::string_view what, const Node* n,
+              std::string_view code = "spec") {
     Diagnostic d;
     d.severity = sev;
+    d.code = code;
     d.message = printable(fmt::format("{}: {}: {}", m_.path, where, what));
     if (n) {
       d.nodeName = printable(n->displayName());
@@ -401,11 +403,11 @@ class Checker {
     }
     out_.push_back(std::move(d));
   }
-  void error(std::string_view where, std::string_view what, const Node* n = nullptr) {
-    report(Diagnostic::Severity::Error, where, what, n);
+  void error(std::string_view where, std::string_view what, const Node* n = nullptr, std::string_view code = "spec") {
+    report(Diagnostic::Severity::Error, where, what, n, code);
   }
-  void warning(std::string_view where, std::string_view what, const Node* n = nullptr) {
-    report(Diagnostic::Severity::Warning, where, what, n);
+  void warning(std::string_view where, std::string_view what, const Node* n, std::string_view code) {
+    report(Diagnostic::Severity::Warning, where, what, n, code);
   }
 
   static std::string nodeWhere(const Node& n, const GraphCtx& ctx) {
@@ -435,7 +437,8 @@ class Checker {
       if (!inserted && it->second == o.version) {
         // skl2onnx writes the default domain twice with one version: harmless, onnx accepts it.
         warning(where, fmt::format("opset_import lists domain '{}' twice with the same version {}, expected one entry",
-                                   domainName(d), o.version));
+                                   domainName(d), o.version),
+                nullptr, "duplicate-opset-import");
       } else if (!inserted) {
         error(where,
               fmt::format(
@@ -708,7 +711,7 @@ class Checker {
         warning(where,
                 fmt::format("unverifiable: experimental op '{}', expected a standard op (not checked against a schema)",
                             n.opType),
-                &n);
+                &n, "unverifiable-experimental-op");
         return;
       }
       const OpSchema* s = findSchema(domain, n.opType, version);
@@ -749,7 +752,7 @@ class Checker {
             fmt::format("unverifiable: unknown domain '{}', expected a domain of the ONNX spec (ai.onnx, ai.onnx.ml, "
                         "ai.onnx.preview, ai.onnx.preview.training) or a model-local function (not checked against a schema)",
                         domain),
-            &n);
+            &n, "unverifiable-domain");
   }
 
   /// onnx's check_opset_compatibility: a function body node whose domain the model imports at
@@ -1064,18 +1067,22 @@ class Checker {
     } catch (const std::exception& e) {
       // A bug of inference, not of the model: said, so that no finding goes missing unnoticed.
       warning("model", fmt::format("shape inference stopped ({}), expected it to complete; its findings are incomplete",
-                                   e.what()));
+                                   e.what()),
+              nullptr, "inference-incomplete");
     }
     for (auto& [v, t] : saved) v->setType(std::move(t));
     for (auto& [e, t] : savedEntries) e->typeOverride = std::move(t);
     std::set<std::pair<const Node*, std::string>> seen;  // a function body is inferred once per call
     for (const InferFinding& f : inferred.findings) {
       if (!seen.emplace(f.node, f.what).second) continue;
+      // A declared rank or dims that the computation contradicts: onnx.checker accepts the model and
+      // ONNX Runtime computes the real shape with a warning, so it is a warning here too.
+      auto sev = f.code == "declared-shape-mismatch" ? Diagnostic::Severity::Warning : Diagnostic::Severity::Error;
       if (f.node)
-        error(fmt::format("node '{}' ({}){}", f.node->displayName(), f.node->opType, placeOf(*f.node->graph())), f.what,
-              f.node);
+        report(sev, fmt::format("node '{}' ({}){}", f.node->displayName(), f.node->opType, placeOf(*f.node->graph())),
+               f.what, f.node, f.code);
       else
-        out_.push_back({Diagnostic::Severity::Error, printable(fmt::format("{}: {}", m_.path, f.what)), {}, {}});
+        out_.push_back({sev, printable(fmt::format("{}: {}", m_.path, f.what)), {}, {}, f.code});
     }
   }
 

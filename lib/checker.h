@@ -24,6 +24,11 @@ struct Diagnostic {
   std::string message;
   std::string nodeName;  ///< the node concerned (Node::displayName()), empty for other findings
   std::string opType;    ///< its op_type, empty for other findings
+  /// Stable category for scripts (`check --json`), listed in onnxtool-check(1): "spec" (the model
+  /// breaks a rule of the ONNX spec), "load" (the file or its external data), "inference",
+  /// "declared-type-mismatch", "declared-shape-mismatch" (a warning), "unverifiable-domain",
+  /// "unverifiable-experimental-op", "duplicate-opset-import", "inference-incomplete".
+  std::string code = "spec";
 };
 
 /// The newest IR version this checker knows (onnx 1.23's IR_VERSION).

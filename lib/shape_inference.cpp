@@ -166,7 +166,7 @@ class InferEngine {
 
   const std::vector<SymDim>* dataOf(const Value* v);
   const Tensor* constantOf(const Value* v) const;
-  void finding(std::string msg, const Node* node = nullptr, std::string what = {});
+  void finding(std::string msg, const Node* node = nullptr, std::string what = {}, std::string code = "inference");
 
  private:
   void inferNode(Node& n);
@@ -190,9 +190,9 @@ class InferEngine {
   std::unordered_set<const Function*> activeFunctions_;
 };
 
-void InferEngine::finding(std::string msg, const Node* node, std::string what) {
+void InferEngine::finding(std::string msg, const Node* node, std::string what, std::string code) {
   if (options_.strict) throw Error(ErrorKind::InvalidInput, msg);
-  report_.findings.push_back({node, what.empty() ? msg : std::move(what)});
+  report_.findings.push_back({node, what.empty() ? msg : std::move(what), std::move(code)});
   report_.errors.push_back(std::move(msg));
 }
 
@@ -364,7 +364,10 @@ void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
   auto conflict = [&] {
     std::string what = fmt::format("output '{}' inferred as {} but declared as {}", v->name(), inferred.str(),
                                    claim.str());
-    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, what), &n, what);
+    bool typeDiffers = claim.kind != inferred.kind ||
+                       (claim.elemType && inferred.elemType && claim.elemType != inferred.elemType);
+    finding(fmt::format("node '{}' ({}): {}", n.displayName(), n.opType, what), &n, what,
+            typeDiffers ? "declared-type-mismatch" : "declared-shape-mismatch");
   };
   if (inferred.isNone()) {
     // Nothing inferred (no schema, no function): the declared kind and element type only.

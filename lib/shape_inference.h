@@ -38,6 +38,11 @@ struct InferOptions {
 struct InferFinding {
   const Node* node = nullptr;  ///< nullptr for graph-level findings (a cycle)
   std::string what;            ///< the message without the "node '<n>' (<Op>): " prefix
+  /// Stable category: "inference" (shapes that cannot meet, types a constraint refuses),
+  /// "declared-shape-mismatch" (a node output's declared rank or dims contradict the computed
+  /// ones: ONNX Runtime warns and computes), "declared-type-mismatch" (its declared kind or
+  /// element type does: ONNX Runtime refuses the model).
+  std::string code = "inference";
 };
 
 /// A declared type (graph output, value_info or subgraph input) that the computation contradicts:

@@ -205,13 +205,23 @@ def check_cli(c, paths):
     c.check(p.returncode == 1, f"--json invalid: exit {p.returncode}")
     doc = json.loads(p.stdout)
     c.check(doc["schema_version"] == 1 and doc["file"] == invalid and doc["readable"] and not doc["valid"], f"--json: {doc}")
-    c.check(doc["errors"] == [{"message": f"{invalid}: node 'add' (Add): has 1 input, expected 2", "node": "add",
-                               "op_type": "Add"}] and doc["warnings"] == [], f"--json errors: {doc}")
+    c.check(doc["errors"] == [{"message": f"{invalid}: node 'add' (Add): has 1 input, expected 2", "code": "spec",
+                               "node": "add", "op_type": "Add"}] and doc["warnings"] == [], f"--json errors: {doc}")
     p = run(["check", "--json", paths["node_of_unknown_domain"], unreadable])
     c.check(p.returncode == 2, f"--json warning + unreadable: exit {p.returncode}")
     docs = [json.loads(line) for line in p.stdout.splitlines()]
-    c.check(len(docs) == 2 and docs[0]["valid"] and len(docs[0]["warnings"]) == 1 and docs[0]["warnings"][0]["node"] == "fused",
-            f"--json warning: {docs}")
+    c.check(len(docs) == 2 and docs[0]["valid"] and len(docs[0]["warnings"]) == 1 and docs[0]["warnings"][0]["node"] == "fused"
+            and docs[0]["warnings"][0]["code"] == "unverifiable-domain", f"--json warning: {docs}")
+    # --strict: warnings count as errors
+    p = run(["check", "--strict", paths["node_of_unknown_domain"]])
+    c.check(p.returncode == 1, f"--strict with a warning: exit {p.returncode}")
+    p = run(["check", "--strict", "--json", paths["inferred_contradicts_declared"]])
+    doc = json.loads(p.stdout) if p.stdout else {}
+    c.check(p.returncode == 1 and not doc.get("valid", True) and
+            [w["code"] for w in doc.get("warnings", [])] == ["declared-shape-mismatch"],
+            f"--strict: a declared shape contradicting inference fails: {p.returncode} {doc}")
+    p = run(["check", paths["inferred_contradicts_declared"]])
+    c.check(p.returncode == 0, f"without --strict it is a warning: exit {p.returncode}")
     c.check(len(docs) == 2 and not docs[1]["readable"] and not docs[1]["valid"] and
             "empty file" in docs[1]["errors"][0]["message"], f"--json unreadable: {docs}")
     # several models: each checked, the worst exit code wins
