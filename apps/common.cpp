@@ -103,17 +103,6 @@ void requireKnownOpsets(const Model& model, bool allowNewer) {
   fail(ErrorKind::Unsupported, "{}: {} (--allow-newer-opset goes on anyway)", name, newer);
 }
 
-void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (size_t j = i + 1; j < outputs.size(); ++j) {
-      const auto& [whatA, a] = outputs[i];
-      const auto& [whatB, b] = outputs[j];
-      if (a.empty() || b.empty() || a == "-" || b == "-") continue;
-      if (samePath(a, b))
-        fail(ErrorKind::InvalidInput, "{} '{}' and {} '{}' are the same file; nothing was written", whatA, a, whatB, b);
-    }
-}
-
 ModelInputOptions modelInputOptions(const InputOptions& o) {
   ModelInputOptions m;
   m.files = o.inputs;

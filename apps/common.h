@@ -55,11 +55,6 @@ CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest);
 /// naming the domain and version (exit 3), or a warning when `allowNewer`.
 void requireKnownOpsets(const Model& model, bool allowNewer);
 
-/// Refuses (Error(InvalidInput), exit 2) before anything is written when two outputs of one
-/// command name the same file. Each entry: what the output is ("-o", "--external-data") and its
-/// path; "-" (standard output) and empty paths are skipped.
-void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
-
 /// Where a subcommand that runs a model gets its inputs: -i files, a test-layout folder, random
 /// values (run, optimize --verify; later bench).
 struct InputOptions {

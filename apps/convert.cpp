@@ -8,6 +8,7 @@
 #include "apps/common.h"
 #include <filesystem>
 
+#include "formats/atomic_file.h"
 #include "formats/model_io.h"
 #include "lib/error.h"
 #include "lib/input_shapes.h"

@@ -73,6 +73,17 @@ void writeStdout(std::string_view bytes) {
   }
 }
 
+void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      const auto& [whatA, a] = outputs[i];
+      const auto& [whatB, b] = outputs[j];
+      if (a.empty() || b.empty() || a == "-" || b == "-") continue;
+      if (samePath(a, b))
+        fail(ErrorKind::InvalidInput, "{} '{}' and {} '{}' are the same file; nothing was written", whatA, a, whatB, b);
+    }
+}
+
 bool samePath(const std::string& a, const std::string& b) {
   std::error_code ec1, ec2;
   if (fs::equivalent(a, b, ec1)) return true;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace onnxtool {
 
@@ -37,6 +39,11 @@ class AtomicFile {
 /// Writes to standard output. Throws Error(OutputClosed) when the reader closed the pipe (EPIPE;
 /// SIGPIPE is ignored by the CLI), Error(Io) on other failures.
 void writeStdout(std::string_view bytes);
+
+/// Refuses (Error(InvalidInput)) before anything is written when two outputs of one command name
+/// the same file. Each entry: what the output is ("-o", "--external-data") and its path; "-"
+/// (standard output) and empty paths are skipped. Every subcommand checks its outputs with it.
+void requireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
 /// Whether two paths name one file, also when neither exists yet (compared after resolving
 /// symlinks, `.` and `..` of the existing part).
