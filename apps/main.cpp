@@ -21,6 +21,7 @@ static const Subcommand kSubcommands[] = {
     {"convert", addConvert},
     {"optimize", addOptimize},
     {"run", addRun},
+    {"quantize", addQuantize},
 };
 
 int main(int argc, char** argv) {
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::warn);
 
-  CLI::App app{"onnxtool: inspect, check, convert, optimize and run ONNX models", "onnxtool"};
+  CLI::App app{"onnxtool: inspect, check, convert, optimize, quantize and run ONNX models", "onnxtool"};
   app.set_version_flag("--version", std::string("onnxtool ") + ONNXTOOL_VERSION);
   app.require_subcommand(1);
   app.fallthrough();

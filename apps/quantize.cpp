@@ -1,0 +1,153 @@
+// quantize.cpp: `onnxtool quantize`: shrink a model with int8 weights (standard ONNX ops only) and
+// report what accuracy that cost, measured on the reference executor.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/common.h"
+#include "exec/executor.h"
+#include "formats/atomic_file.h"
+#include "formats/model_io.h"
+#include "lib/error.h"
+#include "lib/input_shapes.h"
+#include "quant/dynamic.h"
+
+namespace onnxtool::app {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct QuantizeOptions : InputOptions {
+  std::string input, output;
+  bool int8 = false, dynamic = false;
+  int64_t minElements = 16;
+  int evalSets = 2;
+  bool json = false;
+  std::vector<std::string> shapes;
+  bool allowNewerOpset = false;
+};
+
+struct OutputAccuracy {
+  std::string name;
+  double cosine = 1, maxAbs = 0, maxRef = 0;
+};
+
+/// Cosine similarity and max abs difference of each float output, over the evaluation sets.
+std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const QuantizeOptions& o) {
+  auto ref = makeExecutor("ref");
+  PrepareOptions po;
+  po.seed = 0;
+  auto pa = ref->prepare(a, po);
+  auto pb = ref->prepare(b, po);
+  std::vector<OutputAccuracy> acc;
+  std::vector<double> dot, na, nb;
+  for (int s = 0; s < o.evalSets; ++s) {
+    ModelInputOptions in = modelInputOptions(o);
+    in.random = true;
+    in.seed = o.seed.value_or(0) + static_cast<uint64_t>(s);
+    if (s > 0) in.files.clear(), in.testDataDir.clear();
+    auto feeds = gatherModelInputs(*a.graph, in);
+    auto ya = pa->run(feeds), yb = pb->run(feeds);
+    acc.resize(ya.size());
+    dot.resize(ya.size()), na.resize(ya.size()), nb.resize(ya.size());
+    for (size_t i = 0; i < ya.size(); ++i) {
+      acc[i].name = a.graph->outputs()[i].value->name();
+      if (!ya[i].isTensor() || !yb[i].isTensor()) continue;
+      const Tensor& ta = *ya[i].tensor;
+      const Tensor& tb = *yb[i].tensor;
+      size_t n = static_cast<size_t>(ta.numElements().value_or(0));
+      if (tb.numElements().value_or(-1) != static_cast<int64_t>(n) || ta.dtype() == DType::String) continue;
+      for (size_t k = 0; k < n; ++k) {
+        double x = ta.elementAsDouble(k), y = tb.elementAsDouble(k);
+        dot[i] += x * y, na[i] += x * x, nb[i] += y * y;
+        acc[i].maxAbs = std::max(acc[i].maxAbs, std::fabs(x - y));
+        acc[i].maxRef = std::max(acc[i].maxRef, std::fabs(x));
+      }
+    }
+  }
+  for (size_t i = 0; i < acc.size(); ++i)
+    acc[i].cosine = na[i] > 0 && nb[i] > 0 ? dot[i] / std::sqrt(na[i] * nb[i]) : (na[i] == nb[i] ? 1.0 : 0.0);
+  return acc;
+}
+
+int runQuantize(const QuantizeOptions& o) {
+  if (!o.int8) fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic (more modes to come)");
+  if (!o.dynamic) fail(ErrorKind::InvalidInput, "--int8 needs --dynamic for now (static calibration is not implemented yet)");
+  auto specs = parseInputShapes(o.shapes);
+  auto model = loadModel(o.input);
+  if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
+  requireKnownOpsets(*model, o.allowNewerOpset);
+  applyInputShapes(*model, specs);
+  auto original = o.evalSets > 0 ? loadModel(o.input) : nullptr;
+  if (original) applyInputShapes(*original, specs);
+
+  DynamicQuantizeOptions qo;
+  qo.minElements = o.minElements;
+  DynamicQuantizeReport r = quantizeDynamic(*model, qo);
+  for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
+  std::vector<OutputAccuracy> acc;
+  if (original && r.nodesQuantized > 0) acc = compare(*original, *model, o);
+  uint64_t size = saveModel(*model, o.output);
+  bool quiet = spdlog::get_level() >= spdlog::level::err;
+  if (o.json) {
+    json outs = json::array();
+    for (const OutputAccuracy& a : acc)
+      outs.push_back({{"name", a.name}, {"cosine_similarity", a.cosine}, {"max_abs_diff", a.maxAbs}, {"max_abs_reference", a.maxRef}});
+    json doc{{"schema_version", 1},
+             {"model", o.input},
+             {"output", o.output},
+             {"mode", "int8-dynamic"},
+             {"nodes_quantized", r.nodesQuantized},
+             {"weights_quantized", r.weightsQuantized},
+             {"float_weight_bytes", r.floatWeightBytes},
+             {"int8_weight_bytes", r.int8WeightBytes},
+             {"input_size", model->fileSize},
+             {"output_size", size},
+             {"skipped", r.skipped},
+             {"evaluation", {{"input_sets", acc.empty() ? 0 : o.evalSets}, {"outputs", outs}}}};
+    std::FILE* out = o.output == "-" ? stderr : stdout;
+    std::fputs((doc.dump(2) + "\n").c_str(), out);
+  } else if (!quiet) {
+    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB int8; {} kept float\n",
+               r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
+               r.skipped.size());
+    for (const OutputAccuracy& a : acc)
+      fmt::print(stderr, "accuracy of '{}' on {} random input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
+                 a.name, o.evalSets, o.evalSets == 1 ? "" : "s", a.cosine, a.maxAbs, a.maxRef);
+  }
+  return kOk;
+}
+
+}  // namespace
+
+std::function<int()> addQuantize(CLI::App& app) {
+  auto o = std::make_shared<QuantizeOptions>();
+  CLI::App* sub = app.add_subcommand("quantize", "Shrink a model with int8 weights (standard ONNX ops) and report the accuracy cost");
+  sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)")->required();
+  sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
+  sub->add_flag("--int8", o->int8, "Quantize to int8");
+  sub->add_flag("--dynamic", o->dynamic,
+                "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
+                "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
+  sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
+  sub->add_option("--eval-sets", o->evalSets,
+                  "Random input sets on which to compare the quantized model with the original on the reference "
+                  "executor (default 2; 0 skips the accuracy report)")
+      ->check(CLI::Range(0, 1000));
+  sub->add_option("-i,--input", o->inputs, "Evaluation input FILE or NAME=FILE for the first set (.npy, .pb, .npz, .json)")
+      ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--seed", o->seed, "Seed of the random evaluation inputs (default 0)")->check(nonNegative());
+  addShapeOption(sub, o->shapes);
+  addAllowNewerOpsetOption(sub, o->allowNewerOpset);
+  sub->add_flag("--json", o->json, "One JSON document on stdout (stderr when -o -): counts, sizes, per-output accuracy");
+  sub->footer("Exit codes: 0 success, 2 invalid input or usage error, 3 unsupported (opset below 11 or newer than this build).");
+  return [o] { return runQuantize(*o); };
+}
+
+}  // namespace onnxtool::app

@@ -1,0 +1,193 @@
+// dynamic.cpp: int8 dynamic quantization of MatMul/Gemm weights (see dynamic.h).
+#include "quant/dynamic.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "lib/error.h"
+#include "lib/tensor.h"
+
+namespace onnxtool {
+
+namespace {
+
+const Tensor* constantWeight(const Value* v) {
+  if (!v || v->isGraphInput()) return nullptr;  // an overridable initializer is not a constant
+  const Tensor* t = v->initializer();
+  if (!t || t->dtype() != DType::Float || t->dims.size() != 2) return nullptr;
+  if (t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
+  return t;
+}
+
+std::vector<float> floatsOf(const Tensor& t) {
+  std::vector<float> v(t.raw.size() / 4);
+  std::memcpy(v.data(), t.raw.data(), t.raw.size());
+  return v;
+}
+
+struct QuantizedWeight {
+  Value* q = nullptr;      ///< int8 [K, N]
+  Value* scale = nullptr;  ///< float [N]
+  Value* zero = nullptr;   ///< int8 [N]
+};
+
+/// Per-column symmetric int8 of a [K, N] matrix (transposed first when `transposed`: [N, K]).
+QuantizedWeight quantizeWeight(Graph& g, const Tensor& w, bool transposed, const std::string& base) {
+  std::vector<float> f = floatsOf(w);
+  int64_t rows = w.dims[0], cols = w.dims[1];
+  int64_t K = transposed ? cols : rows, N = transposed ? rows : cols;
+  auto at = [&](int64_t k, int64_t n) { return transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)]; };
+  std::vector<float> scale(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    float m = 0;
+    for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(at(k, n)));
+    scale[static_cast<size_t>(n)] = m > 0 && std::isfinite(m) ? m / 127.0f : 1.0f;
+  }
+  std::string q(static_cast<size_t>(K * N), '\0');
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      float r = std::nearbyint(at(k, n) / scale[static_cast<size_t>(n)]);
+      q[static_cast<size_t>(k * N + n)] = static_cast<char>(static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)));
+    }
+  auto addInit = [&](Tensor t, const std::string& name) {
+    t.name = g.uniqueName(name);
+    TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
+    Value* v = g.addInitializer(std::move(t));
+    v->setType(std::move(type));
+    return v;
+  };
+  Tensor tq;
+  tq.dataType = static_cast<int32_t>(DType::Int8);
+  tq.dims = {K, N};
+  tq.setRaw(Buffer::fromString(std::move(q)));
+  Tensor tz;
+  tz.dataType = static_cast<int32_t>(DType::Int8);
+  tz.dims = {N};
+  tz.setRaw(Buffer::zeros(static_cast<size_t>(N)));
+  QuantizedWeight r;
+  r.q = addInit(std::move(tq), base + "_quantized");
+  r.scale = addInit(Tensor::fromFloats("", {N}, scale), base + "_scale");
+  r.zero = addInit(std::move(tz), base + "_zero_point");
+  return r;
+}
+
+Value* floatOutput(Graph& g, Node* before, const std::string& op, const std::vector<Value*>& in, const std::string& name,
+                   const std::vector<Attribute>& attrs = {}) {
+  Node* n = g.addNode(op, in, {g.uniqueName(name)}, "", before);
+  n->name = n->output(0)->name();
+  for (const Attribute& a : attrs) n->setAttr(a);
+  return n->output(0);
+}
+
+}  // namespace
+
+DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions& o) {
+  DynamicQuantizeReport report;
+  if (!model.graph) return report;
+  int64_t opset = model.opsetVersion("").value_or(0);
+  if (opset < 11)
+    fail(ErrorKind::Unsupported,
+         "int8 dynamic quantization needs opset 11 or newer (DynamicQuantizeLinear, MatMulInteger); the model has {} "
+         "(onnxtool convert --opset 13 moves it)",
+         opset);
+  Graph& g = *model.graph;
+  std::unordered_map<Value*, std::array<Value*, 3>> quantizedInputs;  // x -> (xq, xs, xz)
+  std::unordered_map<std::string, QuantizedWeight> weights;          // weight name + layout -> int8
+  std::vector<Node*> order;
+  for (const auto& n : g.nodes()) order.push_back(n.get());
+  for (Node* n : order) {
+    if (!n->isDomain("") || std::find(o.ops.begin(), o.ops.end(), n->opType) == o.ops.end()) continue;
+    bool gemm = n->opType == "Gemm";
+    Value* x = n->input(0);
+    const Tensor* w = constantWeight(n->input(1));
+    auto skip = [&](const std::string& why) {
+      report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
+    };
+    if (!x || !n->output(0)) continue;
+    if (!w) {
+      skip("the weight is not a constant 2-D float matrix");
+      continue;
+    }
+    if (w->numElements().value_or(0) < o.minElements) {
+      skip(fmt::format("the weight has fewer than {} elements", o.minElements));
+      continue;
+    }
+    bool transB = false;
+    Value* bias = nullptr;
+    if (gemm) {
+      if (n->attrInt("transA", 0) != 0 || n->attrFloat("alpha", 1.0f) != 1.0f) {
+        skip("transA or alpha other than the defaults");
+        continue;
+      }
+      transB = n->attrInt("transB", 0) != 0;
+      bias = n->input(2);
+      if (bias && n->attrFloat("beta", 1.0f) != 1.0f) {
+        skip("beta other than 1");
+        continue;
+      }
+    }
+    if (x->type().isTensor() && x->type().elemType != 0 && x->type().dtype() != DType::Float) {
+      skip("the activation is not float32");
+      continue;
+    }
+    std::string key = n->input(1)->name() + (transB ? "^T" : "");
+    auto wit = weights.find(key);
+    if (wit == weights.end()) {
+      wit = weights.emplace(key, quantizeWeight(g, *w, transB, n->input(1)->name())).first;
+      report.weightsQuantized++;
+      report.floatWeightBytes += w->raw.size();
+      report.int8WeightBytes += static_cast<uint64_t>(w->numElements().value_or(0)) +
+                                5 * static_cast<uint64_t>(transB ? w->dims[0] : w->dims[1]);
+    }
+    const QuantizedWeight& qw = wit->second;
+    Node* first = n;
+    auto qit = quantizedInputs.find(x);
+    if (qit == quantizedInputs.end()) {
+      // Right after x's producer (or at the graph's start), so that every reader can share it.
+      Node* before = x->producer() ? nullptr : g.nodes().front().get();
+      if (x->producer()) {
+        auto it = std::find_if(g.nodes().begin(), g.nodes().end(), [&](const auto& p) { return p.get() == x->producer(); });
+        ++it;
+        before = it == g.nodes().end() ? nullptr : it->get();
+      }
+      std::string base = x->name();
+      Node* d = g.addNode("DynamicQuantizeLinear", {x},
+                          {g.uniqueName(base + "_quantized"), g.uniqueName(base + "_scale"), g.uniqueName(base + "_zero_point")},
+                          "", before);
+      d->name = d->output(0)->name();
+      qit = quantizedInputs.emplace(x, std::array<Value*, 3>{d->output(0), d->output(1), d->output(2)}).first;
+    }
+    auto [xq, xs, xz] = qit->second;
+    std::string base = n->output(0)->name();
+    Node* mm = g.addNode("MatMulInteger", {xq, qw.q, xz, qw.zero}, {g.uniqueName(base + "_int32")}, "", first);
+    mm->name = mm->output(0)->name();
+    Value* asFloat = floatOutput(g, first, "Cast", {mm->output(0)}, base + "_float",
+                                 {Attribute::ofInt("to", static_cast<int64_t>(DType::Float))});
+    Value* scale = floatOutput(g, first, "Mul", {xs, qw.scale}, base + "_scale");
+    Value* y = floatOutput(g, first, "Mul", {asFloat, scale}, base + "_dequantized");
+    if (bias) y = floatOutput(g, first, "Add", {y, bias}, base + "_biased");
+    // y takes over the output's name and readers; the original node goes.
+    Value* out = n->output(0);
+    std::string name = out->name();
+    TypeInfo type = out->type();
+    out->replaceAllUsesWith(y);
+    g.removeNode(n);
+    g.renameValue(y, name);
+    y->setType(type);
+    report.nodesQuantized++;
+  }
+  // The float weights that nothing reads any more.
+  for (const auto& [key, qw] : weights) {
+    std::string name = key.ends_with("^T") ? key.substr(0, key.size() - 2) : key;
+    Value* v = g.findLocal(name);
+    if (v && v->initializer() && !v->hasUses() && !v->isGraphOutput() && !v->isGraphInput()) g.removeInitializer(v);
+  }
+  return report;
+}
+
+}  // namespace onnxtool
