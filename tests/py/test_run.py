@@ -124,6 +124,33 @@ def main():
         got = np.load(os.path.join(out, "probs.npy")) if r.returncode == 0 else None
         want = ort_run(SMALL, {"input": x})[0]
         c.check(got is not None and np.allclose(got, want, rtol=1e-4, atol=1e-5), f"small_cnn vs onnxruntime: {r.stderr}")
+        # --random index inputs stay inside the table they index (BERT's token_type_ids: 2 rows),
+        # through a Cast; other integer inputs keep [0, 10); floats take negative values too
+        emb = numpy_helper.from_array(np.random.RandomState(0).rand(2, 4).astype(np.float32), "type_table")
+        word = numpy_helper.from_array(np.random.RandomState(1).rand(30, 4).astype(np.float32), "word_table")
+        g = helper.make_graph(
+            [helper.make_node("Cast", ["token_type_ids"], ["tt32"], to=TensorProto.INT32),
+             helper.make_node("Gather", ["type_table", "tt32"], ["te"]),
+             helper.make_node("Gather", ["word_table", "input_ids"], ["we"]),
+             helper.make_node("Add", ["te", "we"], ["sum"]), helper.make_node("Add", ["sum", "noise"], ["y"]),
+             helper.make_node("Identity", ["count"], ["count_out"])],
+            "bertish",
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
+             helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["b", "s"]),
+             helper.make_tensor_value_info("noise", TensorProto.FLOAT, ["b", "s", 4]),
+             helper.make_tensor_value_info("count", TensorProto.INT64, [64])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 4]),
+             helper.make_tensor_value_info("count_out", TensorProto.INT64, [64])], [emb, word])
+        bertish = os.path.join(tmp, "bertish.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), bertish)
+        for seed in range(5):
+            r = run(["run", bertish, "--random", "--seed", str(seed), "--shape", "input_ids=2,64", "--json"])
+            c.check(r.returncode == 0, f"run --random on a BERT-like model (seed {seed}): {r.stderr}")
+        rdir = os.path.join(tmp, "random_out")
+        r = run(["run", bertish, "--random", "--shape", "input_ids=1,256", "-O", rdir])
+        cnt = np.load(os.path.join(rdir, "count_out.npy")) if r.returncode == 0 else np.array([])
+        c.check(cnt.size == 64 and cnt.min() >= 0 and cnt.max() <= 9 and len(set(cnt.tolist())) > 3,
+                f"plain integer inputs in [0, 10): {cnt.tolist()[:10]}")
         # models without inputs: their test-data folders hold outputs only (test_constant, ...)
         import glob
         no_inputs = [d for d in sorted(glob.glob(os.path.join(NODE_TESTS, "*", "test_data_set_0")))
