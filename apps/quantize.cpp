@@ -1,5 +1,7 @@
 // quantize.cpp: `onnxtool quantize`: shrink a model with int8 weights (standard ONNX ops only) and
 // report what accuracy that cost, measured on the reference executor.
+#include <unistd.h>
+
 #include <cmath>
 #include <map>
 #include <string>
@@ -16,6 +18,7 @@
 #include "lib/error.h"
 #include "lib/input_shapes.h"
 #include "quant/dynamic.h"
+#include "quant/static_qdq.h"
 
 namespace onnxtool::app {
 
@@ -25,7 +28,10 @@ using json = nlohmann::ordered_json;
 
 struct QuantizeOptions : InputOptions {
   std::string input, output;
-  bool int8 = false, dynamic = false;
+  bool int8 = false, dynamic = false, isStatic = false;
+  std::string calibration;        // --calibration DATA
+  size_t calibrationSamples = 0;  // --calibration-samples N (0: all)
+  std::string method = "minmax";
   int64_t minElements = 16;
   int evalSets = 2;
   bool json = false;
@@ -38,8 +44,21 @@ struct OutputAccuracy {
   double cosine = 1, maxAbs = 0, maxRef = 0;
 };
 
+/// The evaluation input sets: random ones from the shared generator (the first takes -i files).
+std::vector<std::map<std::string, RtValue>> randomSets(const Model& m, const QuantizeOptions& o) {
+  std::vector<std::map<std::string, RtValue>> sets;
+  for (int s = 0; s < o.evalSets; ++s) {
+    ModelInputOptions in = modelInputOptions(o);
+    in.random = true;
+    in.seed = o.seed.value_or(0) + static_cast<uint64_t>(s);
+    if (s > 0) in.files.clear(), in.testDataDir.clear();
+    sets.push_back(gatherModelInputs(*m.graph, in));
+  }
+  return sets;
+}
+
 /// Cosine similarity and max abs difference of each float output, over the evaluation sets.
-std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const QuantizeOptions& o) {
+std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const std::vector<std::map<std::string, RtValue>>& sets) {
   auto ref = makeExecutor("ref");
   PrepareOptions po;
   po.seed = 0;
@@ -47,12 +66,7 @@ std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const Quanti
   auto pb = ref->prepare(b, po);
   std::vector<OutputAccuracy> acc;
   std::vector<double> dot, na, nb;
-  for (int s = 0; s < o.evalSets; ++s) {
-    ModelInputOptions in = modelInputOptions(o);
-    in.random = true;
-    in.seed = o.seed.value_or(0) + static_cast<uint64_t>(s);
-    if (s > 0) in.files.clear(), in.testDataDir.clear();
-    auto feeds = gatherModelInputs(*a.graph, in);
+  for (const auto& feeds : sets) {
     auto ya = pa->run(feeds), yb = pb->run(feeds);
     acc.resize(ya.size());
     dot.resize(ya.size()), na.resize(ya.size()), nb.resize(ya.size());
@@ -77,8 +91,11 @@ std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const Quanti
 }
 
 int runQuantize(const QuantizeOptions& o) {
-  if (!o.int8) fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic (more modes to come)");
-  if (!o.dynamic) fail(ErrorKind::InvalidInput, "--int8 needs --dynamic for now (static calibration is not implemented yet)");
+  if (!o.int8) fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic or --int8 --static --calibration DATA");
+  if (o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
+  if (o.isStatic && o.calibration.empty())
+    fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
+  if (!o.isStatic && !o.calibration.empty()) fail(ErrorKind::InvalidInput, "--calibration applies to --static");
   auto specs = parseInputShapes(o.shapes);
   auto model = loadModel(o.input);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
@@ -87,12 +104,35 @@ int runQuantize(const QuantizeOptions& o) {
   auto original = o.evalSets > 0 ? loadModel(o.input) : nullptr;
   if (original) applyInputShapes(*original, specs);
 
-  DynamicQuantizeOptions qo;
-  qo.minElements = o.minElements;
-  DynamicQuantizeReport r = quantizeDynamic(*model, qo);
+  DynamicQuantizeReport r;
+  std::vector<std::map<std::string, RtValue>> evalSets;
+  std::string mode = "int8-dynamic";
+  if (o.isStatic) {
+    mode = "int8-static-qdq";
+    auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
+    auto activations = activationsToCalibrate(*model);
+    bool tty = ::isatty(2);
+    if (!(spdlog::get_level() >= spdlog::level::err) && tty)
+      fmt::print(stderr, "calibrating {} activations on {} samples...\n", activations.size(), samples.size());
+    auto ranges = calibrateMinMax(*model, activations, samples);
+    StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements);
+    r.nodesQuantized = sr.nodesQuantized;
+    r.weightsQuantized = sr.weightsQuantized;
+    r.floatWeightBytes = sr.floatWeightBytes;
+    r.int8WeightBytes = sr.int8WeightBytes;
+    r.skipped = sr.skipped;
+    // Evaluated on the calibration samples: the data the model is meant for, where random inputs
+    // could fall outside every calibrated range.
+    for (size_t i = 0; i < samples.size() && static_cast<int>(i) < o.evalSets; ++i) evalSets.push_back(samples[i]);
+  } else {
+    DynamicQuantizeOptions qo;
+    qo.minElements = o.minElements;
+    r = quantizeDynamic(*model, qo);
+    if (original) evalSets = randomSets(*original, o);
+  }
   for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
   std::vector<OutputAccuracy> acc;
-  if (original && r.nodesQuantized > 0) acc = compare(*original, *model, o);
+  if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compare(*original, *model, evalSets);
   uint64_t size = saveModel(*model, o.output);
   bool quiet = spdlog::get_level() >= spdlog::level::err;
   if (o.json) {
@@ -102,7 +142,7 @@ int runQuantize(const QuantizeOptions& o) {
     json doc{{"schema_version", 1},
              {"model", o.input},
              {"output", o.output},
-             {"mode", "int8-dynamic"},
+             {"mode", mode},
              {"nodes_quantized", r.nodesQuantized},
              {"weights_quantized", r.weightsQuantized},
              {"float_weight_bytes", r.floatWeightBytes},
@@ -110,7 +150,7 @@ int runQuantize(const QuantizeOptions& o) {
              {"input_size", model->fileSize},
              {"output_size", size},
              {"skipped", r.skipped},
-             {"evaluation", {{"input_sets", acc.empty() ? 0 : o.evalSets}, {"outputs", outs}}}};
+             {"evaluation", {{"input_sets", acc.empty() ? 0 : evalSets.size()}, {"random", !o.isStatic}, {"outputs", outs}}}};
     std::FILE* out = o.output == "-" ? stderr : stdout;
     std::fputs((doc.dump(2) + "\n").c_str(), out);
   } else if (!quiet) {
@@ -118,8 +158,9 @@ int runQuantize(const QuantizeOptions& o) {
                r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
                r.skipped.size());
     for (const OutputAccuracy& a : acc)
-      fmt::print(stderr, "accuracy of '{}' on {} random input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
-                 a.name, o.evalSets, o.evalSets == 1 ? "" : "s", a.cosine, a.maxAbs, a.maxRef);
+      fmt::print(stderr, "accuracy of '{}' on {} {} input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
+                 a.name, evalSets.size(), o.isStatic ? "calibration" : "random", evalSets.size() == 1 ? "" : "s", a.cosine,
+                 a.maxAbs, a.maxRef);
   }
   return kOk;
 }
@@ -135,10 +176,21 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
                 "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
+  sub->add_flag("--static", o->isStatic,
+                "Static quantization in the QDQ format: QuantizeLinear/DequantizeLinear around the activations "
+                "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel (opset 13+)");
+  sub->add_option("--calibration", o->calibration,
+                  "With --static: a folder of test_data_set_*/input_*.pb or of .npz files (a sample each), or one .npz "
+                  "whose arrays have a leading sample axis")
+      ->type_name("DATA");
+  sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
+      ->check(nonNegative());
+  sub->add_option("--method", o->method, "Calibration method: minmax (the default; entropy, percentile and mse are to come)")
+      ->check(CLI::IsMember({"minmax"}));
   sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
   sub->add_option("--eval-sets", o->evalSets,
-                  "Random input sets on which to compare the quantized model with the original on the reference "
-                  "executor (default 2; 0 skips the accuracy report)")
+                  "Input sets on which to compare the quantized model with the original on the reference executor: "
+                  "random ones for --dynamic, the first calibration samples for --static (default 2; 0 skips the report)")
       ->check(CLI::Range(0, 1000));
   sub->add_option("-i,--input", o->inputs, "Evaluation input FILE or NAME=FILE for the first set (.npy, .pb, .npz, .json)")
       ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

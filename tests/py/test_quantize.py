@@ -40,6 +40,72 @@ def cosine(a, b):
     return float(a @ b / np.sqrt((a @ a) * (b @ b)))
 
 
+SMALL = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "models", "small_cnn.onnx")
+
+
+def static_checks(c, tmp):
+    rng = np.random.default_rng(11)
+    npz = os.path.join(tmp, "calib.npz")
+    np.savez(npz, input=rng.random((6, 2, 1, 28, 28)).astype(np.float32))  # 6 samples of [2,1,28,28]
+    sets = os.path.join(tmp, "calib_sets")
+    for s in range(3):  # the ONNX test-data layout
+        d = os.path.join(sets, f"test_data_set_{s}")
+        os.makedirs(d)
+        t = numpy_helper.from_array(rng.random((1, 1, 28, 28)).astype(np.float32), "input")
+        with open(os.path.join(d, "input_0.pb"), "wb") as f:
+            f.write(t.SerializeToString())
+    a = ort.InferenceSession(SMALL, providers=["CPUExecutionProvider"])
+    held_out = {"input": rng.random((16, 1, 28, 28)).astype(np.float32)}
+    want = a.run(None, held_out)[0]
+    for data, count in ((npz, 6), (sets, 3)):
+        dst = os.path.join(tmp, "cnn.qdq.onnx")
+        r = run(["quantize", SMALL, "-o", dst, "--int8", "--static", "--calibration", data, "--json"])
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        c.check(r.returncode == 0 and doc.get("mode") == "int8-static-qdq" and doc.get("nodes_quantized") == 3,
+                f"--static --calibration {os.path.basename(data)}: {r.stderr} {doc.get('nodes_quantized')}")
+        m = onnx.load(dst)
+        try:
+            onnx.checker.check_model(m, full_check=True)
+            c.check(True, "")
+        except Exception as e:  # noqa: BLE001
+            c.check(False, f"static: onnx.checker: {e}")
+        ops = [n.op_type for n in m.graph.node]
+        c.check(ops.count("QuantizeLinear") == 3 and ops.count("DequantizeLinear") == 6,
+                f"static: 3 Q/DQ pairs on activations and 3 DQ on weights: {ops}")
+        per_axis = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and any(at.name == "axis" for at in n.attribute)]
+        c.check(len(per_axis) == 3, "weights dequantize per output channel")
+        got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        cs = cosine(want, got)
+        c.check(cs >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
+                f"static ({os.path.basename(data)}): held-out cosine {cs:.6f}")
+        acc = doc.get("evaluation", {})
+        c.check(acc.get("input_sets") == 2 and not acc.get("random") and acc["outputs"][0]["cosine_similarity"] >= 0.999,
+                f"static: the report is on calibration samples: {acc}")
+        # the optimizer keeps the QDQ structure
+        opt = os.path.join(tmp, "cnn.qdq.opt.onnx")
+        r = run(["optimize", dst, "-o", opt, "-O3", "--verify"])
+        kept = [n.op_type for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
+        c.check(kept.count("DequantizeLinear") == 6 and kept.count("QuantizeLinear") == 3,
+                f"optimize -O3 keeps the QDQ pairs: {r.stderr[-300:]}")
+    r = run(["quantize", SMALL, "-o", os.path.join(tmp, "x.onnx"), "--int8", "--static", "--calibration", npz,
+             "--calibration-samples", "2", "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    c.check(doc.get("evaluation", {}).get("input_sets") == 2, f"--calibration-samples 2: {r.stderr}")
+    for args, code in ((["--int8", "--static"], 2), (["--int8", "--static", "--dynamic"], 2),
+                       (["--int8", "--static", "--calibration", os.path.join(tmp, "nope.npz")], 2),
+                       (["--int8", "--dynamic", "--calibration", npz], 2),
+                       (["--int8", "--static", "--calibration", npz, "--method", "entropy"], 2)):
+        r = run(["quantize", SMALL, "-o", os.path.join(tmp, "y.onnx")] + args)
+        c.check(r.returncode == code and r.stderr.startswith("onnxtool: error:"), f"quantize {args}: exit {r.returncode}: {r.stderr}")
+    old = os.path.join(tmp, "mlp12.onnx")
+    onnx.save(mlp(opset=12), old)
+    np.savez(os.path.join(tmp, "mlp_calib.npz"), x=rng.standard_normal((2, 3, 64)).astype(np.float32),
+             other=rng.standard_normal((2, 96, 8)).astype(np.float32))
+    r = run(["quantize", old, "-o", os.path.join(tmp, "y.onnx"), "--int8", "--static", "--calibration",
+             os.path.join(tmp, "mlp_calib.npz")])
+    c.check(r.returncode == 3 and "opset 13" in r.stderr, f"static below opset 13: exit 3: {r.returncode} {r.stderr}")
+
+
 def main():
     c = Checker("quantize")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +159,8 @@ def main():
                 f"quantize m -o m: {r.returncode} {r.stderr}")
         r = run(["-q", "quantize", src, "-o", dst, "--int8", "--dynamic"])
         c.check(r.returncode == 0 and r.stderr == "", f"-q: {r.stderr!r}")
+        # --static: QDQ around MatMul/Gemm activations with calibrated ranges, int8 per-channel weights
+        static_checks(c, tmp)
         # exit codes
         old = os.path.join(tmp, "op10.onnx")
         onnx.save(mlp(opset=10), old)

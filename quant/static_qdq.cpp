@@ -1,0 +1,293 @@
+// static_qdq.cpp: calibration (min/max of activations on the reference executor) and QDQ
+// insertion for int8 static quantization (see static_qdq.h).
+#include "quant/static_qdq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "exec/executor.h"
+#include "formats/model_inputs.h"
+#include "formats/model_io.h"
+#include "formats/tensor_files.h"
+#include "lib/error.h"
+#include "lib/tensor.h"
+
+namespace onnxtool {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool isQuantizableOp(const Node& n) {
+  return n.isDomain("") && (n.opType == "MatMul" || n.opType == "Gemm" || n.opType == "Conv");
+}
+
+/// The constant float weight of a quantizable node, with the axis of its output channels; null
+/// when the node does not qualify.
+const Tensor* weightOf(const Node& n, int64_t* channelAxis) {
+  const Value* w = n.input(1);
+  if (!n.input(0) || !w || w->isGraphInput() || !w->initializer()) return nullptr;
+  const Tensor* t = w->initializer();
+  if (t->dtype() != DType::Float || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
+  if (n.opType == "Conv") {
+    if (t->dims.size() < 3) return nullptr;
+    *channelAxis = 0;
+  } else {
+    if (t->dims.size() != 2) return nullptr;
+    if (n.opType == "Gemm" && (n.attrInt("transA", 0) != 0 || n.attrFloat("alpha", 1.0f) != 1.0f)) return nullptr;
+    *channelAxis = n.opType == "Gemm" && n.attrInt("transB", 0) != 0 ? 0 : 1;
+  }
+  return t;
+}
+
+Value* addInit(Graph& g, Tensor t, const std::string& name) {
+  t.name = g.uniqueName(name);
+  TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
+  Value* v = g.addInitializer(std::move(t));
+  v->setType(std::move(type));
+  return v;
+}
+
+Tensor scalarOf(DType dt, double v) {
+  Tensor t;
+  t.dataType = static_cast<int32_t>(dt);
+  if (dt == DType::Float) {
+    float f = static_cast<float>(v);
+    std::string raw(4, '\0');
+    std::memcpy(raw.data(), &f, 4);
+    t.setRaw(Buffer::fromString(std::move(raw)));
+  } else {
+    t.setRaw(Buffer::fromString(std::string(1, static_cast<char>(static_cast<uint8_t>(v)))));
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> activationsToCalibrate(const Model& model) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  if (!model.graph) return out;
+  for (const auto& n : model.graph->nodes()) {
+    int64_t axis = 0;
+    if (!isQuantizableOp(*n) || !weightOf(*n, &axis)) continue;
+    const std::string& x = n->input(0)->name();
+    if (seen.insert(x).second) out.push_back(x);
+  }
+  return out;
+}
+
+std::map<std::string, ValueRange> calibrateMinMax(const Model& model, const std::vector<std::string>& activations,
+                                                  const std::vector<std::map<std::string, RtValue>>& samples) {
+  // A copy with every activation exposed as a graph output (the caller's model stays as it is).
+  std::string bytes = serializeModel(model);
+  auto copy = loadModelFromBytes(bytes, model.baseDir.empty() ? "." : model.baseDir, model.path + " (calibration copy)");
+  Graph& g = *copy->graph;
+  size_t first = g.outputs().size();
+  std::vector<std::string> exposed;
+  for (const std::string& name : activations) {
+    Value* v = g.findLocal(name);
+    if (!v) continue;
+    if (!v->isGraphOutput()) g.addOutput(v);
+    exposed.push_back(name);
+  }
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < g.outputs().size(); ++i) index.emplace(g.outputs()[i].value->name(), i);
+  (void)first;
+  auto exec = makeExecutor("ref");
+  PrepareOptions po;
+  po.seed = 0;
+  auto plan = exec->prepare(*copy, po);
+  std::map<std::string, ValueRange> ranges;
+  std::map<std::string, bool> seen;
+  for (const auto& feeds : samples) {
+    std::vector<RtValue> outs = plan->run(feeds);
+    for (const std::string& name : exposed) {
+      const RtValue& v = outs[index.at(name)];
+      if (!v.isTensor() || v.tensor->dtype() != DType::Float) continue;
+      const Tensor& t = *v.tensor;
+      size_t n = static_cast<size_t>(t.numElements().value_or(0));
+      const float* p = reinterpret_cast<const float*>(t.raw.data());
+      ValueRange& r = ranges[name];
+      for (size_t i = 0; i < n; ++i) {
+        float x = p[i];
+        if (!std::isfinite(x)) continue;
+        if (!seen[name]) {
+          r.min = r.max = x;
+          seen[name] = true;
+        }
+        r.min = std::min(r.min, x);
+        r.max = std::max(r.max, x);
+      }
+    }
+  }
+  return ranges;
+}
+
+StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges, int64_t minElements) {
+  StaticQuantizeReport report;
+  if (!model.graph) return report;
+  int64_t opset = model.opsetVersion("").value_or(0);
+  if (opset < 13)
+    fail(ErrorKind::Unsupported,
+         "int8 static quantization (QDQ with per-channel weights) needs opset 13 or newer; the model has {}", opset);
+  Graph& g = *model.graph;
+  std::unordered_map<Value*, Value*> dequantized;  // activation -> its DequantizeLinear output
+  std::unordered_map<Value*, Value*> weights;      // float weight -> its DequantizeLinear output
+  std::vector<Value*> replacedWeights;
+  std::vector<Node*> order;
+  for (const auto& n : g.nodes()) order.push_back(n.get());
+  for (Node* n : order) {
+    if (!isQuantizableOp(*n)) continue;
+    auto skip = [&](const std::string& why) {
+      report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
+    };
+    int64_t axis = 0;
+    const Tensor* w = weightOf(*n, &axis);
+    if (!w) {
+      skip("the weight is not a constant float tensor of the expected rank");
+      continue;
+    }
+    if (w->numElements().value_or(0) < minElements) {
+      skip(fmt::format("the weight has fewer than {} elements", minElements));
+      continue;
+    }
+    Value* x = n->input(0);
+    auto rit = ranges.find(x->name());
+    if (rit == ranges.end()) {
+      skip("calibration saw no float values for its input");
+      continue;
+    }
+    // Activation: uint8, asymmetric over a range that includes 0 (so 0 is exact, as padding needs).
+    if (!dequantized.count(x)) {
+      double lo = std::min(0.0f, rit->second.min), hi = std::max(0.0f, rit->second.max);
+      double scale = hi > lo ? (hi - lo) / 255.0 : 1.0;
+      double zp = std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0);
+      Value* s = addInit(g, scalarOf(DType::Float, scale), x->name() + "_scale");
+      Value* z = addInit(g, scalarOf(DType::UInt8, zp), x->name() + "_zero_point");
+      Node* q = g.addNode("QuantizeLinear", {x, s, z}, {g.uniqueName(x->name() + "_quantized")}, "", n);
+      q->name = q->output(0)->name();
+      Node* dq = g.addNode("DequantizeLinear", {q->output(0), s, z}, {g.uniqueName(x->name() + "_dequantized")}, "", n);
+      dq->name = dq->output(0)->name();
+      dq->output(0)->setType(x->type());
+      dequantized[x] = dq->output(0);
+    }
+    // Weight: int8, symmetric per output channel, behind a per-axis DequantizeLinear.
+    Value* wv = n->input(1);
+    if (!weights.count(wv)) {
+      std::vector<float> f(w->raw.size() / 4);
+      std::memcpy(f.data(), w->raw.data(), w->raw.size());
+      int64_t channels = w->dims[static_cast<size_t>(axis)];
+      int64_t inner = 1;
+      for (size_t d = static_cast<size_t>(axis) + 1; d < w->dims.size(); ++d) inner *= w->dims[d];
+      auto channelOf = [&](size_t i) { return static_cast<int64_t>(i / static_cast<size_t>(inner)) % channels; };
+      std::vector<float> scale(static_cast<size_t>(channels), 0.0f);
+      for (size_t i = 0; i < f.size(); ++i) {
+        float& m = scale[static_cast<size_t>(channelOf(i))];
+        m = std::max(m, std::fabs(f[i]));
+      }
+      for (float& s : scale) s = s > 0 && std::isfinite(s) ? s / 127.0f : 1.0f;
+      std::string q(f.size(), '\0');
+      for (size_t i = 0; i < f.size(); ++i) {
+        float r = std::nearbyint(f[i] / scale[static_cast<size_t>(channelOf(i))]);
+        q[i] = static_cast<char>(static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)));
+      }
+      Tensor tq;
+      tq.dataType = static_cast<int32_t>(DType::Int8);
+      tq.dims = w->dims;
+      tq.setRaw(Buffer::fromString(std::move(q)));
+      Tensor tz;
+      tz.dataType = static_cast<int32_t>(DType::Int8);
+      tz.dims = {channels};
+      tz.setRaw(Buffer::zeros(static_cast<size_t>(channels)));
+      Value* vq = addInit(g, std::move(tq), wv->name() + "_quantized");
+      Value* vs = addInit(g, Tensor::fromFloats("", {channels}, scale), wv->name() + "_scale");
+      Value* vz = addInit(g, std::move(tz), wv->name() + "_zero_point");
+      Node* dq = g.addNode("DequantizeLinear", {vq, vs, vz}, {g.uniqueName(wv->name() + "_dequantized")}, "",
+                           g.nodes().front().get());
+      dq->name = dq->output(0)->name();
+      dq->setAttr(Attribute::ofInt("axis", axis));
+      dq->output(0)->setType(wv->type());
+      weights[wv] = dq->output(0);
+      replacedWeights.push_back(wv);
+      report.weightsQuantized++;
+      report.floatWeightBytes += w->raw.size();
+      report.int8WeightBytes += f.size() + 5 * static_cast<uint64_t>(channels);
+    }
+    n->setInput(0, dequantized.at(x));
+    n->setInput(1, weights.at(wv));
+    report.nodesQuantized++;
+  }
+  for (Value* v : replacedWeights)
+    if (!v->hasUses() && !v->isGraphOutput() && !v->isGraphInput()) g.removeInitializer(v);
+  return report;
+}
+
+std::vector<std::map<std::string, RtValue>> readCalibrationData(const Graph& g, const std::string& data,
+                                                               size_t maxSamples) {
+  std::vector<std::map<std::string, RtValue>> samples;
+  auto full = [&] { return maxSamples && samples.size() >= maxSamples; };
+  std::error_code ec;
+  if (fs::is_directory(data, ec)) {
+    std::vector<fs::path> sets, npzs;
+    for (const auto& e : fs::directory_iterator(data)) {
+      std::string name = e.path().filename().string();
+      if (e.is_directory() && name.rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+      else if (e.is_regular_file() && e.path().extension() == ".npz") npzs.push_back(e.path());
+    }
+    std::sort(sets.begin(), sets.end());
+    std::sort(npzs.begin(), npzs.end());
+    for (const fs::path& s : sets) {
+      if (full()) break;
+      ModelInputOptions o;
+      o.testDataDir = s.string();
+      samples.push_back(gatherModelInputs(g, o));
+    }
+    for (const fs::path& f : npzs) {
+      if (full()) break;
+      ModelInputOptions o;
+      o.files = {f.string()};
+      samples.push_back(gatherModelInputs(g, o));
+    }
+    if (samples.empty())
+      fail(ErrorKind::InvalidInput, "--calibration {}: no test_data_set_* folders or .npz files in this folder", data);
+    return samples;
+  }
+  if (fs::path(data).extension() != ".npz")
+    fail(ErrorKind::InvalidInput, "--calibration {}: expected a folder (test_data_set_*/ or *.npz) or an .npz file", data);
+  // One .npz whose arrays have a leading sample axis.
+  auto arrays = readNpz(data);
+  if (arrays.empty()) fail(ErrorKind::InvalidInput, "--calibration {}: the archive holds no arrays", data);
+  int64_t count = -1;
+  for (const auto& [name, t] : arrays) {
+    if (t.dims.empty() || t.dtype() == DType::String)
+      fail(ErrorKind::InvalidInput, "--calibration {}: array '{}' has no leading sample axis", data, name);
+    if (count >= 0 && t.dims[0] != count)
+      fail(ErrorKind::InvalidInput, "--calibration {}: array '{}' has {} samples, the others {}", data, name, t.dims[0], count);
+    count = t.dims[0];
+    bool known = false;
+    for (const ValueInfoEntry* e : feedableInputs(g)) known |= e->value->name() == name;
+    if (!known) fail(ErrorKind::InvalidInput, "--calibration {}: the model has no input '{}'", data, name);
+  }
+  for (int64_t s = 0; s < count && !full(); ++s) {
+    std::map<std::string, RtValue> feeds;
+    for (const auto& [name, t] : arrays) {
+      Tensor one;
+      one.dataType = t.dataType;
+      one.dims.assign(t.dims.begin() + 1, t.dims.end());
+      size_t per = t.raw.size() / static_cast<size_t>(count);
+      one.setRaw(Buffer::copyOf(std::string_view(reinterpret_cast<const char*>(t.raw.data()) + per * static_cast<size_t>(s), per)));
+      feeds[name] = RtValue::ofTensor(std::move(one));
+    }
+    samples.push_back(std::move(feeds));
+  }
+  return samples;
+}
+
+}  // namespace onnxtool

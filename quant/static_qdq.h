@@ -1,0 +1,51 @@
+// static_qdq.h: int8 static quantization in the QDQ format: QuantizeLinear/DequantizeLinear pairs
+// around the activations MatMul/Gemm/Conv read, with ranges from calibration, and weights stored
+// as int8 behind a DequantizeLinear (per output channel). Standard ONNX ops only (opset 13+, for
+// per-axis DequantizeLinear); runtimes fuse the pairs into int8 kernels, every other runtime
+// still computes the same thing in float.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exec/value.h"
+#include "lib/ir.h"
+
+namespace onnxtool {
+
+/// The observed range of one float value over the calibration samples.
+struct ValueRange {
+  float min = 0, max = 0;
+};
+
+/// The float values MatMul/Gemm/Conv read as activations (their first input) in the main graph:
+/// those calibration must observe.
+std::vector<std::string> activationsToCalibrate(const Model& model);
+
+/// Runs the model (a copy with the activations exposed as outputs) on every sample with the
+/// reference executor and returns each activation's min/max. `samples` map input names to values.
+std::map<std::string, ValueRange> calibrateMinMax(const Model& model, const std::vector<std::string>& activations,
+                                                  const std::vector<std::map<std::string, RtValue>>& samples);
+
+struct StaticQuantizeReport {
+  int64_t nodesQuantized = 0;
+  int64_t weightsQuantized = 0;
+  uint64_t floatWeightBytes = 0, int8WeightBytes = 0;
+  std::vector<std::string> skipped;
+};
+
+/// Inserts the QDQ pairs (uint8 activations, asymmetric over [min(0,lo), max(0,hi)]; int8
+/// weights symmetric per output channel) in place. Throws Error(Unsupported) below opset 13.
+StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges,
+                                       int64_t minElements = 16);
+
+/// Calibration samples from DATA: a folder of ONNX test-data sets (test_data_set_*/input_*.pb, in
+/// graph input order), a folder of .npz files (one sample each, keys = input names), or one .npz
+/// whose arrays have a leading sample axis. At most `maxSamples` (0: all). Throws
+/// Error(InvalidInput) naming the file on a mismatch.
+std::vector<std::map<std::string, RtValue>> readCalibrationData(const Graph& g, const std::string& data,
+                                                               size_t maxSamples);
+
+}  // namespace onnxtool
