@@ -114,7 +114,18 @@ int runQuantize(const QuantizeOptions& o) {
     bool tty = ::isatty(2);
     if (!(spdlog::get_level() >= spdlog::level::err) && tty)
       fmt::print(stderr, "calibrating {} activations on {} samples...\n", activations.size(), samples.size());
-    auto ranges = calibrateMinMax(*model, activations, samples);
+    CalibrationMethod cm;
+    if (o.method.rfind("percentile", 0) == 0) {
+      cm.kind = CalibrationMethod::Kind::Percentile;
+      if (o.method.size() > 10) {
+        std::string p = o.method.substr(11);
+        char* end = nullptr;
+        cm.percentile = std::strtod(p.c_str(), &end);
+        if (o.method[10] != ':' || p.empty() || *end || !(cm.percentile > 50 && cm.percentile <= 100))
+          fail(ErrorKind::InvalidInput, "--method {}: expected percentile or percentile:P with 50 < P <= 100", o.method);
+      }
+    }
+    auto ranges = calibrateRanges(*model, activations, samples, cm);
     StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements);
     r.nodesQuantized = sr.nodesQuantized;
     r.weightsQuantized = sr.weightsQuantized;
@@ -185,8 +196,12 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->type_name("DATA");
   sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
       ->check(nonNegative());
-  sub->add_option("--method", o->method, "Calibration method: minmax (the default; entropy, percentile and mse are to come)")
-      ->check(CLI::IsMember({"minmax"}));
+  sub->add_option("--method", o->method,
+                  "Calibration: minmax (default) or percentile[:P] (keep P% of the values, default 99.999; entropy and "
+                  "mse are to come)")
+      ->check([](const std::string& m) {
+        return m == "minmax" || m.rfind("percentile", 0) == 0 ? std::string() : "expected minmax or percentile[:P]";
+      });
   sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
   sub->add_option("--eval-sets", o->evalSets,
                   "Input sets on which to compare the quantized model with the original on the reference executor: "

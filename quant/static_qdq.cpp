@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <unordered_map>
 
@@ -83,13 +84,13 @@ std::vector<std::string> activationsToCalibrate(const Model& model) {
   return out;
 }
 
-std::map<std::string, ValueRange> calibrateMinMax(const Model& model, const std::vector<std::string>& activations,
-                                                  const std::vector<std::map<std::string, RtValue>>& samples) {
+std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
+                                                  const std::vector<std::map<std::string, RtValue>>& samples,
+                                                  const CalibrationMethod& method) {
   // A copy with every activation exposed as a graph output (the caller's model stays as it is).
   std::string bytes = serializeModel(model);
   auto copy = loadModelFromBytes(bytes, model.baseDir.empty() ? "." : model.baseDir, model.path + " (calibration copy)");
   Graph& g = *copy->graph;
-  size_t first = g.outputs().size();
   std::vector<std::string> exposed;
   for (const std::string& name : activations) {
     Value* v = g.findLocal(name);
@@ -99,33 +100,59 @@ std::map<std::string, ValueRange> calibrateMinMax(const Model& model, const std:
   }
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < g.outputs().size(); ++i) index.emplace(g.outputs()[i].value->name(), i);
-  (void)first;
   auto exec = makeExecutor("ref");
   PrepareOptions po;
   po.seed = 0;
   auto plan = exec->prepare(*copy, po);
-  std::map<std::string, ValueRange> ranges;
-  std::map<std::string, bool> seen;
-  for (const auto& feeds : samples) {
-    std::vector<RtValue> outs = plan->run(feeds);
-    for (const std::string& name : exposed) {
-      const RtValue& v = outs[index.at(name)];
-      if (!v.isTensor() || v.tensor->dtype() != DType::Float) continue;
-      const Tensor& t = *v.tensor;
-      size_t n = static_cast<size_t>(t.numElements().value_or(0));
-      const float* p = reinterpret_cast<const float*>(t.raw.data());
-      ValueRange& r = ranges[name];
-      for (size_t i = 0; i < n; ++i) {
-        float x = p[i];
-        if (!std::isfinite(x)) continue;
-        if (!seen[name]) {
-          r.min = r.max = x;
-          seen[name] = true;
-        }
-        r.min = std::min(r.min, x);
-        r.max = std::max(r.max, x);
+  // Visits every finite float element of every exposed activation over all samples.
+  auto sweep = [&](const std::function<void(const std::string&, float)>& visit) {
+    for (const auto& feeds : samples) {
+      std::vector<RtValue> outs = plan->run(feeds);
+      for (const std::string& name : exposed) {
+        const RtValue& v = outs[index.at(name)];
+        if (!v.isTensor() || v.tensor->dtype() != DType::Float) continue;
+        const Tensor& t = *v.tensor;
+        size_t n = static_cast<size_t>(t.numElements().value_or(0));
+        const float* p = reinterpret_cast<const float*>(t.raw.data());
+        for (size_t i = 0; i < n; ++i)
+          if (std::isfinite(p[i])) visit(name, p[i]);
       }
     }
+  };
+  std::map<std::string, ValueRange> ranges;
+  std::map<std::string, bool> seen;
+  sweep([&](const std::string& name, float x) {
+    ValueRange& r = ranges[name];
+    if (!seen[name]) {
+      r.min = r.max = x;
+      seen[name] = true;
+    }
+    r.min = std::min(r.min, x);
+    r.max = std::max(r.max, x);
+  });
+  if (method.kind == CalibrationMethod::Kind::MinMax) return ranges;
+  constexpr size_t kBins = 2048;
+  std::map<std::string, std::vector<uint64_t>> hist;
+  for (const auto& [name, r] : ranges) hist[name].assign(kBins, 0);
+  sweep([&](const std::string& name, float x) {
+    const ValueRange& r = ranges[name];
+    double w = (static_cast<double>(r.max) - r.min) / kBins;
+    size_t b = w > 0 ? std::min(kBins - 1, static_cast<size_t>((x - r.min) / w)) : 0;
+    hist[name][b]++;
+  });
+  double tail = (100.0 - method.percentile) / 200.0;  // share cut off each end
+  for (auto& [name, r] : ranges) {
+    const std::vector<uint64_t>& h = hist[name];
+    uint64_t total = 0;
+    for (uint64_t c : h) total += c;
+    if (total == 0 || r.max <= r.min) continue;
+    double w = (static_cast<double>(r.max) - r.min) / kBins;
+    auto cut = static_cast<uint64_t>(tail * static_cast<double>(total));
+    size_t lo = 0, hi = kBins - 1;
+    for (uint64_t acc = 0; lo < kBins && acc + h[lo] <= cut; ++lo) acc += h[lo];
+    for (uint64_t acc = 0; hi > lo && acc + h[hi] <= cut; --hi) acc += h[hi];
+    ValueRange clipped{static_cast<float>(r.min + w * static_cast<double>(lo)), static_cast<float>(r.min + w * static_cast<double>(hi + 1))};
+    r = {std::max(r.min, clipped.min), std::min(r.max, clipped.max)};
   }
   return ranges;
 }

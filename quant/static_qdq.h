@@ -24,10 +24,20 @@ struct ValueRange {
 /// those calibration must observe.
 std::vector<std::string> activationsToCalibrate(const Model& model);
 
+/// How calibration turns the observed values into a range.
+struct CalibrationMethod {
+  enum class Kind { MinMax, Percentile } kind = Kind::MinMax;
+  /// Percentile: the range keeps this share of the values, cutting (100-P)/2 % off each tail
+  /// (from a 2048-bin histogram over the min/max range; outliers stop stretching the scale).
+  double percentile = 99.999;
+};
+
 /// Runs the model (a copy with the activations exposed as outputs) on every sample with the
-/// reference executor and returns each activation's min/max. `samples` map input names to values.
-std::map<std::string, ValueRange> calibrateMinMax(const Model& model, const std::vector<std::string>& activations,
-                                                  const std::vector<std::map<std::string, RtValue>>& samples);
+/// reference executor and returns each activation's range. `samples` map input names to values.
+/// Percentile runs the samples twice (min/max, then the histogram).
+std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
+                                                  const std::vector<std::map<std::string, RtValue>>& samples,
+                                                  const CalibrationMethod& method = {});
 
 struct StaticQuantizeReport {
   int64_t nodesQuantized = 0;

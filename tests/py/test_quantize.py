@@ -87,6 +87,20 @@ def static_checks(c, tmp):
         kept = [n.op_type for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
         c.check(kept.count("DequantizeLinear") == 6 and kept.count("QuantizeLinear") == 3,
                 f"optimize -O3 keeps the QDQ pairs: {r.stderr[-300:]}")
+    # percentile: one outlier no longer stretches the input's scale (minmax: 1000/255)
+    spiky = rng.random((4, 1, 1, 28, 28)).astype(np.float32)
+    spiky[0, 0, 0, 3, 3] = 1000.0
+    np.savez(os.path.join(tmp, "spiky.npz"), input=spiky)
+    scales = {}
+    for method in ("minmax", "percentile:99.9"):
+        out = os.path.join(tmp, f"spiky_{method[:3]}.onnx")
+        r = run(["quantize", SMALL, "-o", out, "--int8", "--static", "--calibration", os.path.join(tmp, "spiky.npz"),
+                 "--method", method, "--eval-sets", "0"])
+        if c.check(r.returncode == 0, f"--method {method}: {r.stderr}"):
+            inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
+            scales[method] = float(inits["input_scale"])
+    c.check(abs(scales.get("minmax", 0) - 1000 / 255) < 1e-3 and 0 < scales.get("percentile:99.9", 1) < 0.01,
+            f"input scales: {scales}")
     r = run(["quantize", SMALL, "-o", os.path.join(tmp, "x.onnx"), "--int8", "--static", "--calibration", npz,
              "--calibration-samples", "2", "--json"])
     doc = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -94,7 +108,8 @@ def static_checks(c, tmp):
     for args, code in ((["--int8", "--static"], 2), (["--int8", "--static", "--dynamic"], 2),
                        (["--int8", "--static", "--calibration", os.path.join(tmp, "nope.npz")], 2),
                        (["--int8", "--dynamic", "--calibration", npz], 2),
-                       (["--int8", "--static", "--calibration", npz, "--method", "entropy"], 2)):
+                       (["--int8", "--static", "--calibration", npz, "--method", "entropy"], 2),
+                       (["--int8", "--static", "--calibration", npz, "--method", "percentile:20"], 2)):
         r = run(["quantize", SMALL, "-o", os.path.join(tmp, "y.onnx")] + args)
         c.check(r.returncode == code and r.stderr.startswith("onnxtool: error:"), f"quantize {args}: exit {r.returncode}: {r.stderr}")
     old = os.path.join(tmp, "mlp12.onnx")
