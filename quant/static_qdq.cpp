@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -67,6 +68,53 @@ Tensor scalarOf(DType dt, double v) {
     t.setRaw(Buffer::fromString(std::string(1, static_cast<char>(static_cast<uint8_t>(v)))));
   }
   return t;
+}
+
+/// The bin count (threshold, in bins) whose clipped distribution loses least information when
+/// quantized to 128 levels: KL(P || Q) over thresholds from 128 bins to all of them.
+double entropyThreshold(const std::vector<double>& hist) {
+  constexpr size_t kLevels = 128;
+  size_t n = hist.size();
+  if (n <= kLevels) return static_cast<double>(n);
+  double bestKl = std::numeric_limits<double>::infinity();
+  size_t best = n;
+  for (size_t i = kLevels; i <= n; ++i) {
+    std::vector<double> p(hist.begin(), hist.begin() + static_cast<std::ptrdiff_t>(i));
+    for (size_t k = i; k < n; ++k) p[i - 1] += hist[k];  // outliers clip into the last bin
+    double total = 0;
+    for (double v : p) total += v;
+    if (total <= 0) continue;
+    // Q: the slice without the clipped outliers merged into kLevels levels, each level's mass
+    // spread over its non-empty bins; P carries the outliers in its last bin, so clipping much
+    // mass costs divergence (else a threshold of exactly kLevels bins would always be lossless).
+    std::vector<double> q(i, 0.0);
+    double per = static_cast<double>(i) / kLevels;
+    for (size_t l = 0; l < kLevels; ++l) {
+      size_t a = static_cast<size_t>(std::floor(l * per)), b = l + 1 == kLevels ? i : static_cast<size_t>(std::floor((l + 1) * per));
+      double mass = 0;
+      size_t nonzero = 0;
+      for (size_t k = a; k < b; ++k) {
+        mass += hist[k];
+        nonzero += hist[k] > 0;
+      }
+      for (size_t k = a; k < b; ++k)
+        if (hist[k] > 0) q[k] = mass / static_cast<double>(nonzero);
+    }
+    double qTotal = 0;
+    for (double v : q) qTotal += v;
+    if (qTotal <= 0) continue;
+    double kl = 0;
+    for (size_t k = 0; k < i; ++k) {
+      if (p[k] <= 0) continue;
+      double pk = p[k] / total, qk = q[k] / qTotal;
+      kl += qk > 0 ? pk * std::log(pk / qk) : pk * 50.0;  // a level Q cannot represent: a large penalty
+    }
+    if (kl < bestKl) {
+      bestKl = kl;
+      best = i;
+    }
+  }
+  return static_cast<double>(best) + 0.5;
 }
 
 }  // namespace
@@ -132,6 +180,23 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
   });
   if (method.kind == CalibrationMethod::Kind::MinMax) return ranges;
   constexpr size_t kBins = 2048;
+  if (method.kind == CalibrationMethod::Kind::Entropy) {
+    std::map<std::string, std::vector<double>> absHist;
+    for (const auto& [name, r] : ranges) absHist[name].assign(kBins, 0);
+    sweep([&](const std::string& name, float x) {
+      const ValueRange& r = ranges[name];
+      double top = std::max(std::fabs(r.min), std::fabs(r.max));
+      size_t b = top > 0 ? std::min(kBins - 1, static_cast<size_t>(std::fabs(x) / top * kBins)) : 0;
+      absHist[name][b] += 1;
+    });
+    for (auto& [name, r] : ranges) {
+      double top = std::max(std::fabs(r.min), std::fabs(r.max));
+      if (top <= 0) continue;
+      double t = entropyThreshold(absHist[name]) * top / kBins;
+      r = {std::max(r.min, static_cast<float>(-t)), std::min(r.max, static_cast<float>(t))};
+    }
+    return ranges;
+  }
   std::map<std::string, std::vector<uint64_t>> hist;
   for (const auto& [name, r] : ranges) hist[name].assign(kBins, 0);
   sweep([&](const std::string& name, float x) {

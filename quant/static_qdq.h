@@ -26,7 +26,10 @@ std::vector<std::string> activationsToCalibrate(const Model& model);
 
 /// How calibration turns the observed values into a range.
 struct CalibrationMethod {
-  enum class Kind { MinMax, Percentile } kind = Kind::MinMax;
+  /// Entropy: the threshold t minimising the KL divergence between the histogram of |x| clipped
+  /// at t and its 128-level quantization (the int8 calibration TensorRT describes), range
+  /// [max(min, -t), min(max, t)].
+  enum class Kind { MinMax, Percentile, Entropy } kind = Kind::MinMax;
   /// Percentile: the range keeps this share of the values, cutting (100-P)/2 % off each tail
   /// (from a 2048-bin histogram over the min/max range; outliers stop stretching the scale).
   double percentile = 99.999;
