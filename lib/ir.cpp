@@ -300,6 +300,30 @@ void Graph::setOutput(size_t i, Value* v) {
   outputs_[i].value = v;
 }
 
+void Graph::removeOutput(size_t i) {
+  if (i >= outputs_.size()) fail(ErrorKind::Internal, "graph '{}': no output {}", name, i);
+  if (Value* v = outputs_[i].value) v->outputCount_--;
+  outputs_.erase(outputs_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void Graph::removeNodeOutput(Node* n, size_t i) {
+  if (i >= n->outputs_.size()) fail(ErrorKind::Internal, "node '{}': no output {}", n->displayName(), i);
+  Value* out = n->outputs_[i];
+  if (out && (out->hasUses() || out->isGraphOutput()))
+    fail(ErrorKind::Internal, "cannot remove output '{}' of node '{}': it is still used", out->name(), n->displayName());
+  n->outputs_.erase(n->outputs_.begin() + static_cast<std::ptrdiff_t>(i));
+  for (size_t k = i; k < n->outputs_.size(); ++k)
+    if (n->outputs_[k]) n->outputs_[k]->producerIndex_ = static_cast<int>(k);
+  if (!out) return;
+  out->producer_ = nullptr;
+  valueInfos_.erase(std::remove_if(valueInfos_.begin(), valueInfos_.end(), [&](const ValueInfoEntry& e) { return e.value == out; }),
+                    valueInfos_.end());
+  auto it = byName_.find(out->name_);
+  if (it != byName_.end() && it->second == out) byName_.erase(it);
+  auto vit = std::find_if(values_.begin(), values_.end(), [&](const auto& p) { return p.get() == out; });
+  if (vit != values_.end()) values_.erase(vit);
+}
+
 Value* Graph::addInitializer(Tensor t, bool allowDuplicate) {
   Value* v = findLocal(t.name);
   if (!v || v->initializer_ || v->sparseInitializer_ || v->producer_) {

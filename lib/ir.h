@@ -216,6 +216,11 @@ class Graph {
   void removeInput(Value* v);
   void addOutput(Value* v);
   void setOutput(size_t i, Value* v);
+  /// Drops graph output i (the value stays; later outputs move down by one).
+  void removeOutput(size_t i);
+  /// Drops output i of node n, whose value must have no uses and not be a graph output; later
+  /// outputs move down by one (for If/Loop outputs nothing reads, with their bodies' outputs).
+  void removeNodeOutput(Node* n, size_t i);
   /// Initializer values in file order (dense, then sparse kept separately).
   const std::vector<Value*>& initializers() const { return initializers_; }
   const std::vector<Value*>& sparseInitializers() const { return sparseInitializers_; }
