@@ -206,7 +206,7 @@ std::string printPipeline(const Pipeline& p) {
 static const char* const kCleanup =
     "eliminate-identity,eliminate-default-inputs,eliminate-dead,eliminate-common-subexpressions,"
     "dedupe-initializers,eliminate-unused-initializers";
-static const char* const kFolding = "fold-shapes,fold-constants,fold-if";
+static const char* const kFolding = "fold-shapes,fold-constants,fold-if,hoist-loop-constants";
 
 Pipeline fusionPipeline() {
   std::string names;
