@@ -1,7 +1,9 @@
 // eliminate_common_subexpressions.cpp: `eliminate-common-subexpressions`: a node with the same
 // op, domain, attributes and inputs as an earlier node computes the same values (ONNX ops are
 // pure), so its readers read the earlier node's outputs. Random ops and nodes holding subgraphs
-// are left alone.
+// are left alone. Inside a subgraph (If branch, Loop body), the nodes of the enclosing graphs that
+// come before the node holding it count as earlier nodes too: a branch recomputing what its parent
+// already has reads the parent's value.
 #include <unordered_map>
 
 #include "passes/pass_util.h"
@@ -43,15 +45,28 @@ bool sameComputation(const Node& a, const Node& b) {
 
 class EliminateCommonSubexpressionsPass : public Pass {
  public:
+  static size_t hashOf(const Node& n) {
+    size_t h = std::hash<std::string>()(n.opType);
+    for (Value* v : n.inputs()) h = h * 1000003u ^ std::hash<const void*>()(v);
+    return h;
+  }
+
   bool run(Graph& g, PassContext& ctx) override {
     bool changed = false;
     std::unordered_map<size_t, std::vector<Node*>> seen;
+    // What the enclosing graphs computed before the node holding this one: visible here.
+    for (const Graph* inner = &g; inner->parentNode() && inner->parent(); inner = inner->parent()) {
+      const Node* holder = inner->parentNode();
+      for (const auto& p : inner->parent()->nodes()) {
+        if (p.get() == holder) break;
+        if (!isNondeterministic(*p) && p->subgraphs().empty()) seen[hashOf(*p)].push_back(p.get());
+      }
+    }
     std::vector<Node*> order;
     for (const auto& n : g.nodes()) order.push_back(n.get());
     for (Node* n : order) {
       if (isNondeterministic(*n) || !n->subgraphs().empty()) continue;
-      size_t h = std::hash<std::string>()(n->opType);
-      for (Value* v : n->inputs()) h = h * 1000003u ^ std::hash<const void*>()(v);
+      size_t h = hashOf(*n);
       Node* keep = nullptr;
       for (Node* c : seen[h])
         if (sameComputation(*c, *n)) keep = c;
@@ -63,7 +78,7 @@ class EliminateCommonSubexpressionsPass : public Pass {
       bool possible = true;
       for (size_t i = 0; i < n->outputs().size(); ++i) {
         Value* o = n->output(i);
-        if (o && o->isGraphOutput() && keep->output(i)->isGraphOutput()) possible = false;
+        if (o && o->isGraphOutput() && (keep->output(i)->isGraphOutput() || keep->graph() != &g)) possible = false;
       }
       if (!possible || !ctx.tryRewrite("merge " + n->opType + " '" + n->displayName() + "' into '" + keep->displayName() + "'"))
         continue;
