@@ -21,6 +21,7 @@ static const Subcommand kSubcommands[] = {
     {"convert", addConvert},
     {"optimize", addOptimize},
     {"run", addRun},
+    {"bench", addBench},
 };
 
 int main(int argc, char** argv) {
