@@ -19,6 +19,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},
     {"", "Div", 7, kLast, DType::Float, "cpu.div.f32", OutputReuse::InPlace, createDiv},
+    {"", "Sum", 6, kLast, DType::Float, "cpu.sum.f32", OutputReuse::InPlace, createSum},
     {"", "Relu", 6, kLast, DType::Float, "cpu.relu.f32", OutputReuse::InPlace, createRelu},
     {"", "Sigmoid", 6, kLast, DType::Float, "cpu.sigmoid.f32", OutputReuse::InPlace, createSigmoid},
     {"", "Tanh", 6, kLast, DType::Float, "cpu.tanh.f32", OutputReuse::InPlace, createTanh},
@@ -27,6 +28,8 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "AveragePool", 1, kLast, DType::Float, "cpu.averagepool.f32", OutputReuse::None, createAveragePool},
     {"", "GlobalAveragePool", 1, kLast, DType::Float, "cpu.globalaveragepool.f32", OutputReuse::None,
      createGlobalAveragePool},
+    // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
+    {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
     {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},

@@ -120,7 +120,7 @@ class UnaryKernel : public CpuKernel {
 };
 
 struct ReluF {
-  static float apply(float x) { return x > 0.f ? x : (x != x ? x : 0.f); }  // NaN stays NaN
+  static float apply(float x) { return x < 0.f ? 0.f : x; }  // NaN stays NaN; vectorises to a max
 };
 struct SigmoidF {
   static float apply(float x) { return x >= 0.f ? 1.f / (1.f + std::exp(-x)) : std::exp(x) / (1.f + std::exp(x)); }
@@ -173,6 +173,9 @@ std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBin
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info); }
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info); }
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info); }
+std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
+  return info.inputs.size() == 2 ? createBinary<AddOp>(info) : nullptr;  // residual adds; longer sums: reference
+}
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info) { return createUnary<ReluF>(info); }
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info) { return createUnary<SigmoidF>(info); }
 std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info) { return createUnary<TanhF>(info); }

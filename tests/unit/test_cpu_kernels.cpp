@@ -5,6 +5,8 @@
 // and prepare leaving the caller's model untouched.
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -195,6 +197,12 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
       for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
       checkAgainstRef(*model, feeds, prefix);
     }
+  for (const Case& c : cases) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Sum", 13, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
+    INFO("Sum rank " << c.a.size() << " with rank " << c.b.size());
+    checkAgainstRef(*model, feeds, "cpu.sum");
+  }
 }
 
 TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
@@ -240,6 +248,22 @@ TEST_CASE("cpu pooling matches the reference kernels", "[cpu][kernels]") {
   std::map<std::string, RtValue> feeds;
   auto model = oneNode("GlobalAveragePool", 12, {{randomTensor({2, 5, 7, 3}, rng), false}}, {}, feeds);
   checkAgainstRef(*model, feeds, "cpu.globalaveragepool");
+}
+
+TEST_CASE("cpu BatchNormalization matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(18);
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 5, 7}, {1, 4}, {3, 2, 17}}) {
+    int64_t c = dims[1];
+    Tensor var = randomTensor({c}, rng);
+    for (size_t i = 0; i < static_cast<size_t>(c); ++i)
+      reinterpret_cast<float*>(var.raw.mutableData())[i] = std::abs(reinterpret_cast<const float*>(var.raw.data())[i]);
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("BatchNormalization", 15,
+                         {{randomTensor(dims, rng, true), false}, {randomTensor({c}, rng), true}, {randomTensor({c}, rng), true},
+                          {randomTensor({c}, rng), true}, {var, true}},
+                         {Attribute::ofFloat("epsilon", 1e-3f)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.batchnorm");
+  }
 }
 
 TEST_CASE("cpu views: Reshape, Flatten, Squeeze, Unsqueeze alias their input", "[cpu][kernels]") {
