@@ -73,5 +73,6 @@ std::function<int()> addConvert(CLI::App& app);
 std::function<int()> addRun(CLI::App& app);
 std::function<int()> addOptimize(CLI::App& app);
 std::function<int()> addQuantize(CLI::App& app);
+std::function<int()> addBench(CLI::App& app);
 
 }  // namespace onnxtool::app

@@ -22,6 +22,7 @@ static const Subcommand kSubcommands[] = {
     {"optimize", addOptimize},
     {"run", addRun},
     {"quantize", addQuantize},
+    {"bench", addBench},
 };
 
 int main(int argc, char** argv) {
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::warn);
 
-  CLI::App app{"onnxtool: inspect, check, convert, optimize, quantize and run ONNX models", "onnxtool"};
+  CLI::App app{"onnxtool: inspect, check, convert, optimize, quantize, run and bench ONNX models", "onnxtool"};
   app.set_version_flag("--version", std::string("onnxtool ") + ONNXTOOL_VERSION);
   app.require_subcommand(1);
   app.fallthrough();

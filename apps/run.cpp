@@ -136,7 +136,20 @@ int runRun(const RunOptions& o) {
   PrepareOptions po;
   po.seed = o.seed;
   auto plan = exec->prepare(*model, po);
-  std::vector<RtValue> outs = plan->run(feeds);
+  std::vector<RtValue> outs;
+  if (spdlog::should_log(spdlog::level::info)) {  // -v: say which nodes fell back to reference kernels
+    RunProfile prof;
+    outs = plan->runProfiled(feeds, prof);
+    size_t fallbacks = 0;
+    for (const NodeRun& r : prof.nodes)
+      if (r.fallback) {
+        ++fallbacks;
+        spdlog::info("node '{}' ({}): fallback to the reference kernel {}", r.node, r.opType, r.kernel);
+      }
+    if (!prof.nodes.empty()) spdlog::info("{} of {} nodes ran on reference kernels", fallbacks, prof.nodes.size());
+  } else {
+    outs = plan->run(feeds);
+  }
 
   json doc{{"schema_version", 2}, {"model", o.model}, {"executor", o.executor}};
   json outputsJson = json::array();
@@ -216,7 +229,7 @@ std::function<int()> addRun(CLI::App& app) {
   sub->add_option("--atol", o->atol, "Absolute tolerance of --compare (default 1e-5)")->check(nonNegative());
   std::string names;
   for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
-  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default ref)")
+  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default ref; cpu: fast kernels, reference kernels for the rest)")
       ->check(CLI::IsMember(executorNames()));
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document with output summaries and comparison results");

@@ -1,5 +1,5 @@
 // executor.h: executors run models. `Executor::prepare(model) -> Plan`, `Plan::run(inputs)`.
-// Executors are looked up by name ("ref"; "cpu" and "cuda" to come).
+// Executors are looked up by name in the table of exec/executor.cpp ("ref", "cpu"; "cuda" to come).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,22 @@ namespace onnxtool {
 struct PrepareOptions {
   /// Seed for random ops without their own seed attribute; unset means nondeterministic.
   std::optional<uint64_t> seed;
+  /// Intra-op threads for executors that use them (`cpu`); 0 means the number of cores.
+  int threads = 0;
+};
+
+/// What ran for one node of the main graph in one run, for `bench --profile` and `run -v`.
+struct NodeRun {
+  std::string node;    ///< display name
+  std::string opType;
+  std::string kernel;  ///< "cpu.conv.f32.im2col", "ref.add", "ref.loop (subgraphs on ref)"
+  bool fallback = false;  ///< ran on the reference kernel for want of a fast one
+  double seconds = 0;
+  double flops = 0;       ///< 0 when not counted
+};
+
+struct RunProfile {
+  std::vector<NodeRun> nodes;  ///< in execution order
 };
 
 /// A prepared model. The Model must outlive the Plan (initializers are used in place).
@@ -28,6 +44,12 @@ class Plan {
   /// against the declared types and throws Error(InvalidInput) naming the input otherwise.
   /// Returns the graph outputs in order.
   virtual std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) = 0;
+  /// run() that also records, per node, the kernel that ran and its time. Executors without
+  /// per-node profiling leave `profile` empty.
+  virtual std::vector<RtValue> runProfiled(const std::map<std::string, RtValue>& inputs, RunProfile& profile) {
+    profile.nodes.clear();
+    return run(inputs);
+  }
 };
 
 class Executor {

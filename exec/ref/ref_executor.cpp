@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "exec/ref/ref_executor.h"
+
 #include "exec/executor.h"
 #include "exec/kernel.h"
 #include "lib/checker.h"
@@ -20,10 +22,13 @@ namespace {
 struct Env {
   std::unordered_map<const Value*, RtValue> values;
   const Env* parent = nullptr;
+  /// For the outermost activation of a body run for another executor: its values.
+  const RefNodeRunner::OuterLookup* outer = nullptr;
   const RtValue* find(const Value* v) const {
     for (const Env* e = this; e; e = e->parent) {
       auto it = e->values.find(v);
       if (it != e->values.end()) return &it->second;
+      if (e->outer) return (*e->outer)(v);
     }
     return nullptr;
   }
@@ -152,7 +157,9 @@ void checkAttributeTensors(const std::vector<Attribute>& attrs, const std::strin
   }
 }
 
-void checkInput(const ValueInfoEntry& e, const RtValue& v) {
+}  // namespace
+
+void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();
   const std::string& name = e.value->name();
   if (v.isTensor()) {  // whatever the model declares, kernels index the data by its dims
@@ -185,17 +192,15 @@ void checkInput(const ValueInfoEntry& e, const RtValue& v) {
   }
 }
 
-class RefPlan : public Plan {
+class RefNodeRunner::Impl {
  public:
-  RefPlan(const Model& m, const PrepareOptions& o) : model_(m) {
-    if (o.seed) rng_.seed(*o.seed);
-    else rng_.seed(std::random_device{}());
+  explicit Impl(const Model& m) : model_(m) {
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     // Resolve every kernel now so that an unsupported op fails before running.
     resolveGraph(*m.graph, nullptr);
   }
 
-  std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override {
+  std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng) const {
     const Graph& g = *model_.graph;
     Env env;
     for (Value* v : g.initializers()) env.values[v] = cachedInitializer(v);
@@ -210,14 +215,30 @@ class RefPlan : public Plan {
           if (!e.value->initializer()) names += (names.empty() ? "" : ", ") + e.value->name();
         fail(ErrorKind::InvalidInput, "unknown input '{}', the model's inputs are: {}", name, names);
       }
-      checkInput(*entry, value);
+      checkGraphInput(*entry, value);
       env.values[entry->value] = value;
     }
     for (const auto& e : g.inputs())
       if (!env.values.count(e.value))
         fail(ErrorKind::InvalidInput, "input '{}' is missing, expected {}", e.value->name(), e.type().str());
-    return runGraph(g, env, nullptr, nullptr);
+    return runGraph(g, env, nullptr, nullptr, rng);
   }
+
+  std::vector<RtValue> runBody(const Graph& body, const std::vector<RtValue>& inputs, const OuterLookup& outer,
+                               std::mt19937_64& rng) const {
+    Env sub;
+    sub.outer = &outer;
+    bindBody(sub, body, inputs);
+    return runGraph(body, sub, nullptr, nullptr, rng);
+  }
+
+  std::vector<RtValue> callNode(const Node& call, const std::vector<const RtValue*>& ins, std::mt19937_64& rng) const {
+    const Function* fn = model_.findFunction(call.domain, call.opType, call.overload);
+    if (!fn) fail(ErrorKind::Internal, "node '{}' ({}): not a function call", call.displayName(), call.opType);
+    return callFunction(call, *fn, ins, nullptr, rng);
+  }
+
+  const RtValue& initializer(const Value* v) const { return cachedInitializer(v); }
 
  private:
   struct Prepared {
@@ -237,14 +258,17 @@ class RefPlan : public Plan {
     return 1;
   }
 
-  const Prepared& resolveGraph(const Graph& g, const Function* within) {
-    auto it = prepared_.find(&g);
-    if (it != prepared_.end()) return it->second;
+  void resolveGraph(const Graph& g, const Function* within) {
+    if (prepared_.count(&g)) return;
     Prepared p;
     p.sched = schedule(g);
     for (Value* v : g.initializers()) checkModelTensor(*v->initializer(), fmt::format("initializer '{}'", v->name()));
     for (Value* v : g.sparseInitializers())
       checkModelSparse(*v->sparseInitializer(), fmt::format("sparse initializer '{}'", v->name()));
+    // Made once here (aligned copies, densified sparse tensors), so runs only read them and
+    // several threads may run at once.
+    for (Value* v : g.initializers()) initCache_.emplace(v, initializerValue(v));
+    for (Value* v : g.sparseInitializers()) initCache_.emplace(v, initializerValue(v));
     for (const Node* n : p.sched.nodes) {
       int64_t opset = opsetFor(*n, within);
       p.opsets.push_back(opset);
@@ -268,11 +292,20 @@ class RefPlan : public Plan {
       p.kernels.push_back(k);
       for (Graph* sg : n->subgraphs()) resolveGraph(*sg, within);
     }
-    return prepared_.emplace(&g, std::move(p)).first->second;
+    prepared_.emplace(&g, std::move(p));
   }
 
-  std::vector<RtValue> runGraph(const Graph& g, Env& env, const Function* within, const AttrScope* scope) {
-    const Prepared& p = resolveGraph(g, within);
+  void bindBody(Env& sub, const Graph& body, const std::vector<RtValue>& inputs) const {
+    const auto& formal = body.inputs();
+    // Initializers first so that a formal input of the same name (IR < 4 style) overrides.
+    for (Value* v : body.initializers()) sub.values[v] = cachedInitializer(v);
+    for (Value* v : body.sparseInitializers()) sub.values[v] = cachedInitializer(v);
+    for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
+  }
+
+  std::vector<RtValue> runGraph(const Graph& g, Env& env, const Function* within, const AttrScope* scope,
+                                std::mt19937_64& rng) const {
+    const Prepared& p = prepared_.at(&g);
     for (size_t i = 0; i < p.sched.nodes.size(); ++i) {
       const Node& n = *p.sched.nodes[i];
       std::vector<const RtValue*> ins;
@@ -290,20 +323,16 @@ class RefPlan : public Plan {
       }
       std::vector<RtValue> outs;
       if (const Function* fn = p.functions[i]) {
-        outs = callFunction(n, *fn, ins, scope);
+        outs = callFunction(n, *fn, ins, scope, rng);
       } else {
         const Function* fnCtx = within;
-        SubgraphRunner runner = [this, &env, fnCtx, scope](const Graph& body, const std::vector<RtValue>& inputs) {
+        SubgraphRunner runner = [this, &env, fnCtx, scope, &rng](const Graph& body, const std::vector<RtValue>& inputs) {
           Env sub;
           sub.parent = &env;
-          const auto& formal = body.inputs();
-          // Initializers first so that a formal input of the same name (IR < 4 style) overrides.
-          for (Value* v : body.initializers()) sub.values[v] = cachedInitializer(v);
-          for (Value* v : body.sparseInitializers()) sub.values[v] = cachedInitializer(v);
-          for (size_t k = 0; k < formal.size() && k < inputs.size(); ++k) sub.values[formal[k].value] = inputs[k];
-          return runGraph(body, sub, fnCtx, scope);
+          bindBody(sub, body, inputs);
+          return runGraph(body, sub, fnCtx, scope, rng);
         };
-        KernelContext ctx(n, p.opsets[i], std::move(ins), n.outputs().size(), runner, &rng_, &model_, scope);
+        KernelContext ctx(n, p.opsets[i], std::move(ins), n.outputs().size(), runner, &rng, &model_, scope);
         p.kernels[i]->fn(ctx);
         outs = std::move(ctx.outputs());
       }
@@ -321,7 +350,7 @@ class RefPlan : public Plan {
   }
 
   std::vector<RtValue> callFunction(const Node& call, const Function& fn, const std::vector<const RtValue*>& ins,
-                                    const AttrScope* scope) {
+                                    const AttrScope* scope, std::mt19937_64& rng) const {
     Env env;  // function bodies see only their inputs
     const auto& formal = fn.body->inputs();
     // An omitted optional input binds as an empty value, so body nodes see it as absent
@@ -331,21 +360,53 @@ class RefPlan : public Plan {
     inner.callerAttrs = &call.attributes;
     inner.defaults = &fn.attributeDefaults;
     inner.parent = scope;
-    return runGraph(*fn.body, env, &fn, &inner);
+    return runGraph(*fn.body, env, &fn, &inner, rng);
   }
 
-  /// Initializer values, made once per plan (aligned copies and densified sparse tensors are
-  /// not redone on every run or loop iteration).
-  const RtValue& cachedInitializer(const Value* v) {
-    auto it = initCache_.find(v);
-    if (it == initCache_.end()) it = initCache_.emplace(v, initializerValue(v)).first;
-    return it->second;
-  }
+  /// Initializer values, made once per plan at resolveGraph (aligned copies and densified
+  /// sparse tensors are not redone on every run or loop iteration).
+  const RtValue& cachedInitializer(const Value* v) const { return initCache_.at(v); }
 
   const Model& model_;
   std::unordered_map<const Value*, RtValue> initCache_;
-  std::mt19937_64 rng_;
   std::unordered_map<const Graph*, Prepared> prepared_;
+};
+
+RefNodeRunner::RefNodeRunner(const Model& model) {
+  registerRefKernels();
+  impl_ = std::make_unique<Impl>(model);
+}
+RefNodeRunner::~RefNodeRunner() = default;
+
+std::vector<RtValue> RefNodeRunner::runSubgraph(const Graph& body, const std::vector<RtValue>& inputs,
+                                                const OuterLookup& outer, std::mt19937_64& rng) const {
+  return impl_->runBody(body, inputs, outer, rng);
+}
+
+std::vector<RtValue> RefNodeRunner::callFunction(const Node& call, const std::vector<const RtValue*>& inputs,
+                                                 std::mt19937_64& rng) const {
+  return impl_->callNode(call, inputs, rng);
+}
+
+const RtValue& RefNodeRunner::initializer(const Value* v) const { return impl_->initializer(v); }
+
+namespace {
+
+class RefPlan : public Plan {
+ public:
+  RefPlan(const Model& m, const PrepareOptions& o) : impl_(m) {
+    if (o.seed) rng_.seed(*o.seed);
+    else rng_.seed(std::random_device{}());
+  }
+  std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override {
+    std::lock_guard lock(mutex_);  // one generator: runs of one ref plan take turns
+    return impl_.run(inputs, rng_);
+  }
+
+ private:
+  RefNodeRunner::Impl impl_;
+  std::mt19937_64 rng_;
+  std::mutex mutex_;
 };
 
 class RefExecutor : public Executor {
@@ -359,11 +420,6 @@ class RefExecutor : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> makeExecutor(const std::string& name) {
-  if (name == "ref") return std::make_unique<RefExecutor>();
-  return nullptr;
-}
-
-std::vector<std::string> executorNames() { return {"ref"}; }
+std::unique_ptr<Executor> makeRefExecutor() { return std::make_unique<RefExecutor>(); }
 
 }  // namespace onnxtool

@@ -1,0 +1,604 @@
+// cpu_executor.cpp: the `cpu` executor. prepare() keeps the caller's model untouched; the plan
+// is specialised per set of concrete input shapes (cached), each specialisation holding:
+//   - a deep clone of the model (lib/ir_clone.h, weights shared) typed by shape inference for
+//     those shapes, so every value has a concrete type;
+//   - one step per node of the main graph: a fast kernel object from the table in
+//     cpu_kernels.cpp (created once, constant inputs at hand for prepacking), or the reference
+//     kernel run through the same step (fallback; control-flow bodies and model-local function
+//     calls run on the reference machinery, RefNodeRunner);
+//   - a memory plan: every output of a fast kernel (and each kernel's workspace) gets an offset
+//     in one arena from the values' lifetimes; Reshape-family views alias their input; an
+//     elementwise op writes over its input when that input dies there.
+// A run allocates one arena (returned outputs keep it alive) and its own value table, so runs
+// of one plan may go on in several threads at once.
+#include "exec/cpu/cpu_executor.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "exec/cpu/cpu_kernel.h"
+#include "exec/kernel.h"
+#include "exec/ref/ref_executor.h"
+#include "lib/error.h"
+#include "lib/ir_clone.h"
+#include "lib/ops/op_schema.h"
+#include "lib/shape_inference.h"
+
+namespace onnxtool {
+
+namespace {
+
+using cpu::CpuKernel;
+using cpu::CpuKernelDef;
+using cpu::OutputReuse;
+using cpu::StaticTensorType;
+
+constexpr size_t kArenaAlignment = 64;
+constexpr int kForever = INT_MAX;
+
+size_t alignUp(size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+/// Where a value's bytes live during a run.
+enum class SlotKind : uint8_t {
+  Held,   ///< an RtValue: graph inputs, initializers, outputs of reference kernels
+  Arena,  ///< at `offset` in the run's arena
+  Alias,  ///< the bytes of slot `root` (a view, or an output written in place)
+};
+
+struct Slot {
+  const Value* value = nullptr;
+  std::optional<StaticTensorType> type;  ///< set when a tensor whose every dim is known
+  SlotKind kind = SlotKind::Held;
+  int root = -1;      ///< Alias: the slot whose bytes these are (never itself an Alias)
+  int region = -1;    ///< Arena: index into the memory plan's regions
+  size_t bytes = 0;
+  int def = -1;       ///< defining step, -1 for inputs and initializers
+  int end = -1;       ///< last step that needs the bytes; kForever for graph outputs
+  bool graphOutput = false;
+};
+
+struct Step {
+  const Node* node = nullptr;
+  int64_t opset = 0;
+  std::vector<int> in, out;   ///< slots, -1 for omitted values
+  std::vector<int> outerReads;  ///< slots of this graph that the node's subgraphs read
+  std::unique_ptr<CpuKernel> kernel;  ///< the fast kernel, or null for a fallback
+  const CpuKernelDef* def = nullptr;
+  const KernelDef* ref = nullptr;  ///< the reference kernel of a fallback (null: function call)
+  int workspaceRegion = -1;
+  std::vector<int> release;  ///< Held slots dropped after this step
+  std::string kernelName;
+};
+
+struct Region {
+  size_t bytes = 0, offset = 0;
+  int start = 0, end = 0;
+};
+
+int64_t opsetFor(const Model& m, const Node& n) {
+  std::string_view d = canonicalDomain(n.domain);
+  if (auto v = m.opsetVersion(d)) return *v;
+  if (d.empty()) return maxKnownOpset("");
+  return 1;
+}
+
+std::optional<StaticTensorType> staticType(const TypeInfo& t) {
+  if (t.kind != TypeInfo::Kind::Tensor || !t.shape.hasRank) return std::nullopt;
+  DType dt = t.dtype();
+  if (dt == DType::String || dt == DType::Undefined || dtypeBits(dt) < 8) return std::nullopt;
+  StaticTensorType s;
+  s.dtype = dt;
+  for (const Dim& d : t.shape.dims) {
+    if (!d.isValue() || d.value < 0) return std::nullopt;
+    s.dims.push_back(d.value);
+  }
+  return s;
+}
+
+void collectOuterReads(const Graph& g, const Graph& top, std::vector<const Value*>& out) {
+  for (const auto& n : g.nodes()) {
+    for (Value* v : n->inputs())
+      if (v && v->graph() == &top) out.push_back(v);
+    for (Graph* sg : n->subgraphs()) collectOuterReads(*sg, top, out);
+  }
+  for (const auto& e : g.outputs())
+    if (e.value && e.value->graph() == &top) out.push_back(e.value);
+}
+
+std::string dimsStr(const std::vector<int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ",")); }
+
+/// One plan for one set of input shapes. Immutable once built.
+class Specialization {
+ public:
+  Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads) {
+    model_ = cloneModel(original);
+    InferOptions io;
+    for (const auto& [name, dims] : inputDims) {
+      auto& d = io.inputDims[name];
+      for (int64_t x : dims) d.push_back(std::to_string(x));
+    }
+    inferShapes(*model_, io);
+    ref_ = std::make_unique<RefNodeRunner>(*model_);  // resolves (and validates) every node
+    const Graph& g = *model_->graph;
+    for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
+    for (Value* v : g.initializers()) slotFor(v);
+    for (Value* v : g.sparseInitializers()) slotFor(v);
+    for (const auto& n : g.nodes()) planNode(*n, threads);
+    for (const auto& e : g.outputs()) {
+      int s = e.value ? slotFor(e.value) : -1;
+      outputSlots_.push_back(s);
+      if (s >= 0) slots_[static_cast<size_t>(s)].graphOutput = true;
+    }
+    planMemory();
+  }
+
+  std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
+                           RunProfile* profile) const;
+
+  size_t arenaBytes() const { return arenaBytes_; }
+
+ private:
+  int slotFor(const Value* v) {
+    auto it = slotOf_.find(v);
+    if (it != slotOf_.end()) return it->second;
+    Slot s;
+    s.value = v;
+    s.type = staticType(v->type());
+    if (v->initializer() && !s.type) {  // an initializer's type is its tensor's
+      StaticTensorType t;
+      t.dtype = v->initializer()->dtype();
+      t.dims = v->initializer()->dims;
+      if (t.dtype != DType::String && dtypeBits(t.dtype) >= 8) s.type = t;
+    }
+    if (s.type) s.bytes = static_cast<size_t>(s.type->numElements()) * static_cast<size_t>(dtypeBits(s.type->dtype) / 8);
+    slots_.push_back(std::move(s));
+    int idx = static_cast<int>(slots_.size() - 1);
+    slotOf_[v] = idx;
+    return idx;
+  }
+
+  void planNode(const Node& n, int threads) {
+    Step st;
+    st.node = &n;
+    st.opset = opsetFor(*model_, n);
+    int idx = static_cast<int>(steps_.size());
+    for (Value* v : n.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+    for (Value* v : n.outputs()) {
+      int s = v ? slotFor(v) : -1;
+      if (s >= 0) slots_[static_cast<size_t>(s)].def = idx;
+      st.out.push_back(s);
+    }
+    std::vector<const Value*> outer;
+    for (Graph* sg : n.subgraphs()) collectOuterReads(*sg, *model_->graph, outer);
+    for (const Value* v : outer) st.outerReads.push_back(slotFor(v));
+
+    const Function* fn = model_->findFunction(n.domain, n.opType, n.overload);
+    const OpSchema* schema = fn ? nullptr : findSchema(n.domain, n.opType, st.opset);
+    if (schema && n.subgraphs().empty()) tryFast(st, *schema, threads);
+    if (!st.kernel) {
+      if (fn) {
+        st.kernelName = fmt::format("function {} (reference)", n.opType);
+      } else {
+        st.ref = KernelRegistry::instance().find("ref", n.domain, n.opType, schema->sinceVersion);
+        st.kernelName = std::string(st.ref->name);
+        if (!n.subgraphs().empty()) st.kernelName += " (subgraphs on ref)";
+      }
+    }
+    steps_.push_back(std::move(st));
+  }
+
+  void tryFast(Step& st, const OpSchema& schema, int threads) {
+    const Node& n = *st.node;
+    if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return;
+    const CpuKernelDef* def =
+        cpu::findCpuKernel(n.domain, n.opType, schema.sinceVersion, slots_[static_cast<size_t>(st.in[0])].type->dtype);
+    if (!def) return;
+    cpu::CpuNodeInfo info;
+    info.node = &n;
+    info.opset = st.opset;
+    info.sinceVersion = schema.sinceVersion;
+    info.threads = threads;
+    for (int s : st.in) {
+      if (s < 0) {
+        info.inputs.push_back(nullptr);
+        info.constants.push_back(nullptr);
+        continue;
+      }
+      const Slot& sl = slots_[static_cast<size_t>(s)];
+      if (!sl.type) return;
+      info.inputs.push_back(&*sl.type);
+      const Value* v = sl.value;
+      info.constants.push_back(v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr);
+    }
+    if (st.out.empty() || st.out[0] < 0) return;
+    for (int s : st.out) {
+      if (s < 0) {
+        info.outputs.push_back(nullptr);
+        continue;
+      }
+      const Slot& sl = slots_[static_cast<size_t>(s)];
+      if (!sl.type) return;
+      info.outputs.push_back(&*sl.type);
+    }
+    if (st.out.size() > 1) return;  // fast kernels have one output for now
+    std::unique_ptr<CpuKernel> k = def->create(info);
+    if (!k) return;
+    st.kernel = std::move(k);
+    st.def = def;
+    st.kernelName = std::string(def->name);
+  }
+
+  int rootOf(int s) const {
+    const Slot& sl = slots_[static_cast<size_t>(s)];
+    return sl.kind == SlotKind::Alias ? sl.root : s;
+  }
+
+  void planMemory() {
+    int nSteps = static_cast<int>(steps_.size());
+    // Outputs of fast kernels live in the arena; views alias their input.
+    for (Step& st : steps_) {
+      if (!st.kernel) continue;
+      Slot& o = slots_[static_cast<size_t>(st.out[0])];
+      if (st.def->reuse == OutputReuse::View) {
+        o.kind = SlotKind::Alias;
+        o.root = rootOf(st.in[0]);
+      } else {
+        o.kind = SlotKind::Arena;
+      }
+    }
+    // Lifetimes: the last step reading a value, then (backwards) a view keeps its input's
+    // bytes alive, and so does the output of a reference kernel (which may alias its inputs).
+    for (int i = 0; i < nSteps; ++i) {
+      for (int s : steps_[static_cast<size_t>(i)].in)
+        if (s >= 0) slots_[static_cast<size_t>(s)].end = std::max(slots_[static_cast<size_t>(s)].end, i);
+      for (int s : steps_[static_cast<size_t>(i)].outerReads) slots_[static_cast<size_t>(s)].end = std::max(slots_[static_cast<size_t>(s)].end, i);
+      for (int s : steps_[static_cast<size_t>(i)].out)
+        if (s >= 0) slots_[static_cast<size_t>(s)].end = std::max(slots_[static_cast<size_t>(s)].end, i);
+    }
+    for (int s : outputSlots_)
+      if (s >= 0) slots_[static_cast<size_t>(s)].end = kForever;
+    for (int i = nSteps - 1; i >= 0; --i) {
+      const Step& st = steps_[static_cast<size_t>(i)];
+      bool passesThrough = !st.kernel || st.def->reuse == OutputReuse::View;
+      if (!passesThrough) continue;
+      int outEnd = -1;
+      for (int s : st.out)
+        if (s >= 0) outEnd = std::max(outEnd, slots_[static_cast<size_t>(s)].end);
+      auto extend = [&](int s) {
+        if (s >= 0) slots_[static_cast<size_t>(s)].end = std::max(slots_[static_cast<size_t>(s)].end, outEnd);
+      };
+      for (int s : st.in) extend(s);
+      for (int s : st.outerReads) extend(s);
+    }
+    // An alias keeps its root alive.
+    for (Slot& s : slots_)
+      if (s.kind == SlotKind::Alias) {
+        Slot& r = slots_[static_cast<size_t>(s.root)];
+        r.end = std::max(r.end, s.end);
+      }
+    // In place: an elementwise output takes its input's bytes when nothing reads them later.
+    for (int i = 0; i < nSteps; ++i) {
+      const Step& st = steps_[static_cast<size_t>(i)];
+      if (!st.kernel || st.def->reuse != OutputReuse::InPlace) continue;
+      int r = rootOf(st.in[0]);
+      Slot& root = slots_[static_cast<size_t>(r)];
+      Slot& out = slots_[static_cast<size_t>(st.out[0])];
+      const Slot& in0 = slots_[static_cast<size_t>(st.in[0])];
+      if (root.kind != SlotKind::Arena || root.end != i || root.graphOutput || in0.type->dims != out.type->dims ||
+          root.bytes != out.bytes || in0.type->dtype != out.type->dtype)
+        continue;
+      bool sameShapeReads = true;  // another input reading the same bytes must read them index for index
+      for (size_t k = 1; k < st.in.size(); ++k)
+        if (st.in[k] >= 0 && rootOf(st.in[k]) == r && slots_[static_cast<size_t>(st.in[k])].type->dims != out.type->dims)
+          sameShapeReads = false;
+      if (!sameShapeReads) continue;
+      out.kind = SlotKind::Alias;
+      out.root = r;
+      root.end = std::max(root.end, out.end);
+      // Views and in-place outputs of `out` were pointed at `out`: repoint them.
+      for (Slot& s : slots_)
+        if (s.kind == SlotKind::Alias && s.root == st.out[0]) s.root = r;
+      // `out` may itself be a graph output.
+      root.graphOutput = root.graphOutput || out.graphOutput;
+    }
+    // Regions: one per arena slot, one per workspace; then offsets, first fit by size.
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      Slot& sl = slots_[s];
+      if (sl.kind != SlotKind::Arena) continue;
+      sl.region = static_cast<int>(regions_.size());
+      regions_.push_back({alignUp(sl.bytes), 0, sl.def, sl.end});
+    }
+    for (int i = 0; i < nSteps; ++i) {
+      Step& st = steps_[static_cast<size_t>(i)];
+      if (st.kernel && st.kernel->workspaceBytes()) {
+        st.workspaceRegion = static_cast<int>(regions_.size());
+        regions_.push_back({alignUp(st.kernel->workspaceBytes()), 0, i, i});
+      }
+    }
+    std::vector<size_t> order(regions_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return regions_[a].bytes > regions_[b].bytes; });
+    std::vector<size_t> placed;
+    for (size_t ri : order) {
+      Region& r = regions_[ri];
+      std::vector<std::pair<size_t, size_t>> busy;  // [offset, offset + bytes) of regions live at the same time
+      for (size_t pi : placed) {
+        const Region& p = regions_[pi];
+        if (p.start <= r.end && r.start <= p.end) busy.emplace_back(p.offset, p.offset + p.bytes);
+      }
+      std::sort(busy.begin(), busy.end());
+      size_t off = 0;
+      for (const auto& [b, e] : busy) {
+        if (off + r.bytes <= b) break;
+        off = std::max(off, e);
+      }
+      r.offset = off;
+      arenaBytes_ = std::max(arenaBytes_, off + r.bytes);
+      placed.push_back(ri);
+    }
+    // Held values are dropped after their last use (graph outputs, inputs and initializers stay).
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      const Slot& sl = slots_[s];
+      if (sl.kind != SlotKind::Held || sl.graphOutput || sl.def < 0 || sl.end < 0 || sl.end == kForever) continue;
+      steps_[static_cast<size_t>(std::min(sl.end, nSteps - 1))].release.push_back(static_cast<int>(s));
+    }
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<RefNodeRunner> ref_;
+  std::vector<Slot> slots_;
+  std::unordered_map<const Value*, int> slotOf_;
+  std::vector<Step> steps_;
+  std::vector<Region> regions_;
+  std::vector<int> inputSlots_, outputSlots_;
+  size_t arenaBytes_ = 0;
+
+  friend class RunState;
+};
+
+/// The values of one run.
+class RunState {
+ public:
+  RunState(const Specialization& sp, std::mt19937_64& rng) : sp_(sp), rng_(rng) {
+    vals_.resize(sp.slots_.size());
+    ptr_.assign(sp.slots_.size(), nullptr);
+    if (sp.arenaBytes_) {
+      auto* p = static_cast<uint8_t*>(::operator new(sp.arenaBytes_, std::align_val_t(kArenaAlignment)));
+      arena_ = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t(kArenaAlignment)); });
+    }
+    for (size_t s = 0; s < sp.slots_.size(); ++s) {
+      const Slot& sl = sp.slots_[s];
+      if (sl.kind == SlotKind::Arena) ptr_[s] = arena_.get() + sp.regions_[static_cast<size_t>(sl.region)].offset;
+    }
+  }
+
+  void setHeld(int s, RtValue v) {
+    vals_[static_cast<size_t>(s)] = std::move(v);
+    const RtValue& rv = vals_[static_cast<size_t>(s)];
+    ptr_[static_cast<size_t>(s)] = rv.isTensor() ? rv.tensor->raw.data() : nullptr;
+  }
+
+  const uint8_t* ptr(int s) const {
+    const Slot& sl = sp_.slots_[static_cast<size_t>(s)];
+    return sl.kind == SlotKind::Alias ? ptr_[static_cast<size_t>(sl.root)] : ptr_[static_cast<size_t>(s)];
+  }
+
+  /// Slot s as an RtValue (arena bytes and aliases are wrapped without copying).
+  const RtValue& value(int s) {
+    RtValue& v = vals_[static_cast<size_t>(s)];
+    const Slot& sl = sp_.slots_[static_cast<size_t>(s)];
+    if (sl.kind == SlotKind::Held || !v.isEmpty()) return v;
+    Tensor t;
+    t.name = sl.value->name();
+    t.dataType = static_cast<int32_t>(sl.type->dtype);
+    t.dims = sl.type->dims;
+    std::shared_ptr<const void> owner = arena_;
+    if (sl.kind == SlotKind::Alias) {
+      const Slot& r = sp_.slots_[static_cast<size_t>(sl.root)];
+      if (r.kind == SlotKind::Held) owner = vals_[static_cast<size_t>(sl.root)].tensor;
+    }
+    t.setRaw(Buffer::borrow(owner, ptr(s), sl.bytes));
+    v = RtValue::ofTensor(std::move(t));
+    return v;
+  }
+
+  void runStep(const Step& st) {
+    if (st.kernel) {
+      const void* ins[16];
+      std::vector<const void*> insBig;
+      const void** inp = ins;
+      if (st.in.size() > 16) {
+        insBig.resize(st.in.size());
+        inp = insBig.data();
+      }
+      for (size_t k = 0; k < st.in.size(); ++k) inp[k] = st.in[k] >= 0 ? ptr(st.in[k]) : nullptr;
+      void* out = const_cast<uint8_t*>(ptr(st.out[0]));
+      void* ws = st.workspaceRegion >= 0 ? arena_.get() + sp_.regions_[static_cast<size_t>(st.workspaceRegion)].offset : nullptr;
+      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws});
+    } else {
+      runFallback(st);
+    }
+    for (int s : st.release) {
+      vals_[static_cast<size_t>(s)] = RtValue{};
+      ptr_[static_cast<size_t>(s)] = nullptr;
+    }
+  }
+
+  std::vector<RtValue> outputs() {
+    std::vector<RtValue> r;
+    for (int s : sp_.outputSlots_) r.push_back(s >= 0 ? value(s) : RtValue{});
+    return r;
+  }
+
+ private:
+  void runFallback(const Step& st) {
+    const Node& n = *st.node;
+    std::vector<const RtValue*> ins;
+    for (int s : st.in) ins.push_back(s >= 0 ? &value(s) : nullptr);
+    std::vector<RtValue> outs;
+    if (!st.ref) {
+      outs = sp_.ref_->callFunction(n, ins, rng_);
+    } else {
+      RefNodeRunner::OuterLookup outer = [this](const Value* v) -> const RtValue* {
+        auto it = sp_.slotOf_.find(v);
+        return it == sp_.slotOf_.end() ? nullptr : &value(it->second);
+      };
+      SubgraphRunner runner = [this, &outer](const Graph& body, const std::vector<RtValue>& inputs) {
+        return sp_.ref_->runSubgraph(body, inputs, outer, rng_);
+      };
+      KernelContext ctx(n, st.opset, std::move(ins), n.outputs().size(), runner, &rng_, sp_.model_.get(), nullptr);
+      st.ref->fn(ctx);
+      outs = std::move(ctx.outputs());
+    }
+    for (size_t k = 0; k < st.out.size() && k < outs.size(); ++k) {
+      int s = st.out[k];
+      if (s < 0) continue;
+      const Slot& sl = sp_.slots_[static_cast<size_t>(s)];
+      // A fast kernel downstream trusts the planned type: check what the reference kernel made.
+      if (sl.type && outs[k].isTensor() && (outs[k].tensor->dims != sl.type->dims || outs[k].tensor->dtype() != sl.type->dtype))
+        fail(ErrorKind::Internal, "node '{}' ({}): output '{}' is {} {}, shape inference planned {} {}", n.displayName(), n.opType,
+             sl.value->name(), dtypeName(outs[k].tensor->dtype()), dimsStr(outs[k].tensor->dims), dtypeName(sl.type->dtype),
+             dimsStr(sl.type->dims));
+      setHeld(s, std::move(outs[k]));
+    }
+  }
+
+  const Specialization& sp_;
+  std::mt19937_64& rng_;
+  std::vector<RtValue> vals_;
+  std::vector<const uint8_t*> ptr_;
+  std::shared_ptr<uint8_t> arena_;
+};
+
+/// Kernels read elements through typed pointers: bytes not aligned to the element size (a
+/// tensor file may place them anywhere) are copied once.
+RtValue alignedInput(const RtValue& v) {
+  if (!v.isTensor() || v.tensor->raw.empty() || v.tensor->raw.isAligned(16)) return v;
+  Tensor copy = *v.tensor;
+  copy.setRaw(Buffer::copyOf(v.tensor->raw.bytes()));
+  return RtValue::ofTensor(std::move(copy));
+}
+
+std::vector<RtValue> Specialization::run(const Graph& original, const std::map<std::string, RtValue>& inputs,
+                                         std::mt19937_64& rng, RunProfile* profile) const {
+  RunState state(*this, rng);
+  const Graph& g = *model_->graph;
+  for (Value* v : g.initializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
+  for (Value* v : g.sparseInitializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    auto it = inputs.find(original.inputs()[i].value->name());
+    if (it != inputs.end()) state.setHeld(inputSlots_[i], alignedInput(it->second));
+  }
+  if (profile) profile->nodes.clear();
+  for (const Step& st : steps_) {
+    if (!profile) {
+      state.runStep(st);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    state.runStep(st);
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    profile->nodes.push_back({st.node->displayName(), st.node->opType, st.kernelName, !st.kernel, sec,
+                              st.kernel ? st.kernel->flops() : 0.0});
+  }
+  return state.outputs();
+}
+
+class CpuPlan : public Plan {
+ public:
+  CpuPlan(const Model& m, const PrepareOptions& o) : model_(m), seed_(o.seed), threads_(o.threads) {
+    if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
+    // Specialise now when every input's shape is static, so prepare time is prepare time.
+    std::map<std::string, std::vector<int64_t>> dims;
+    bool allStatic = true;
+    for (const auto& e : m.graph->inputs()) {
+      if (e.value->initializer()) continue;
+      auto st = staticType(e.type());
+      if (!st) {
+        allStatic = false;
+        break;
+      }
+      dims[e.value->name()] = st->dims;
+    }
+    // Either way, a node without a kernel fails now, as on ref: the reference machinery
+    // resolves every node when it is built.
+    if (allStatic) specialization(dims);
+    else RefNodeRunner check(m);
+  }
+
+  std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override { return runImpl(inputs, nullptr); }
+  std::vector<RtValue> runProfiled(const std::map<std::string, RtValue>& inputs, RunProfile& profile) override {
+    return runImpl(inputs, &profile);
+  }
+
+ private:
+  std::vector<RtValue> runImpl(const std::map<std::string, RtValue>& inputs, RunProfile* profile) {
+    const Graph& g = *model_.graph;
+    std::map<std::string, std::vector<int64_t>> dims;
+    for (const auto& [name, value] : inputs) {
+      const ValueInfoEntry* entry = nullptr;
+      for (const auto& e : g.inputs())
+        if (e.value->name() == name) entry = &e;
+      if (!entry) {
+        std::string names;
+        for (const auto& e : g.inputs())
+          if (!e.value->initializer()) names += (names.empty() ? "" : ", ") + e.value->name();
+        fail(ErrorKind::InvalidInput, "unknown input '{}', the model's inputs are: {}", name, names);
+      }
+      checkGraphInput(*entry, value);
+      if (value.isTensor()) dims[name] = value.tensor->dims;
+    }
+    for (const auto& e : g.inputs())
+      if (!inputs.count(e.value->name()) && !e.value->initializer())
+        fail(ErrorKind::InvalidInput, "input '{}' is missing, expected {}", e.value->name(), e.type().str());
+    std::shared_ptr<const Specialization> sp = specialization(dims);
+    uint64_t runIndex = runs_.fetch_add(1);
+    std::mt19937_64 rng(seed_ ? *seed_ + runIndex : std::random_device{}());
+    return sp->run(g, inputs, rng, profile);
+  }
+
+  std::shared_ptr<const Specialization> specialization(const std::map<std::string, std::vector<int64_t>>& dims) {
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(dims);
+    if (it != cache_.end()) return it->second;
+    auto sp = std::make_shared<const Specialization>(model_, dims, threads_);
+    cache_.emplace(dims, sp);
+    return sp;
+  }
+
+  const Model& model_;
+  std::optional<uint64_t> seed_;
+  int threads_;
+  std::atomic<uint64_t> runs_{0};
+  std::mutex mutex_;
+  std::map<std::map<std::string, std::vector<int64_t>>, std::shared_ptr<const Specialization>> cache_;
+};
+
+class CpuExecutor : public Executor {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::unique_ptr<Plan> prepare(const Model& model, const PrepareOptions& options) override {
+    registerRefKernels();
+    PrepareOptions o = options;
+    if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    openblas_set_num_threads(o.threads);  // process-wide: OpenBLAS has one pool
+    return std::make_unique<CpuPlan>(model, o);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> makeCpuExecutor() { return std::make_unique<CpuExecutor>(); }
+
+}  // namespace onnxtool

@@ -1,0 +1,98 @@
+// cpu_kernel.h: the kernel seam of the `cpu` executor. A kernel is an object created once per
+// node when a plan is prepared (from the node, its opset and the concrete types shape inference
+// gave its inputs and outputs), may prepack its constant inputs (weights) once, and then
+// computes many times, possibly from several threads at once (compute is const). The executor
+// allocates every output (and the kernel's scratch workspace) from the plan's memory arena;
+// kernels never allocate on the compute path.
+//
+// Kernels are found in one explicit table (cpu_kernels.cpp) keyed by domain, op, a schema
+// version range and the element type, and named like coordinates (`cpu.conv.f32.im2col`).
+// A `create` may decline a node (return nullptr: an attribute or shape it does not handle);
+// the node then falls back to the reference kernel through the same seam.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "lib/dtype.h"
+#include "lib/ir.h"
+
+namespace onnxtool::cpu {
+
+/// The concrete type of a tensor value in a prepared plan: every dim is known.
+struct StaticTensorType {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
+};
+
+/// What a kernel is created from. `inputs`/`outputs` hold nullptr for omitted values; every
+/// present one has a concrete type. `constants[i]` is input i's constant value (an
+/// initializer), else nullptr.
+struct CpuNodeInfo {
+  const Node* node = nullptr;
+  int64_t opset = 0;        ///< opset of the node's domain imported by the model
+  int sinceVersion = 0;     ///< schema version in force
+  std::vector<const StaticTensorType*> inputs, outputs;
+  std::vector<const Tensor*> constants;
+  int threads = 1;
+  const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
+  const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }
+};
+
+/// Buffers of one compute call: input and output data (outputs sized by the plan), and the
+/// scratch workspace the kernel asked for (aligned to 64 bytes).
+struct CpuComputeArgs {
+  std::span<const void* const> inputs;  ///< nullptr for omitted inputs
+  std::span<void* const> outputs;
+  void* workspace = nullptr;
+};
+
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  /// Bytes of scratch memory compute() needs (allocated in the plan's arena, live only while
+  /// this node runs).
+  virtual size_t workspaceBytes() const { return 0; }
+  /// Runs the node. Must not allocate or keep state between calls (several runs may call it at
+  /// once). Throws nothing for inputs of the types it was created for.
+  virtual void compute(const CpuComputeArgs& args) const = 0;
+  /// Floating-point operations of one compute call (for bench --profile), 0 when not counted.
+  virtual double flops() const { return 0; }
+};
+
+/// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.
+enum class OutputReuse : uint8_t {
+  None,     ///< a fresh buffer
+  InPlace,  ///< may be written over input 0 when input 0 dies here and has the same size
+  View,     ///< is input 0's bytes reinterpreted (Reshape, Squeeze, ...): compute does nothing
+};
+
+struct CpuKernelDef {
+  std::string_view domain;   ///< "" for ai.onnx
+  std::string_view opType;
+  int sinceVersion;          ///< first schema version served
+  int lastVersion;           ///< last schema version served
+  DType dtype;               ///< element type of input 0 this kernel handles
+  std::string_view name;     ///< "cpu.matmul.f32.blas"
+  OutputReuse reuse;
+  /// The kernel for this node, with its constant inputs prepacked; nullptr to decline.
+  std::unique_ptr<CpuKernel> (*create)(const CpuNodeInfo& info);
+};
+
+/// The fast kernels of this build (cpu_kernels.cpp), in lookup order.
+std::span<const CpuKernelDef> cpuKernels();
+
+/// The first kernel of the table for (domain, op, schema version, dtype of input 0), or nullptr.
+const CpuKernelDef* findCpuKernel(std::string_view domain, std::string_view opType, int schemaVersion, DType dtype);
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,55 @@
+// cpu_kernels.cpp: the table of the cpu executor's fast kernels (explicit, no static
+// self-registration) and its lookup. Ops not listed, or declined by `create`, run on the
+// reference kernels.
+#include "exec/cpu/kernels.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+constexpr int kLast = 1 << 20;  // "every later version": bumped when a new schema version changes semantics
+
+// Binary elementwise ops before version 7 had their own `broadcast`/`axis` attributes: left to
+// the reference kernels. DType::Undefined on a view means any element type.
+constexpr CpuKernelDef kKernels[] = {
+    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32.blas", OutputReuse::None, createMatMul},
+    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32.blas", OutputReuse::None, createGemm},
+    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32.im2col", OutputReuse::None, createConv},
+    {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
+    {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
+    {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},
+    {"", "Div", 7, kLast, DType::Float, "cpu.div.f32", OutputReuse::InPlace, createDiv},
+    {"", "Sum", 6, kLast, DType::Float, "cpu.sum.f32", OutputReuse::InPlace, createSum},
+    {"", "Relu", 6, kLast, DType::Float, "cpu.relu.f32", OutputReuse::InPlace, createRelu},
+    {"", "Sigmoid", 6, kLast, DType::Float, "cpu.sigmoid.f32", OutputReuse::InPlace, createSigmoid},
+    {"", "Tanh", 6, kLast, DType::Float, "cpu.tanh.f32", OutputReuse::InPlace, createTanh},
+    {"", "Softmax", 1, kLast, DType::Float, "cpu.softmax.f32", OutputReuse::None, createSoftmax},
+    {"", "MaxPool", 1, kLast, DType::Float, "cpu.maxpool.f32", OutputReuse::None, createMaxPool},
+    {"", "AveragePool", 1, kLast, DType::Float, "cpu.averagepool.f32", OutputReuse::None, createAveragePool},
+    {"", "GlobalAveragePool", 1, kLast, DType::Float, "cpu.globalaveragepool.f32", OutputReuse::None,
+     createGlobalAveragePool},
+    // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
+    {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
+    {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
+    {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
+    {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},
+    {"", "Unsqueeze", 1, kLast, DType::Undefined, "cpu.unsqueeze.view", OutputReuse::View, createView},
+    {"", "Identity", 1, kLast, DType::Undefined, "cpu.identity.view", OutputReuse::View, createView},
+};
+
+}  // namespace
+
+std::span<const CpuKernelDef> cpuKernels() { return kKernels; }
+
+const CpuKernelDef* findCpuKernel(std::string_view domain, std::string_view opType, int schemaVersion, DType dtype) {
+  for (const CpuKernelDef& k : kKernels) {
+    if (k.opType != opType || canonicalDomain(k.domain) != canonicalDomain(domain)) continue;
+    if (schemaVersion < k.sinceVersion || schemaVersion > k.lastVersion) continue;
+    if (k.dtype != DType::Undefined && k.dtype != dtype) continue;
+    if (k.dtype == DType::Undefined && (dtype == DType::String || dtypeBits(dtype) < 8)) continue;
+    return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace onnxtool::cpu

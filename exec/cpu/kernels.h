@@ -1,0 +1,34 @@
+// kernels.h: the create functions of the cpu executor's kernels, for the table in
+// cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
+// kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
+// kernels_norm.cpp.
+#pragma once
+
+#include <memory>
+
+#include "exec/cpu/cpu_kernel.h"
+
+namespace onnxtool::cpu {
+
+std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
+
+std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSoftmax(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
+
+std::unique_ptr<CpuKernel> createMaxPool(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
+
+std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,254 @@
+// kernels_gemm.cpp: MatMul, Gemm and Conv (im2col + GEMM; 1x1 stride-1 as plain GEMM) on
+// OpenBLAS's sgemm. OpenBLAS has no public API for prepacked B panels, so a constant B is read
+// in place by every call (sgemm packs it internally); our own packed micro-kernels are to come
+// (issue 11) and will have to beat these numbers.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "exec/cpu/kernels.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // sgemm with k = 0 leaves C scaled by beta; make that explicit
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+/// MatMul of rank >= 2 operands with numpy batch broadcasting. A 2-D B (a weight) folds the
+/// batch into M: one sgemm over all rows.
+class MatMulKernel : public CpuKernel {
+ public:
+  MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff)
+      : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* a = static_cast<const float*>(args.inputs[0]);
+    const float* b = static_cast<const float*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (size_t i = 0; i < aOff_.size(); ++i)
+      sgemm(false, false, m_, n_, k_, 1.f, a + aOff_[i], k_, b + bOff_[i], n_, 0.f, y + static_cast<int64_t>(i) * m_ * n_, n_);
+  }
+  double flops() const override { return 2.0 * static_cast<double>(aOff_.size()) * m_ * n_ * k_; }
+
+ private:
+  int64_t m_, n_, k_;
+  std::vector<int64_t> aOff_, bOff_;  // element offsets of each batch's A and B
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
+  const auto& a = info.in(0).dims;
+  const auto& b = info.in(1).dims;
+  const auto& y = info.out(0).dims;
+  if (a.size() < 2 || b.size() < 2) return nullptr;  // 1-D operands: the reference kernel
+  int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (b[b.size() - 2] != k) return nullptr;
+  size_t batchRank = y.size() - 2;
+  int64_t batches = 1;
+  for (size_t i = 0; i < batchRank; ++i) batches *= y[i];
+  if (b.size() == 2) return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0});
+  // Broadcast batch offsets: walk the output batch index and map it into A's and B's.
+  auto offsets = [&](const std::vector<int64_t>& d, int64_t matSize) {
+    std::vector<int64_t> out(static_cast<size_t>(batches));
+    size_t r = d.size() - 2;
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      int64_t rem = bi, off = 0, stride = matSize;
+      for (size_t j = batchRank; j-- > 0;) {
+        int64_t idx = rem % y[j];
+        rem /= y[j];
+        size_t dj = j + r - batchRank;  // matching dim of the operand (right-aligned)
+        if (j + r >= batchRank) {
+          if (d[dj] != 1) off += idx * stride;
+          stride *= d[dj];
+        }
+      }
+      out[static_cast<size_t>(bi)] = off;
+    }
+    return out;
+  };
+  return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n));
+}
+
+namespace {
+
+class GemmKernel : public CpuKernel {
+ public:
+  GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, std::vector<int64_t> cDims)
+      : ta_(ta), tb_(tb), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* a = static_cast<const float*>(args.inputs[0]);
+    const float* b = static_cast<const float*>(args.inputs[1]);
+    const float* c = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    float beta = 0.f;
+    if (c && beta_ != 0.f) {
+      // C broadcasts to [M, N] from a scalar, [N], [1, N], [M, 1] or [M, N].
+      int64_t cr = cDims_.size() == 2 ? cDims_[0] : 1, cc = cDims_.empty() ? 1 : cDims_.back();
+      for (int64_t i = 0; i < m_; ++i)
+        for (int64_t j = 0; j < n_; ++j) y[i * n_ + j] = beta_ * c[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
+      beta = 1.f;
+    }
+    sgemm(ta_, tb_, m_, n_, k_, alpha_, a, ta_ ? m_ : k_, b, tb_ ? k_ : n_, beta, y, n_);
+  }
+  double flops() const override { return 2.0 * m_ * n_ * k_; }
+
+ private:
+  bool ta_, tb_;
+  int64_t m_, n_, k_;
+  float alpha_, beta_;
+  std::vector<int64_t> cDims_;
+};
+
+float attrF(const Node& n, const char* name, float def) { return n.attrFloat(name, def); }
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;  // attributes of a calling function: reference kernel
+  const auto& a = info.in(0).dims;
+  const auto& b = info.in(1).dims;
+  if (a.size() != 2 || b.size() != 2) return nullptr;
+  bool ta = n.attrInt("transA", 0) != 0, tb = n.attrInt("transB", 0) != 0;
+  int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1], n2 = tb ? b[0] : b[1];
+  std::vector<int64_t> cDims;
+  if (info.hasInput(2)) {
+    cDims = info.in(2).dims;
+    if (cDims.size() > 2) return nullptr;
+    if (cDims.size() == 2 && !((cDims[0] == 1 || cDims[0] == m) && (cDims[1] == 1 || cDims[1] == n2))) return nullptr;
+    if (cDims.size() == 1 && !(cDims[0] == 1 || cDims[0] == n2)) return nullptr;
+  }
+  return std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), info.hasInput(2) ? attrF(n, "beta", 1.f) : 0.f,
+                                      cDims);
+}
+
+namespace {
+
+/// 2-D convolution, NCHW, groups: per image and group, im2col into the workspace (skipped for
+/// 1x1 stride-1 unpadded kernels, whose input already is the column matrix), then one sgemm
+/// W_g[M/g, C/g*kh*kw] x col[C/g*kh*kw, OH*OW], then the bias.
+class ConvKernel : public CpuKernel {
+ public:
+  struct Geometry {
+    int64_t n, c, h, w, m, oh, ow, kh, kw, group, sh, sw, dh, dw, padT, padL;
+  };
+  explicit ConvKernel(Geometry g) : g_(g) {
+    direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
+  }
+  size_t workspaceBytes() const override {
+    if (direct_) return 0;
+    return static_cast<size_t>(g_.c / g_.group * g_.kh * g_.kw * g_.oh * g_.ow) * sizeof(float);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* w = static_cast<const float*>(args.inputs[1]);
+    const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    float* col = static_cast<float*>(args.workspace);
+    const int64_t cg = g_.c / g_.group, mg = g_.m / g_.group, kdim = cg * g_.kh * g_.kw, pix = g_.oh * g_.ow;
+    for (int64_t img = 0; img < g_.n; ++img) {
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg) * g_.h * g_.w;
+        float* yg = y + (img * g_.m + grp * mg) * pix;
+        const float* colp = xg;
+        if (!direct_) {
+          im2col(xg, cg, col);
+          colp = col;
+        }
+        sgemm(false, false, mg, pix, kdim, 1.f, w + grp * mg * kdim, kdim, colp, pix, 0.f, yg, pix);
+        if (bias)
+          for (int64_t oc = 0; oc < mg; ++oc) {
+            float bv = bias[grp * mg + oc];
+            float* row = yg + oc * pix;
+            for (int64_t p = 0; p < pix; ++p) row[p] += bv;
+          }
+      }
+    }
+  }
+  double flops() const override {
+    return 2.0 * g_.n * g_.m * (g_.c / g_.group) * g_.kh * g_.kw * g_.oh * g_.ow;
+  }
+
+ private:
+  void im2col(const float* x, int64_t channels, float* col) const {
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t ki = 0; ki < g_.kh; ++ki)
+        for (int64_t kj = 0; kj < g_.kw; ++kj) {
+          float* row = col + ((ch * g_.kh + ki) * g_.kw + kj) * g_.oh * g_.ow;
+          const float* xc = x + ch * g_.h * g_.w;
+          for (int64_t oy = 0; oy < g_.oh; ++oy) {
+            int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+            float* out = row + oy * g_.ow;
+            if (iy < 0 || iy >= g_.h) {
+              std::fill(out, out + g_.ow, 0.f);
+              continue;
+            }
+            const float* xr = xc + iy * g_.w;
+            for (int64_t ox = 0; ox < g_.ow; ++ox) {
+              int64_t ix = ox * g_.sw - g_.padL + kj * g_.dw;
+              out[ox] = ix >= 0 && ix < g_.w ? xr[ix] : 0.f;
+            }
+          }
+        }
+  }
+
+  Geometry g_;
+  bool direct_;
+};
+
+/// The padding at the start of one spatial axis for auto_pad SAME_UPPER/SAME_LOWER.
+int64_t samePadBegin(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, bool upper) {
+  int64_t total = std::max<int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in);
+  return upper ? total / 2 : total - total / 2;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  const auto& x = info.in(0).dims;
+  const auto& w = info.in(1).dims;
+  const auto& y = info.out(0).dims;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return nullptr;  // 2-D convolutions only for now
+  ConvKernel::Geometry g{};
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.m = w[0], g.kh = w[2], g.kw = w[3];
+  g.oh = y[2], g.ow = y[3];
+  g.group = n.attrInt("group", 1);
+  if (g.group <= 0 || g.c % g.group || g.m % g.group || w[1] != g.c / g.group || y[1] != g.m) return nullptr;
+  auto strides = n.attrInts("strides", {1, 1}), dil = n.attrInts("dilations", {1, 1});
+  auto pads = n.attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return nullptr;
+  g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    g.padT = pads[0], g.padL = pads[1];
+  } else if (autoPad == "VALID") {
+    g.padT = g.padL = 0;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    bool upper = autoPad == "SAME_UPPER";
+    g.padT = samePadBegin(g.h, g.oh, g.kh, g.sh, g.dh, upper);
+    g.padL = samePadBegin(g.w, g.ow, g.kw, g.sw, g.dw, upper);
+  } else {
+    return nullptr;
+  }
+  if (info.hasInput(2) && info.in(2).numElements() != g.m) return nullptr;
+  return std::make_unique<ConvKernel>(g);
+}
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,117 @@
+"""`onnxtool bench`: exit codes (usage 2, --device cuda 3), the --json document's fields and
+their consistency (percentiles ordered, iteration count as asked), --profile naming the kernels
+that ran and the nodes that fell back; and `run --executor cpu` giving ONNX Runtime's outputs on
+the bundled CNN, with `run -v` naming the fallbacks."""
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnxtool_test import SOURCE_DIR, Checker, run  # noqa: E402
+
+SMALL = os.path.join(SOURCE_DIR, "testdata", "models", "small_cnn.onnx")
+
+
+def mlp_with_fallback(tmp):
+    """MatMul + Add + Relu (fast kernels) then Shape-driven Reshape pieces and an Erf: Erf has no
+    fast kernel, so it falls back."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal((8,)).astype(np.float32), "b")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                           helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+                           helper.make_node("Relu", ["a"], ["r"], name="relu"),
+                           helper.make_node("Erf", ["r"], ["y"], name="erf")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], [w, b])
+    p = os.path.join(tmp, "mlp.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    return p
+
+
+def main():
+    c = Checker("bench")
+    tmp = tempfile.mkdtemp(prefix="onnxtool-bench-")
+
+    r = run(["bench", SMALL, "--iterations", "20", "--threads", "1", "--json"])
+    c.check(r.returncode == 0, f"bench --json exits 0: {r.stderr}")
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    for key in ["schema_version", "model", "executor", "device", "cpu", "threads", "inputs", "load_ms", "prepare_ms",
+                "iterations", "latency_ms", "throughput_per_s", "peak_rss_kib"]:
+        c.check(key in doc, f"--json has {key}")
+    if doc:
+        c.check(doc["schema_version"] == 1 and doc["executor"] == "cpu" and doc["threads"] == 1, "schema 1, cpu, 1 thread")
+        c.check(doc["iterations"] == 20, f"20 iterations, got {doc['iterations']}")
+        lat = doc["latency_ms"]
+        order = [lat[k] for k in ["min", "median", "p90", "p95", "p99", "p999", "max"]]
+        c.check(all(a <= b for a, b in zip(order, order[1:])) and order[0] > 0, f"percentiles ordered: {order}")
+        c.check(lat["min"] <= lat["mean"] <= lat["max"], "mean within min..max")
+        c.check(doc["inputs"] == [{"name": "input", "dtype": "float32", "shape": [1, 1, 28, 28]}], f"inputs: {doc['inputs']}")
+        c.check(doc["cpu"]["isa"] in ("avx512", "avx2", "portable"), f"isa: {doc['cpu']}")
+        c.check(doc["peak_rss_kib"] > 0 and doc["throughput_per_s"] > 0, "rss and throughput")
+
+    r = run(["bench", SMALL, "--iterations", "5", "--shape", "input=3,1,28,28", "--executor", "ref", "--json"])
+    c.check(r.returncode == 0 and json.loads(r.stdout)["inputs"][0]["shape"] == [3, 1, 28, 28], f"--shape and ref: {r.stderr}")
+
+    r = run(["bench", SMALL, "--iterations", "5"])
+    c.check(r.returncode == 0 and "latency ms:" in r.stdout and "median" in r.stdout and "throughput:" in r.stdout,
+            f"text report: {r.stdout} {r.stderr}")
+
+    # exit codes
+    r = run(["bench", SMALL, "--device", "cuda"])
+    c.check(r.returncode == 3 and "no CUDA executor in this build" in r.stderr, f"--device cuda exits 3: {r.returncode} {r.stderr}")
+    r = run(["bench", SMALL, "--executor", "nope"])
+    c.check(r.returncode == 2, f"unknown executor exits 2: {r.returncode}")
+    r = run(["bench", SMALL, "--iterations", "3", "--duration", "1"])
+    c.check(r.returncode == 2 and "exclude each other" in r.stderr, f"--iterations with --duration exits 2: {r.stderr}")
+    r = run(["bench", SMALL, "--shape", "input=1,2,3"])
+    c.check(r.returncode == 2, f"wrong-rank --shape exits 2: {r.returncode}")
+    r = run(["bench", os.path.join(tmp, "missing.onnx")])
+    c.check(r.returncode == 2, f"missing model exits 2: {r.returncode}")
+
+    # --profile: the fast kernels by name, Erf as the one fallback
+    mlp = mlp_with_fallback(tmp)
+    r = run(["bench", mlp, "--iterations", "10", "--threads", "1", "--profile", "--json", "--shape", "x=4,16"])
+    c.check(r.returncode == 0, f"--profile runs: {r.stderr}")
+    if r.returncode == 0:
+        prof = json.loads(r.stdout)["profile"]
+        kernels = {n["node"]: n["kernel"] for n in prof["top_nodes"]}
+        c.check(kernels.get("mm") == "cpu.matmul.f32.blas" and kernels.get("add") == "cpu.add.f32" and
+                kernels.get("relu") == "cpu.relu.f32", f"fast kernels named: {kernels}")
+        c.check([f["node"] for f in prof["fallback_nodes"]] == ["erf"], f"fallbacks: {prof['fallback_nodes']}")
+        c.check(prof["node_count"] == 4 and abs(sum(o["share"] for o in prof["ops"]) - 1) < 1e-6, "shares sum to 1")
+        mm = [o for o in prof["ops"] if o["op"] == "MatMul"][0]
+        c.check(mm["flops"] == 2 * 4 * 16 * 8, f"MatMul FLOPs from shapes: {mm['flops']}")
+    r = run(["bench", mlp, "--iterations", "3", "--profile", "--top", "2"])
+    c.check(r.returncode == 0 and "fallback nodes (reference kernels): 1 of 4" in r.stdout and "erf (Erf): ref." in r.stdout,
+            f"text profile lists the fallback: {r.stdout}")
+
+    # run --executor cpu: ONNX Runtime's outputs; -v names the fallbacks
+    x = np.random.default_rng(1).standard_normal((2, 16)).astype(np.float32)
+    np.save(os.path.join(tmp, "x.npy"), x)
+    want = ort.InferenceSession(mlp, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    out = os.path.join(tmp, "out")
+    r = run(["-v", "run", mlp, "--executor", "cpu", "-i", os.path.join(tmp, "x.npy"), "-O", out])
+    c.check(r.returncode == 0, f"run --executor cpu: {r.stderr}")
+    if r.returncode == 0:
+        got = np.load(os.path.join(out, "y.npy"))
+        c.check(np.allclose(got, want, rtol=1e-4, atol=1e-5), "run --executor cpu matches onnxruntime")
+        c.check("node 'erf' (Erf): fallback to the reference kernel" in r.stderr and "1 of 4 nodes ran on reference kernels" in r.stderr,
+                f"run -v names the fallback: {r.stderr}")
+    xs = np.random.default_rng(2).standard_normal((3, 1, 28, 28)).astype(np.float32)
+    np.save(os.path.join(tmp, "input.npy"), xs)
+    want = ort.InferenceSession(SMALL, providers=["CPUExecutionProvider"]).run(None, {"input": xs})[0]
+    r = run(["run", SMALL, "--executor", "cpu", "-i", os.path.join(tmp, "input.npy"), "-O", out])
+    c.check(r.returncode == 0 and np.allclose(np.load(os.path.join(out, "probs.npy")), want, rtol=1e-4, atol=1e-5),
+            f"small_cnn on cpu matches onnxruntime: {r.stderr}")
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,413 @@
+// test_cpu_kernels.cpp: every fast kernel of the cpu executor against the reference kernel, on
+// randomised shapes (tails around vector widths, broadcasting, empty tensors) with NaN/Inf values
+// mixed in; each case also asserts that the fast kernel (not a fallback) ran. Plus the seam:
+// memory plan (views, in place), re-planning on new input shapes, concurrent runs of one plan,
+// and prepare leaving the caller's model untouched.
+#include <catch2/catch.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "exec/executor.h"
+#include "exec/value_ops.h"
+#include "lib/ir.h"
+#include "lib/ir_clone.h"
+#include "ref_test_util.h"
+
+using namespace onnxtool;
+using testutil::f32;
+using testutil::i64;
+
+namespace {
+
+/// A graph input or a constant (initializer) of a test model.
+struct Arg {
+  Tensor value;
+  bool constant = false;
+};
+
+/// A one-node model importing ai.onnx at `opset`; inputs in0.. (initializers when constant).
+std::unique_ptr<Model> oneNode(const std::string& op, int64_t opset, const std::vector<Arg>& args,
+                               std::vector<Attribute> attrs, std::map<std::string, RtValue>& feeds) {
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports = {{"", opset, {}}};
+  m->graph = std::make_unique<Graph>();
+  Graph* g = m->graph.get();
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    if (args[i].constant) {
+      Tensor t = args[i].value;
+      t.name = name;
+      ins.push_back(g->addInitializer(std::move(t)));
+    } else {
+      Value* v = g->createValue(name);
+      TypeInfo ti;
+      ti.kind = TypeInfo::Kind::Tensor;
+      ti.elemType = args[i].value.dataType;
+      ti.shape.hasRank = true;
+      for (int64_t d : args[i].value.dims) ti.shape.dims.push_back(Dim::ofValue(d));
+      v->setType(ti);
+      g->addInput(v);
+      ins.push_back(v);
+      feeds[name] = RtValue::ofTensor(args[i].value);
+    }
+  }
+  Node* n = g->addNode(op, ins, {"out"});
+  n->name = "n";
+  for (auto& a : attrs) n->setAttr(std::move(a));
+  g->addOutput(n->output(0));
+  return m;
+}
+
+std::vector<float> randomFloats(size_t n, std::mt19937& rng, bool specials = false) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  if (specials && n >= 4) {
+    std::uniform_int_distribution<size_t> pick(0, n - 1);
+    v[pick(rng)] = testutil::kNan;
+    v[pick(rng)] = testutil::kInf;
+    v[pick(rng)] = -testutil::kInf;
+  }
+  return v;
+}
+
+Tensor randomTensor(std::vector<int64_t> dims, std::mt19937& rng, bool specials = false) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return f32(std::move(dims), randomFloats(static_cast<size_t>(n), rng, specials));
+}
+
+/// Runs the model on ref and on cpu; outputs must agree within rtol/atol (NaN equals NaN) and
+/// the node must have run on a fast kernel whose name starts with `kernelPrefix`.
+void checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds, const std::string& kernelPrefix,
+                     double rtol = 1e-4, double atol = 1e-5) {
+  auto want = makeExecutor("ref")->prepare(m, {})->run(feeds);
+  PrepareOptions po;
+  po.threads = 1;
+  auto plan = makeExecutor("cpu")->prepare(m, po);
+  RunProfile prof;
+  auto got = plan->runProfiled(feeds, prof);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CompareResult r = compareValues(got[i], want[i], rtol, atol);
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+  REQUIRE(!prof.nodes.empty());
+  INFO("kernel " << prof.nodes.back().kernel);
+  CHECK(prof.nodes.back().kernel.rfind(kernelPrefix, 0) == 0);
+  CHECK_FALSE(prof.nodes.back().fallback);
+}
+
+}  // namespace
+
+TEST_CASE("cpu MatMul matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(11);
+  const int64_t sizes[] = {1, 3, 7, 8, 15, 16, 17, 33};
+  std::uniform_int_distribution<size_t> pick(0, std::size(sizes) - 1);
+  for (int iter = 0; iter < 24; ++iter) {
+    int64_t m = sizes[pick(rng)], k = sizes[pick(rng)], n = sizes[pick(rng)];
+    bool constant = iter % 2 == 0;
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("MatMul", 17, {{randomTensor({m, k}, rng), false}, {randomTensor({k, n}, rng), constant}}, {}, feeds);
+    INFO("MatMul " << m << "x" << k << " * " << k << "x" << n);
+    checkAgainstRef(*model, feeds, "cpu.matmul");
+  }
+  struct Case {
+    std::vector<int64_t> a, b;
+  };
+  const Case batched[] = {{{2, 3, 5, 7}, {7, 4}},       {{2, 1, 5, 7}, {3, 7, 4}}, {{5, 7}, {2, 7, 9}},
+                          {{4, 2, 3}, {4, 3, 6}},        {{0, 5}, {5, 3}},          {{4, 0}, {0, 3}},
+                          {{1, 3, 1, 16}, {2, 1, 16, 17}}};
+  for (const Case& c : batched) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("MatMul", 17, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng), c.b.size() == 2}}, {}, feeds);
+    INFO("MatMul batched, a rank " << c.a.size());
+    checkAgainstRef(*model, feeds, "cpu.matmul");
+  }
+}
+
+TEST_CASE("cpu Gemm matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(12);
+  for (int iter = 0; iter < 32; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 19);
+    int64_t m = dim(rng), k = dim(rng), n = dim(rng);
+    bool ta = iter & 1, tb = iter & 2;
+    int cKind = (iter / 4) % 6;  // none, scalar, [N], [1,N], [M,1], [M,N]
+    std::vector<Arg> args{{randomTensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng), false},
+                          {randomTensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng), true}};
+    const std::vector<int64_t> cDims[] = {{}, {}, {n}, {1, n}, {m, 1}, {m, n}};
+    if (cKind) args.push_back({randomTensor(cDims[cKind], rng), true});
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Gemm", 13, args,
+                         {testutil::one("transA", ta), testutil::one("transB", tb), Attribute::ofFloat("alpha", 0.5f),
+                          Attribute::ofFloat("beta", iter % 3 ? 2.0f : 0.0f)},
+                         feeds);
+    INFO("Gemm " << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb << " C kind " << cKind);
+    checkAgainstRef(*model, feeds, "cpu.gemm");
+  }
+}
+
+TEST_CASE("cpu Conv matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(13);
+  int ran = 0;
+  for (int iter = 0; iter < 60 && ran < 30; ++iter) {
+    std::uniform_int_distribution<int64_t> small(1, 3), chans(1, 6), spatial(1, 11);
+    int64_t group = iter % 5 == 0 ? 2 : 1;
+    int64_t n = small(rng) % 2 + 1, c = chans(rng) * group, h = spatial(rng), w = spatial(rng), mo = chans(rng) * group;
+    int64_t kh = small(rng), kw = small(rng), s = small(rng) % 2 + 1, d = iter % 7 == 0 ? 2 : 1, p = small(rng) - 1;
+    if (iter % 6 == 1) kh = kw = 1, s = 1, p = 0, d = 1;  // the 1x1 path
+    int64_t oh = (h + 2 * p - d * (kh - 1) - 1) / s + 1, ow = (w + 2 * p - d * (kw - 1) - 1) / s + 1;
+    if (oh <= 0 || ow <= 0) continue;
+    std::vector<Arg> args{{randomTensor({n, c, h, w}, rng, iter % 4 == 3), false}, {randomTensor({mo, c / group, kh, kw}, rng), true}};
+    if (iter % 2) args.push_back({randomTensor({mo}, rng), true});
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {kh, kw}), testutil::ints("strides", {s, s}),
+                                 testutil::ints("dilations", {d, d}), testutil::one("group", group)};
+    if (iter % 9 == 4) attrs.push_back(Attribute::ofString("auto_pad", "SAME_UPPER"));
+    else attrs.push_back(testutil::ints("pads", {p, p, p, p}));
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Conv", 11, args, attrs, feeds);
+    INFO("Conv n" << n << " c" << c << " " << h << "x" << w << " m" << mo << " k" << kh << "x" << kw << " s" << s << " d" << d
+                  << " p" << p << " g" << group);
+    checkAgainstRef(*model, feeds, "cpu.conv", 1e-4, 1e-4);
+    ++ran;
+  }
+  CHECK(ran >= 20);
+}
+
+TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[cpu][kernels]") {
+  std::mt19937 rng(14);
+  struct Case {
+    std::vector<int64_t> a, b;
+  };
+  const Case cases[] = {{{17}, {17}},          {{2, 3, 4}, {}},      {{}, {5, 7}},       {{3, 1}, {1, 4}},
+                        {{2, 3, 4}, {4}},      {{2, 3, 4}, {3, 1}},  {{0, 3}, {3}},      {{1, 5, 1}, {2, 1, 33}},
+                        {{4, 1, 16}, {4, 9, 16}}, {{2, 2, 3, 5}, {2, 1, 3, 1}}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    for (const Case& c : cases) {
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode(op, 14, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
+      INFO(op << " rank " << c.a.size() << " with rank " << c.b.size());
+      std::string prefix = std::string("cpu.") + char(std::tolower(op[0])) + std::string(op + 1);
+      for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
+      checkAgainstRef(*model, feeds, prefix);
+    }
+  for (const Case& c : cases) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Sum", 13, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
+    INFO("Sum rank " << c.a.size() << " with rank " << c.b.size());
+    checkAgainstRef(*model, feeds, "cpu.sum");
+  }
+}
+
+TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
+  std::mt19937 rng(15);
+  for (const char* op : {"Relu", "Sigmoid", "Tanh"})
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {2, 16}, {0, 4}, {3, 5, 7}}) {
+      std::map<std::string, RtValue> feeds;
+      Tensor x = randomTensor(dims, rng, true);
+      if (x.numElements().value_or(0) > 6) {  // far tails: overflow of exp must not make NaN
+        float* p = reinterpret_cast<float*>(x.raw.mutableData());
+        p[0] = 100.f, p[1] = -100.f, p[2] = 1e-30f;
+      }
+      auto model = oneNode(op, 14, {{x, false}}, {}, feeds);
+      INFO(op);
+      std::string prefix = std::string("cpu.") + op;
+      for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
+      checkAgainstRef(*model, feeds, prefix, 1e-5, 1e-6);
+    }
+  for (int64_t opset : {11, 13})
+    for (int64_t axis : {-1, 0, 1, 2}) {
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Softmax", opset, {{randomTensor({3, 4, 17}, rng, axis == 1), false}}, {testutil::one("axis", axis)}, feeds);
+      INFO("Softmax opset " << opset << " axis " << axis);
+      checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
+    }
+}
+
+TEST_CASE("cpu pooling matches the reference kernels", "[cpu][kernels]") {
+  std::mt19937 rng(16);
+  for (int iter = 0; iter < 24; ++iter) {
+    std::uniform_int_distribution<int64_t> d(1, 3), sp(3, 12);
+    int64_t k = d(rng), s = d(rng) % 2 + 1, p = std::min<int64_t>(d(rng) - 1, k - 1), h = sp(rng), w = sp(rng);
+    bool maxPool = iter % 2 == 0;
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {k, k}), testutil::ints("strides", {s, s}),
+                                 testutil::ints("pads", {p, p, p, p})};
+    if (maxPool && iter % 4 == 0) attrs.push_back(testutil::one("ceil_mode", 1));
+    if (!maxPool && iter % 4 == 1) attrs.push_back(testutil::one("count_include_pad", 1));
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode(maxPool ? "MaxPool" : "AveragePool", 12, {{randomTensor({2, 3, h, w}, rng, iter % 3 == 0), false}}, attrs, feeds);
+    INFO((maxPool ? "MaxPool" : "AveragePool") << " k" << k << " s" << s << " p" << p << " " << h << "x" << w);
+    checkAgainstRef(*model, feeds, maxPool ? "cpu.maxpool" : "cpu.averagepool");
+  }
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("GlobalAveragePool", 12, {{randomTensor({2, 5, 7, 3}, rng), false}}, {}, feeds);
+  checkAgainstRef(*model, feeds, "cpu.globalaveragepool");
+}
+
+TEST_CASE("cpu BatchNormalization matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(18);
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 5, 7}, {1, 4}, {3, 2, 17}}) {
+    int64_t c = dims[1];
+    Tensor var = randomTensor({c}, rng);
+    for (size_t i = 0; i < static_cast<size_t>(c); ++i)
+      reinterpret_cast<float*>(var.raw.mutableData())[i] = std::abs(reinterpret_cast<const float*>(var.raw.data())[i]);
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("BatchNormalization", 15,
+                         {{randomTensor(dims, rng, true), false}, {randomTensor({c}, rng), true}, {randomTensor({c}, rng), true},
+                          {randomTensor({c}, rng), true}, {var, true}},
+                         {Attribute::ofFloat("epsilon", 1e-3f)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.batchnorm");
+  }
+}
+
+TEST_CASE("cpu views: Reshape, Flatten, Squeeze, Unsqueeze alias their input", "[cpu][kernels]") {
+  std::mt19937 rng(17);
+  {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Reshape", 14, {{randomTensor({2, 3, 4}, rng), false}, {i64({2}, {6, -1}), true}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.reshape.view");
+  }
+  {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Flatten", 13, {{randomTensor({2, 3, 4}, rng), false}}, {testutil::one("axis", 2)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.flatten.view");
+  }
+  {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Unsqueeze", 13, {{randomTensor({3, 4}, rng), false}, {i64({1}, {1}), true}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.unsqueeze.view");
+  }
+  {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Squeeze", 13, {{randomTensor({3, 1, 4}, rng), false}, {i64({1}, {1}), true}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.squeeze.view");
+  }
+}
+
+namespace {
+
+/// x[N,8] -> MatMul W1 -> Relu -> Reshape [N,2,4] -> Flatten -> Add x -> Sigmoid -> Shape-dependent
+/// Tanh, with a branch kept alive to the end (out2), so views, in-place writes and lifetimes all
+/// matter; Shape is a reference fallback feeding nothing fast.
+std::unique_ptr<Model> chainModel() {
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports = {{"", 17, {}}};
+  m->graph = std::make_unique<Graph>();
+  Graph* g = m->graph.get();
+  Value* x = g->createValue("x");
+  TypeInfo ti;
+  ti.kind = TypeInfo::Kind::Tensor;
+  ti.elemType = static_cast<int32_t>(DType::Float);
+  ti.shape.hasRank = true;
+  ti.shape.dims = {Dim::ofParam("N"), Dim::ofValue(8)};
+  x->setType(ti);
+  g->addInput(x);
+  std::mt19937 rng(3);
+  Tensor w = randomTensor({8, 8}, rng);
+  w.name = "W";
+  Value* wv = g->addInitializer(w);
+  Tensor shape = i64({3}, {-1, 2, 4});
+  shape.name = "shape";
+  Value* sv = g->addInitializer(shape);
+  Node* mm = g->addNode("MatMul", {x, wv}, {"mm"});
+  Node* relu = g->addNode("Relu", {mm->output(0)}, {"r"});
+  Node* rs = g->addNode("Reshape", {relu->output(0), sv}, {"rs"});
+  Node* fl = g->addNode("Flatten", {rs->output(0)}, {"fl"});
+  Node* add = g->addNode("Add", {fl->output(0), x}, {"add"});
+  Node* sig = g->addNode("Sigmoid", {add->output(0)}, {"sig"});
+  Node* shp = g->addNode("Shape", {sig->output(0)}, {"shp"});
+  Node* mul = g->addNode("Mul", {sig->output(0), mm->output(0)}, {"mul"});
+  Node* th = g->addNode("Tanh", {mul->output(0)}, {"out"});
+  g->addOutput(th->output(0));
+  g->addOutput(relu->output(0));
+  g->addOutput(shp->output(0));
+  return m;
+}
+
+std::map<std::string, RtValue> chainFeeds(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  return {{"x", RtValue::ofTensor(randomTensor({n, 8}, rng))}};
+}
+
+void expectSame(const std::vector<RtValue>& got, const std::vector<RtValue>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CompareResult r = compareValues(got[i], want[i], 1e-5, 1e-6);
+    INFO("output " << i << ": " << r.message);
+    CHECK(r.ok);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu plan: views, in-place writes and fallbacks in one graph give ref's outputs", "[cpu][plan]") {
+  auto m = chainModel();
+  auto ref = makeExecutor("ref")->prepare(*m, {});
+  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  for (int64_t n : {3, 1, 5, 3}) {  // new shapes re-plan; 3 again comes from the cache
+    INFO("N = " << n);
+    auto feeds = chainFeeds(n, static_cast<uint32_t>(n + 1));
+    RunProfile prof;
+    expectSame(cpu->runProfiled(feeds, prof), ref->run(feeds));
+    size_t fallbacks = 0;
+    for (const NodeRun& r : prof.nodes) fallbacks += r.fallback;
+    CHECK(prof.nodes.size() == 9);
+    CHECK(fallbacks == 1);  // Shape
+  }
+}
+
+TEST_CASE("cpu plan: concurrent runs of one plan each get their own arena", "[cpu][plan]") {
+  auto m = chainModel();
+  auto ref = makeExecutor("ref")->prepare(*m, {});
+  PrepareOptions po;
+  po.threads = 1;
+  auto cpu = makeExecutor("cpu")->prepare(*m, po);
+  std::vector<std::vector<RtValue>> want;
+  for (int t = 0; t < 4; ++t) want.push_back(ref->run(chainFeeds(4, static_cast<uint32_t>(100 + t))));
+  std::vector<std::vector<RtValue>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto feeds = chainFeeds(4, static_cast<uint32_t>(100 + t));
+      for (int i = 0; i < 50; ++i) got[static_cast<size_t>(t)] = cpu->run(feeds);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) expectSame(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]);
+}
+
+TEST_CASE("cpu prepare and run leave the caller's model untouched", "[cpu][plan]") {
+  auto m = chainModel();
+  const Value* mm = m->graph->findLocal("mm");
+  REQUIRE(mm->type().kind == TypeInfo::Kind::None);  // no value_info: only inference would type it
+  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  cpu->run(chainFeeds(2, 1));
+  CHECK(mm->type().kind == TypeInfo::Kind::None);
+  CHECK(m->graph->inputs()[0].type().shape.dims[0].isParam());
+}
+
+TEST_CASE("cloneModel copies graphs and shares weight bytes", "[ir]") {
+  auto m = chainModel();
+  auto c = cloneModel(*m);
+  REQUIRE(c->graph->numNodes() == m->graph->numNodes());
+  CHECK(c->graph->verifyLinks().empty());
+  const Value* w = c->graph->findLocal("W");
+  REQUIRE(w);
+  REQUIRE(w->initializer());
+  CHECK(w != m->graph->findLocal("W"));
+  CHECK(w->initializer()->raw.data() == m->graph->findLocal("W")->initializer()->raw.data());
+  auto it = c->graph->nodes().begin();
+  for (const auto& n : m->graph->nodes()) {
+    CHECK((*it)->opType == n->opType);
+    CHECK((*it)->inputs().size() == n->inputs().size());
+    for (size_t i = 0; i < n->inputs().size(); ++i) CHECK((*it)->inputs()[i]->name() == n->inputs()[i]->name());
+    CHECK((*it)->graph() == c->graph.get());
+    ++it;
+  }
+}
