@@ -10,6 +10,9 @@
 
 namespace onnxtool::cpu {
 
+/// Points OpenBLAS at the kernels of activeIsa() (once per process) and sets its thread count.
+void configureBlas(int threads);
+
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
