@@ -188,7 +188,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
   const Case cases[] = {{{17}, {17}},          {{2, 3, 4}, {}},      {{}, {5, 7}},       {{3, 1}, {1, 4}},
                         {{2, 3, 4}, {4}},      {{2, 3, 4}, {3, 1}},  {{0, 3}, {3}},      {{1, 5, 1}, {2, 1, 33}},
                         {{4, 1, 16}, {4, 9, 16}}, {{2, 2, 3, 5}, {2, 1, 3, 1}}};
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"})
     for (const Case& c : cases) {
       std::map<std::string, RtValue> feeds;
       auto model = oneNode(op, 14, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
@@ -197,6 +197,11 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
       for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
       checkAgainstRef(*model, feeds, prefix);
     }
+  {  // Pow by the constant 2, the squared-deviation step of exported LayerNorms
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Pow", 13, {{randomTensor({3, 17}, rng, true), false}, {f32({}, {2.f}), true}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.pow");
+  }
   for (const Case& c : cases) {
     std::map<std::string, RtValue> feeds;
     auto model = oneNode("Sum", 13, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
@@ -207,7 +212,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
 
 TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
   std::mt19937 rng(15);
-  for (const char* op : {"Relu", "Sigmoid", "Tanh"})
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt"})
     for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {2, 16}, {0, 4}, {3, 5, 7}}) {
       std::map<std::string, RtValue> feeds;
       Tensor x = randomTensor(dims, rng, true);
