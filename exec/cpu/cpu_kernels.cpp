@@ -33,6 +33,8 @@ constexpr CpuKernelDef kKernels[] = {
      createGlobalAveragePool},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
+    {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
+    {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
     {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},

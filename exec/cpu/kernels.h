@@ -1,7 +1,7 @@
 // kernels.h: the create functions of the cpu executor's kernels, for the table in
 // cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
 // kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
-// kernels_norm.cpp.
+// kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
 #pragma once
 
 #include <memory>
@@ -36,5 +36,8 @@ std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
+
+std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
 
 }  // namespace onnxtool::cpu

@@ -271,6 +271,44 @@ TEST_CASE("cpu BatchNormalization matches the reference kernel", "[cpu][kernels]
   }
 }
 
+TEST_CASE("cpu Transpose and trailing-axes ReduceMean match the reference kernels", "[cpu][kernels]") {
+  std::mt19937 rng(19);
+  struct TCase {
+    std::vector<int64_t> dims, perm;
+  };
+  const TCase tcases[] = {{{2, 3, 4}, {}},           {{2, 3, 4}, {0, 2, 1}}, {{1, 128, 12, 64}, {0, 2, 1, 3}},
+                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}};
+  for (const TCase& c : tcases) {
+    std::map<std::string, RtValue> feeds;
+    std::vector<Attribute> attrs;
+    if (!c.perm.empty()) attrs.push_back(testutil::ints("perm", c.perm));
+    auto model = oneNode("Transpose", 13, {{randomTensor(c.dims, rng, true), false}}, attrs, feeds);
+    INFO("Transpose rank " << c.dims.size());
+    checkAgainstRef(*model, feeds, "cpu.transpose");
+  }
+  {  // int64 elements are copied by size too
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Transpose", 13, {{i64({2, 3}, {1, 2, 3, 4, 5, 6}), false}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.transpose");
+  }
+  struct RCase {
+    std::vector<int64_t> dims, axes;
+    int64_t keepdims;
+  };
+  const RCase rcases[] = {{{2, 5, 17}, {-1}, 1}, {{2, 5, 17}, {1, 2}, 0}, {{3, 768}, {1}, 1}, {{4, 1}, {-1}, 0}};
+  for (const RCase& c : rcases)
+    for (int64_t opset : {13, 18}) {
+      std::map<std::string, RtValue> feeds;
+      std::vector<Arg> args{{randomTensor(c.dims, rng, c.dims.size() == 3), false}};
+      std::vector<Attribute> attrs{testutil::one("keepdims", c.keepdims)};
+      if (opset >= 18) args.push_back({i64({static_cast<int64_t>(c.axes.size())}, c.axes), true});
+      else attrs.push_back(testutil::ints("axes", c.axes));
+      auto model = oneNode("ReduceMean", opset, args, attrs, feeds);
+      INFO("ReduceMean opset " << opset << " rank " << c.dims.size());
+      checkAgainstRef(*model, feeds, "cpu.reducemean", 1e-4, 1e-5);
+    }
+}
+
 TEST_CASE("cpu views: Reshape, Flatten, Squeeze, Unsqueeze alias their input", "[cpu][kernels]") {
   std::mt19937 rng(17);
   {
