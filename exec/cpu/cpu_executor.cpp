@@ -13,8 +13,6 @@
 // of one plan may go on in several threads at once.
 #include "exec/cpu/cpu_executor.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "exec/cpu/cpu_kernel.h"
+#include "exec/cpu/kernels.h"
 #include "exec/kernel.h"
 #include "exec/ref/ref_executor.h"
 #include "lib/error.h"
@@ -592,7 +591,7 @@ class CpuExecutor : public Executor {
     registerRefKernels();
     PrepareOptions o = options;
     if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    openblas_set_num_threads(o.threads);  // process-wide: OpenBLAS has one pool
+    cpu::configureBlas(o.threads);
     return std::make_unique<CpuPlan>(model, o);
   }
 };

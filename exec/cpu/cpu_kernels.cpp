@@ -19,6 +19,9 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},
     {"", "Div", 7, kLast, DType::Float, "cpu.div.f32", OutputReuse::InPlace, createDiv},
+    {"", "Pow", 7, kLast, DType::Float, "cpu.pow.f32", OutputReuse::InPlace, createPow},
+    {"", "Erf", 9, kLast, DType::Float, "cpu.erf.f32", OutputReuse::InPlace, createErf},
+    {"", "Sqrt", 6, kLast, DType::Float, "cpu.sqrt.f32", OutputReuse::InPlace, createSqrt},
     {"", "Sum", 6, kLast, DType::Float, "cpu.sum.f32", OutputReuse::InPlace, createSum},
     {"", "Relu", 6, kLast, DType::Float, "cpu.relu.f32", OutputReuse::InPlace, createRelu},
     {"", "Sigmoid", 6, kLast, DType::Float, "cpu.sigmoid.f32", OutputReuse::InPlace, createSigmoid},
@@ -30,6 +33,8 @@ constexpr CpuKernelDef kKernels[] = {
      createGlobalAveragePool},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
+    {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
+    {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
     {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},

@@ -1,7 +1,7 @@
 // kernels.h: the create functions of the cpu executor's kernels, for the table in
 // cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
 // kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
-// kernels_norm.cpp.
+// kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
 #pragma once
 
 #include <memory>
@@ -9,6 +9,9 @@
 #include "exec/cpu/cpu_kernel.h"
 
 namespace onnxtool::cpu {
+
+/// Points OpenBLAS at the kernels of activeIsa() (once per process) and sets its thread count.
+void configureBlas(int threads);
 
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
@@ -18,6 +21,9 @@ std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info);
@@ -30,5 +36,8 @@ std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
+
+std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
 
 }  // namespace onnxtool::cpu

@@ -23,6 +23,9 @@ struct MulOp {
 struct DivOp {
   static float apply(float a, float b) { return a / b; }
 };
+struct PowOp {  // x^2 (LayerNorm's variance as exporters spell it) without a call to pow
+  static float apply(float a, float b) { return b == 2.f ? a * a : std::pow(a, b); }
+};
 
 /// out = a OP b, both broadcast to out's shape. The output may be input 0's buffer (in place):
 /// every element is read before it is written at the same index.
@@ -128,6 +131,12 @@ struct SigmoidF {
 struct TanhF {
   static float apply(float x) { return std::tanh(x); }
 };
+struct ErfF {
+  static float apply(float x) { return std::erf(x); }
+};
+struct SqrtF {
+  static float apply(float x) { return std::sqrt(x); }
+};
 
 template <typename F>
 std::unique_ptr<CpuKernel> createUnary(const CpuNodeInfo& info) {
@@ -173,6 +182,9 @@ std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBin
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info); }
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info); }
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info); }
+std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info) { return createBinary<PowOp>(info); }
+std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info) { return createUnary<ErfF>(info); }
+std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info) { return createUnary<SqrtF>(info); }
 std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
   return info.inputs.size() == 2 ? createBinary<AddOp>(info) : nullptr;  // residual adds; longer sums: reference
 }

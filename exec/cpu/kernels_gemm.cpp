@@ -5,11 +5,46 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 
+// OpenBLAS (DYNAMIC_ARCH builds, as Debian's) picks its kernels once, when it is loaded, from the
+// CPU model number; on a CPU it does not know (a VM reporting "Intel(R) Xeon(R) Processor") it
+// falls back to Prescott (SSE3) kernels, 4.5x slower than its SkylakeX ones on the AVX-512 machine
+// this was measured on. gotoblas_dynamic_quit() + gotoblas_dynamic_init() redo the choice, which
+// honours OPENBLAS_CORETYPE (exported symbols of DYNAMIC_ARCH builds; done once, before any call).
+extern "C" void gotoblas_dynamic_init(void);
+extern "C" void gotoblas_dynamic_quit(void);
+
 namespace onnxtool::cpu {
+
+void configureBlas(int threads) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // The core our ISA path maps to, unless the user chose one for OpenBLAS.
+    if (std::getenv("OPENBLAS_CORETYPE")) return;
+    Isa isa = activeIsa();
+    const char* want = isa == Isa::Avx512 ? "SkylakeX" : isa == Isa::Avx2 ? "Haswell" : "Prescott";
+    std::string have = openblas_get_corename();
+    std::string lower = want;
+    for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto& c : have) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (have == lower) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    spdlog::debug("OpenBLAS kernels: {} -> {} (isa {})", have, openblas_get_corename(), isaName(isa));
+  });
+  openblas_set_num_threads(threads);  // process-wide: OpenBLAS has one pool
+}
 
 namespace {
 

@@ -188,7 +188,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
   const Case cases[] = {{{17}, {17}},          {{2, 3, 4}, {}},      {{}, {5, 7}},       {{3, 1}, {1, 4}},
                         {{2, 3, 4}, {4}},      {{2, 3, 4}, {3, 1}},  {{0, 3}, {3}},      {{1, 5, 1}, {2, 1, 33}},
                         {{4, 1, 16}, {4, 9, 16}}, {{2, 2, 3, 5}, {2, 1, 3, 1}}};
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"})
     for (const Case& c : cases) {
       std::map<std::string, RtValue> feeds;
       auto model = oneNode(op, 14, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
@@ -197,6 +197,11 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
       for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
       checkAgainstRef(*model, feeds, prefix);
     }
+  {  // Pow by the constant 2, the squared-deviation step of exported LayerNorms
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Pow", 13, {{randomTensor({3, 17}, rng, true), false}, {f32({}, {2.f}), true}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.pow");
+  }
   for (const Case& c : cases) {
     std::map<std::string, RtValue> feeds;
     auto model = oneNode("Sum", 13, {{randomTensor(c.a, rng, true), false}, {randomTensor(c.b, rng, true), false}}, {}, feeds);
@@ -207,7 +212,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
 
 TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
   std::mt19937 rng(15);
-  for (const char* op : {"Relu", "Sigmoid", "Tanh"})
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt"})
     for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {2, 16}, {0, 4}, {3, 5, 7}}) {
       std::map<std::string, RtValue> feeds;
       Tensor x = randomTensor(dims, rng, true);
@@ -264,6 +269,44 @@ TEST_CASE("cpu BatchNormalization matches the reference kernel", "[cpu][kernels]
                          {Attribute::ofFloat("epsilon", 1e-3f)}, feeds);
     checkAgainstRef(*model, feeds, "cpu.batchnorm");
   }
+}
+
+TEST_CASE("cpu Transpose and trailing-axes ReduceMean match the reference kernels", "[cpu][kernels]") {
+  std::mt19937 rng(19);
+  struct TCase {
+    std::vector<int64_t> dims, perm;
+  };
+  const TCase tcases[] = {{{2, 3, 4}, {}},           {{2, 3, 4}, {0, 2, 1}}, {{1, 128, 12, 64}, {0, 2, 1, 3}},
+                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}};
+  for (const TCase& c : tcases) {
+    std::map<std::string, RtValue> feeds;
+    std::vector<Attribute> attrs;
+    if (!c.perm.empty()) attrs.push_back(testutil::ints("perm", c.perm));
+    auto model = oneNode("Transpose", 13, {{randomTensor(c.dims, rng, true), false}}, attrs, feeds);
+    INFO("Transpose rank " << c.dims.size());
+    checkAgainstRef(*model, feeds, "cpu.transpose");
+  }
+  {  // int64 elements are copied by size too
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Transpose", 13, {{i64({2, 3}, {1, 2, 3, 4, 5, 6}), false}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.transpose");
+  }
+  struct RCase {
+    std::vector<int64_t> dims, axes;
+    int64_t keepdims;
+  };
+  const RCase rcases[] = {{{2, 5, 17}, {-1}, 1}, {{2, 5, 17}, {1, 2}, 0}, {{3, 768}, {1}, 1}, {{4, 1}, {-1}, 0}};
+  for (const RCase& c : rcases)
+    for (int64_t opset : {13, 18}) {
+      std::map<std::string, RtValue> feeds;
+      std::vector<Arg> args{{randomTensor(c.dims, rng, c.dims.size() == 3), false}};
+      std::vector<Attribute> attrs{testutil::one("keepdims", c.keepdims)};
+      if (opset >= 18) args.push_back({i64({static_cast<int64_t>(c.axes.size())}, c.axes), true});
+      else attrs.push_back(testutil::ints("axes", c.axes));
+      auto model = oneNode("ReduceMean", opset, args, attrs, feeds);
+      INFO("ReduceMean opset " << opset << " rank " << c.dims.size());
+      checkAgainstRef(*model, feeds, "cpu.reducemean", 1e-4, 1e-5);
+    }
 }
 
 TEST_CASE("cpu views: Reshape, Flatten, Squeeze, Unsqueeze alias their input", "[cpu][kernels]") {
