@@ -2,6 +2,8 @@
 their consistency (percentiles ordered, iteration count as asked), --profile naming the kernels
 that ran and the nodes that fell back; and `run --executor cpu` giving ONNX Runtime's outputs on
 the bundled CNN, with `run -v` naming the fallbacks."""
+import atexit
+import shutil
 import json
 import os
 import sys
@@ -38,6 +40,7 @@ def mlp_with_fallback(tmp):
 def main():
     c = Checker("bench")
     tmp = tempfile.mkdtemp(prefix="onnxtool-bench-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
 
     r = run(["bench", SMALL, "--iterations", "20", "--threads", "1", "--json"])
     c.check(r.returncode == 0, f"bench --json exits 0: {r.stderr}")
