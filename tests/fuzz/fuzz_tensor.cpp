@@ -7,7 +7,7 @@
 #include "formats/model_io.h"
 #include "formats/tensor_files.h"
 #include "formats/value_files.h"
-#include "lib/checker.h"
+#include "lib/tensor_check.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

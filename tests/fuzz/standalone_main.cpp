@@ -4,9 +4,12 @@
 // bytes, insertions, erasures, duplications, truncations, splices) until -runs or
 // -max_total_time is reached. Same seed, same mutants. Real fuzzing (coverage-guided, hours) is
 // scripts/fuzz, which links the same targets with libFuzzer.
-//   usage: fuzz_TARGET [-runs=N] [-max_total_time=S] [-seed=N] [-max_len=BYTES] PATH...
+//   usage: fuzz_TARGET [-runs=N] [-max_total_time=S] [-seed=N] [-max_len=BYTES] [-artifact=FILE] PATH...
+// A crash or an escaping exception writes the input to FILE (default fuzz-crash.bin) first.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <exception>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,13 +21,51 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+// Sanitizer runtimes call this back before they exit with a report (weak: absent without one).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 namespace {
+
+// The input being run, written out when the process dies so the finding can be reproduced.
+const std::vector<uint8_t>* current = nullptr;
+std::string crashPath = "fuzz-crash.bin";
+
+void saveCurrent() {
+  if (!current) return;
+  if (FILE* f = std::fopen(crashPath.c_str(), "wb")) {
+    std::fwrite(current->data(), 1, current->size(), f);
+    std::fclose(f);
+    std::fprintf(stderr, "the input that failed is in %s (%zu bytes)\n", crashPath.c_str(), current->size());
+  }
+}
+
+void onSignal(int sig) {
+  saveCurrent();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void onTerminate() {
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "uncaught exception (not onnxtool::Error): %s\n", x.what());
+    } catch (...) {
+      std::fprintf(stderr, "uncaught exception of an unknown type\n");
+    }
+  }
+  saveCurrent();
+  std::signal(SIGABRT, SIG_DFL);
+  std::abort();
+}
 
 void run(const std::string& s) {
   // a copy in its own allocation, so ASan sees reads past the end of the input
   std::vector<uint8_t> buf(s.begin(), s.end());
+  current = &buf;
   LLVMFuzzerTestOneInput(buf.data(), buf.size());
+  current = nullptr;
 }
 
 std::string mutate(std::string s, const std::vector<std::string>& corpus, std::mt19937_64& rng) {
@@ -94,9 +135,13 @@ int main(int argc, char** argv) {
     else if (a.rfind("-max_total_time=", 0) == 0) maxTime = std::atof(a.c_str() + 16);
     else if (a.rfind("-seed=", 0) == 0) seed = std::strtoull(a.c_str() + 6, nullptr, 10);
     else if (a.rfind("-max_len=", 0) == 0) maxLen = std::strtoull(a.c_str() + 9, nullptr, 10);
+    else if (a.rfind("-artifact=", 0) == 0) crashPath = a.substr(10);
     else if (!a.empty() && a[0] == '-') std::fprintf(stderr, "ignoring unknown option %s\n", a.c_str());
     else paths.emplace_back(a);
   }
+  std::set_terminate(onTerminate);
+  for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGBUS, SIGILL}) std::signal(sig, onSignal);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(saveCurrent);
   std::vector<std::string> corpus;
   auto add = [&](const std::filesystem::path& p) {
     std::error_code ec;
