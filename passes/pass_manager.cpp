@@ -213,7 +213,7 @@ Pipeline fusionPipeline() {
   // Fusions are listed by name when they exist in this build's passes.def, in this order.
   static const char* const kFusions[] = {
       "fuse-reshapes",     "fuse-slices",      "fuse-transposes",  "fuse-pad-into-conv",       "fuse-conv-bn",     "fuse-conv-mul",
-      "fuse-conv-add",     "fuse-bn-into-gemm", "fuse-consecutive-mul-add", "fuse-matmul-add", "fuse-gelu",
+      "fuse-conv-add",     "fuse-bn-into-gemm", "fuse-consecutive-mul-add", "fuse-matmul-add", "sink-reshapes", "fuse-gelu",
       "fuse-layer-norm",   "fuse-rms-norm",    "fuse-attention",           "fuse-hard-sigmoid", "fuse-hard-swish",
       "fuse-softmax",
   };

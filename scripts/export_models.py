@@ -2,7 +2,7 @@
 """Exports the real-model test set with PyTorch (random weights, fixed seed) into a folder:
 resnet50, mobilenet_v2, efficientnet_b0 (torchvision, dynamic batch), bert_base and minilm
 (BERT-style encoders written here: embeddings, multi-head attention, erf GELU, LayerNorm; dynamic
-batch and sequence), gpt2_small_past (a GPT-2-style decoder with past key/value inputs),
+batch and sequence), bert_base_static (the same at a fixed [1, 128]), gpt2_small_past (a GPT-2-style decoder with past key/value inputs),
 ocr_crnn (a PaddleOCR-style text recognizer: conv blocks with BatchNorm and hardswish, a
 bidirectional LSTM over the width, per-step class scores; dynamic batch and width).
 
@@ -143,6 +143,10 @@ def main():
     if want("bert_base"):
         export(Encoder(), (ids, mask), os.path.join(a.out, "bert_base.onnx"), ["input_ids", "attention_mask"],
                ["last_hidden_state"], dyn)
+    if want("bert_base_static"):  # static shapes [1, 128], as exporters write for fixed-size serving
+        ids128 = torch.randint(0, 1000, (1, 128))
+        export(Encoder(), (ids128, torch.ones(1, 128, dtype=torch.int64)), os.path.join(a.out, "bert_base_static.onnx"),
+               ["input_ids", "attention_mask"], ["last_hidden_state"], None)
     if want("minilm"):
         export(Encoder(hidden=384, layers=6, heads=12, ffn=1536), (ids, mask), os.path.join(a.out, "minilm.onnx"),
                ["input_ids", "attention_mask"], ["last_hidden_state"], dyn)
