@@ -750,7 +750,8 @@ class Checker {
     }
     warning(where,
             fmt::format("unverifiable: unknown domain '{}', expected a domain of the ONNX spec (ai.onnx, ai.onnx.ml, "
-                        "ai.onnx.preview, ai.onnx.preview.training) or a model-local function (not checked against a schema)",
+                        "ai.onnx.preview, ai.onnx.preview.training), ONNX Runtime's com.microsoft[.nchwc] or a "
+                        "model-local function (not checked against a schema)",
                         domain),
             &n, "unverifiable-domain");
   }
