@@ -741,6 +741,12 @@ class Checker {
               &n);
         return;
       }
+      if (s->ortExtension)
+        warning(where,
+                fmt::format("op '{}' in opset {} of domain {} is ONNX Runtime's extension (version {}), not in the ONNX "
+                            "spec, expected a standard op (ONNX Runtime runs it, onnx.checker rejects it)",
+                            n.opType, version, domainName(domain), s->sinceVersion),
+                &n, "ort-extension-op");
       checkAgainstSchema(n, *s, where);
       return;
     }

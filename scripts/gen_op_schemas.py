@@ -10,6 +10,9 @@ name, since_version):
   lib/ops/schemas.inc  the schema table (C++ data, included once by lib/ops/registry.cpp)
   lib/ops/ops.def      the X-macro list of ops, one `ONNXTOOL_OP("domain", OpName)` per line
 
+Two ops of ai.onnx that ONNX Runtime defines and the ONNX spec does not are kept too, marked
+`ortExtension`: SimplifiedLayerNormalization (which ORT's transformer optimizer writes for RMS
+norms) and LayerNormalization version 1 (which it writes into models of opset < 17).
 Ops are keyed by (domain, name): ONNX Runtime reuses ai.onnx names (Attention, Gelu, ...) in
 com.microsoft. ONNX Runtime's Python binding does not expose min_arity nor function bodies: its
 variadic parameters get onnx's default min_arity 1 and its schemas no function flags.
@@ -36,6 +39,8 @@ ONNX_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
 # ONNX Runtime's contrib domains: every op there is at since_version 1 and the domains' opset is 1.
 ORT_DOMAINS = ("com.microsoft", "com.microsoft.nchwc")
 DOMAINS = ONNX_DOMAINS + ORT_DOMAINS
+# ONNX Runtime's own ops in ai.onnx (not in the ONNX spec) that its tools write.
+ORT_ONNX_EXTENSIONS = ("SimplifiedLayerNormalization", "LayerNormalization")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNBOUNDED = 2147483647  # onnx's max_input/max_output for "no limit"
 
@@ -194,11 +199,16 @@ class OrtSchema:
         self.min_input, self.max_input = s.min_input, s.max_input
         self.min_output, self.max_output = s.min_output, s.max_output
         self.has_function = self.has_context_dependent_function = False
+        self.ort_extension = s.domain == ""
 
 
 def ort_schemas():
-    """ONNX Runtime's schemas of ORT_DOMAINS (also used by tests/py/test_registry_vs_onnx.py)."""
-    return [OrtSchema(s) for s in ort_c.get_all_operator_schema() if s.domain in ORT_DOMAINS]
+    """ONNX Runtime's schemas of ORT_DOMAINS, and its ai.onnx extensions (ORT_ONNX_EXTENSIONS
+    versions that onnx.defs lacks)."""
+    onnx_keys = {(s.domain, s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()}
+    return [OrtSchema(s) for s in ort_c.get_all_operator_schema()
+            if s.domain in ORT_DOMAINS or (s.domain == "" and s.name in ORT_ONNX_EXTENSIONS
+                                           and ("", s.name, s.since_version) not in onnx_keys)]
 
 
 def load_schemas():
@@ -305,14 +315,15 @@ def generate_inc(schemas):
     w("}};")
     w("")
     w("// {domain, name, sinceVersion, deprecated, inputs, outputs, attributes, typeConstraints,")
-    w("//  minInputs, maxInputs, minOutputs, maxOutputs, hasFunction, hasContextDependentFunction}")
+    w("//  minInputs, maxInputs, minOutputs, maxOutputs, hasFunction, hasContextDependentFunction,")
+    w("//  ortExtension}")
     w("inline constexpr std::array<OpSchema, %d> kSchemas = {{" % len(rows))
     for s, ins, outs, attrs, tcs in rows:
-        w("    {%s, %s, %d, %s, %s, %s, %s, %s, %d, %d, %d, %d, %s, %s}," % (
+        w("    {%s, %s, %d, %s, %s, %s, %s, %s, %d, %d, %d, %d, %s, %s, %s}," % (
             sv(s.domain), sv(s.name), s.since_version, flag(s.deprecated),
             span("kParams", ins), span("kParams", outs), span("kAttrs", attrs), span("kConstraints", tcs),
             s.min_input, s.max_input, s.min_output, s.max_output,
-            flag(s.has_function), flag(s.has_context_dependent_function)))
+            flag(s.has_function), flag(s.has_context_dependent_function), flag(getattr(s, "ort_extension", False))))
     w("}};")
     w("")
     w("}  // namespace onnxtool::schema_data")

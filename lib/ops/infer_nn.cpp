@@ -553,6 +553,7 @@ void registerInferNn(InferRegistry& r) {
   for (std::string_view op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) r.add({"", op, 1, globalPool});
   r.add({"", "BatchNormalization", 1, batchNorm});
   r.add({"", "LayerNormalization", 1, layerNorm});
+  r.add({"", "SimplifiedLayerNormalization", 1, layerNorm});  // ONNX Runtime's: Y, inv_std_var
   for (std::string_view op : {"InstanceNormalization", "GroupNormalization", "LRN"}) r.add({"", op, 1, sameShape});
   r.add({"", "ReduceSum", 1, reduceShapeData<13, false>});
   r.add({"", "ReduceProd", 1, reduceShapeData<18, true>});

@@ -84,6 +84,10 @@ struct OpSchema {
   int maxOutputs;                    ///< kUnboundedArity when variadic
   bool hasFunction;                  ///< onnx defines a function body for this version
   bool hasContextDependentFunction;  ///< onnx builds a function body per node
+  /// An ai.onnx op version that ONNX Runtime defines and the ONNX spec does not
+  /// (SimplifiedLayerNormalization, LayerNormalization before 17): ORT's tools write it, ORT runs
+  /// it, onnx.checker rejects it. Inference and kernels treat it like any op; `check` warns.
+  bool ortExtension;
 
   /// The attribute called `name`, or nullptr if this version has none.
   const AttrSchema* findAttr(std::string_view name) const;

@@ -408,6 +408,26 @@ def bert_cases(c, tmp):
     check_case(c, tmp, "bert_optimized_quantized", mq, {"input_ids": ids}, cosine=0.999)
 
 
+def ort_onnx_extensions(c, tmp):
+    """SimplifiedLayerNormalization and LayerNormalization before opset 17: ai.onnx ops of ONNX
+    Runtime's, not of the spec, which its transformer optimizer writes: a warning, then checked,
+    inferred and run like any op."""
+    x, g, b = f32(2, 5, 16), f32(16), f32(16)
+    m = model([helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"], epsilon=1e-6, axis=-1)],
+              {"x": x}, ["y", "inv"], [("g", g)])
+    check_case(c, tmp, "SimplifiedLayerNormalization", m, {"x": x})
+    m14 = model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], epsilon=1e-5)], {"x": x}, ["y"],
+                [("g", g), ("b", b)], opset=14)
+    check_case(c, tmp, "LayerNormalization_opset14", m14, {"x": x})
+    p = os.path.join(tmp, "LayerNormalization_opset14.onnx")
+    r = run(["check", "--json", p])
+    doc = json.loads(r.stdout) if r.stdout.strip() else {}
+    c.check(r.returncode == 0 and doc.get("valid") and [w["code"] for w in doc.get("warnings", [])] == ["ort-extension-op"],
+            f"check --json: one ort-extension-op warning: {r.returncode} {r.stdout}")
+    r = run(["check", "--strict", p])
+    c.check(r.returncode == 1 and "ONNX Runtime's extension" in r.stdout + r.stderr, f"check --strict refuses it: {r.returncode} {r.stdout}")
+
+
 def unknown_domain(c, tmp):
     m = model([helper.make_node("Thing", ["x"], ["y"], domain="com.example")], {"x": f32(2)}, [])
     m.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]))
@@ -436,6 +456,7 @@ def main():
         quantized_cases(c, tmp)
         quantizer_cases(c, tmp)
         bert_cases(c, tmp)
+        ort_onnx_extensions(c, tmp)
         unknown_domain(c, tmp)
     c.finish()
 

@@ -191,15 +191,15 @@ TEST_CASE("schemaVersions and allSchemas are sorted and consistent", "[registry]
 
   auto all = allSchemas();
   // onnx 1.23.2: 629 ai.onnx + 25 ai.onnx.ml + 1 ai.onnx.preview + 4 ai.onnx.preview.training;
-  // onnxruntime 1.32.0: 150 com.microsoft + 8 com.microsoft.nchwc
-  CHECK(all.size() == 817);
+  // onnxruntime 1.32.0: 150 com.microsoft + 8 com.microsoft.nchwc + 2 ai.onnx extensions
+  CHECK(all.size() == 819);
   size_t ops = 0;
 #define ONNXTOOL_OP(domain, name)                          \
   CHECK(opExists(domain, #name));                          \
   CHECK(findSchema(domain, #name, maxKnownOpset(domain))); \
   ++ops;
 #include "lib/ops/ops.def"
-  CHECK(ops == 385);
+  CHECK(ops == 386);
 }
 
 TEST_CASE("ops are keyed by (domain, name): com.microsoft reuses ai.onnx names", "[registry]") {
@@ -222,6 +222,13 @@ TEST_CASE("ops are keyed by (domain, name): com.microsoft reuses ai.onnx names",
   CHECK(isOrtContribDomain("com.microsoft"));
   CHECK_FALSE(isOrtContribDomain(""));
   CHECK(ortSchemaSourceVersion() == "1.32.0");
+  // ONNX Runtime's ai.onnx extensions: marked, and LayerNormalization 17 is onnx's own
+  REQUIRE(findSchema("", "SimplifiedLayerNormalization", 17) != nullptr);
+  CHECK(findSchema("", "SimplifiedLayerNormalization", 17)->ortExtension);
+  REQUIRE(findSchema("", "LayerNormalization", 14) != nullptr);
+  CHECK(findSchema("", "LayerNormalization", 14)->ortExtension);
+  CHECK_FALSE(findSchema("", "LayerNormalization", 17)->ortExtension);
+  CHECK_FALSE(findSchema("com.microsoft", "Attention", 1)->ortExtension);
 }
 
 TEST_CASE("preview domains: training optimizers, Gradient and FlexAttention", "[registry]") {
@@ -349,7 +356,8 @@ json schemaJson(const OpSchema& s) {
             {"min_output", s.minOutputs},
             {"max_output", s.maxOutputs},
             {"has_function", s.hasFunction},
-            {"has_context_dependent_function", s.hasContextDependentFunction}};
+            {"has_context_dependent_function", s.hasContextDependentFunction},
+            {"ort_extension", s.ortExtension}};
   j["inputs"] = json::array();
   for (const FormalParam& p : s.inputs) j["inputs"].push_back(paramJson(p));
   j["outputs"] = json::array();
