@@ -867,6 +867,17 @@ void matmulNBits(KernelContext& ctx) {
   ctx.setOutput(0, storeAll(ctx.tensor(0).dtype(), y.dims, y.v));
 }
 
+/// Rotates the pairs (i, i + half) of h, or (2i, 2i + 1) when interleaved, by the angles whose
+/// cosines and sines are cs[i], sn[i].
+void rotate(double* h, int64_t half, const double* cs, const double* sn, bool interleaved) {
+  for (int64_t i = 0; i < half; ++i) {
+    int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+    double x0 = h[i0], x1 = h[i1];
+    h[i0] = x0 * cs[i] - x1 * sn[i];
+    h[i1] = x1 * cs[i] + x0 * sn[i];
+  }
+}
+
 /// RotaryEmbedding: rotates pairs of each head's first rotary_embedding_dim values by the angle
 /// of the token's position (cos_cache/sin_cache rows); pairs are (i, i + d/2), or (2i, 2i + 1)
 /// when interleaved. input [B, S, N*H] or [B, N, S, H]; position_ids [B, S] or [1] (an offset).
@@ -901,16 +912,114 @@ void rotaryEmbedding(KernelContext& ctx) {
       if (p < 0 || p >= maxPos) ctx.fail(fmt::format("position {} is outside the caches' {} rows", p, maxPos));
       for (int64_t n = 0; n < N; ++n) {
         double* h = v.data() + (bnsh ? ((b * N + n) * S + s) * H : (b * S + s) * N * H + n * H);
-        for (int64_t i = 0; i < half; ++i) {
-          double c = cs[static_cast<size_t>(p * half + i)], sv = sn[static_cast<size_t>(p * half + i)];
-          int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-          double x0 = h[i0], x1 = h[i1];
-          h[i0] = x0 * c - x1 * sv;
-          h[i1] = x1 * c + x0 * sv;
-        }
+        rotate(h, half, cs.data() + p * half, sn.data() + p * half, interleaved);
       }
     }
   ctx.setOutput(0, storeAll(x.dtype(), x.dims, v));
+}
+
+/// GroupQueryAttention (causal, no KV quantization): query [B, S, N*H] (or packed with key and
+/// value: [B, S, (N + 2*kvN)*H]), key/value [B, S, kvN*H], past_key/past_value [B, kvN, P, H]
+/// holding seqlens_k[b] + 1 - S valid positions (0 for a prompt), query head n reading kv head
+/// n / (N / kvN). With do_rotary, q and k are rotated at their positions first. present_key/value
+/// [B, kvN, max(P, total_sequence_length), H]: the past, then the new keys/values.
+void groupQueryAttention(KernelContext& ctx) {
+  requireFloatInput(ctx, 0);
+  for (size_t i : {size_t{10}, size_t{11}, size_t{12}, size_t{13}, size_t{14}, size_t{15}, size_t{16}})
+    if (ctx.hasInput(i)) unsupported(ctx, fmt::format("input {} ('{}') is not supported", i,
+                                                      findSchema(kMs, "GroupQueryAttention", 1)->inputs[i].name));
+  if (ctx.attrFloat("softcap", 0.0f) != 0.0f || ctx.attrInt("smooth_softmax", -1) == 1 || !ctx.attrInt("causal", 1) ||
+      ctx.attrInt("qk_output", 0) || ctx.attrString("k_quant_type", "NONE") != "NONE" ||
+      ctx.attrString("v_quant_type", "NONE") != "NONE" || ctx.wantsOutput(3))
+    unsupported(ctx, "softcap, smooth_softmax, causal=0, qk output and quantized KV caches are not supported");
+  int64_t N = ctx.attrInt("num_heads", 0), kvN = ctx.attrInt("kv_num_heads", 0);
+  if (N <= 0 || kvN <= 0 || N % kvN) ctx.fail("num_heads must be a positive multiple of kv_num_heads");
+  const Tensor& qt = ctx.tensor(0);
+  if (qt.dims.size() != 3) unsupported(ctx, "query must have rank 3");
+  int64_t B = qt.dims[0], S = qt.dims[1];
+  bool packed = !ctx.hasInput(1);
+  int64_t H = qt.dims[2] / (packed ? N + 2 * kvN : N);
+  if (H <= 0 || qt.dims[2] != H * (packed ? N + 2 * kvN : N)) ctx.fail("query hidden size does not split into heads");
+  std::vector<double> qv = loadAll(qt), q, k, v;
+  if (packed) {
+    int64_t w = (N + 2 * kvN) * H;
+    q = splitHeads(qv, B, S, N, H, w, 0);
+    k = splitHeads(qv, B, S, kvN, H, w, N * H);
+    v = splitHeads(qv, B, S, kvN, H, w, (N + kvN) * H);
+  } else {
+    if (ctx.tensor(1).dims != std::vector<int64_t>{B, S, kvN * H} || ctx.tensor(2).dims != ctx.tensor(1).dims)
+      ctx.fail(fmt::format("key and value must have shape [{}, {}, {}]", B, S, kvN * H));
+    q = splitHeads(qv, B, S, N, H, N * H, 0);
+    k = splitHeads(loadAll(ctx.tensor(1)), B, S, kvN, H, kvN * H, 0);
+    v = splitHeads(loadAll(ctx.tensor(2)), B, S, kvN, H, kvN * H, 0);
+  }
+  std::vector<double> seqlens = loadAll(ctx.tensor(5));
+  auto total = static_cast<int64_t>(inputScalar(ctx, 6));
+  if (static_cast<int64_t>(seqlens.size()) != B) ctx.fail(fmt::format("seqlens_k must have {} elements", B));
+  int64_t P = ctx.hasInput(3) ? ctx.tensor(3).dims.at(2) : 0;
+  std::vector<double> pastK = ctx.hasInput(3) ? loadAll(ctx.tensor(3)) : std::vector<double>{};
+  std::vector<double> pastV = ctx.hasInput(4) ? loadAll(ctx.tensor(4)) : std::vector<double>{};
+  if (P && (ctx.tensor(3).dims != std::vector<int64_t>{B, kvN, P, H} || !ctx.hasInput(4) || ctx.tensor(4).dims != ctx.tensor(3).dims))
+    ctx.fail(fmt::format("past_key and past_value must have shape [{}, {}, P, {}]", B, kvN, H));
+  bool prompt = P == 0 || S == total;
+  std::vector<int64_t> pastLen(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t valid = static_cast<int64_t>(seqlens[static_cast<size_t>(b)]) + 1;
+    pastLen[static_cast<size_t>(b)] = prompt ? 0 : valid - S;
+    if (valid > std::max(P, total) || pastLen[static_cast<size_t>(b)] < 0 || pastLen[static_cast<size_t>(b)] > P)
+      ctx.fail(fmt::format("seqlens_k[{}] = {} does not fit the past ({}) and the {} new positions", b, valid - 1, P, S));
+  }
+  if (ctx.attrInt("do_rotary", 0)) {
+    const Tensor &cosT = ctx.tensor(7), &sinT = ctx.tensor(8);
+    int64_t half = cosT.dims.at(1);
+    if (2 * half > H || sinT.dims != cosT.dims) ctx.fail("cos_cache and sin_cache must be [max positions, <= head size / 2]");
+    std::vector<double> cs = loadAll(cosT), sn = loadAll(sinT);
+    bool inter = ctx.attrInt("rotary_interleaved", 0) != 0;
+    std::vector<double> posIds = ctx.hasInput(9) ? loadAll(ctx.tensor(9)) : std::vector<double>{};
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        int64_t p = posIds.empty() ? pastLen[static_cast<size_t>(b)] + s : static_cast<int64_t>(posIds[static_cast<size_t>(b * S + s)]);
+        if (p < 0 || p >= cosT.dims[0]) ctx.fail(fmt::format("position {} is outside the caches' {} rows", p, cosT.dims[0]));
+        for (int64_t n = 0; n < N; ++n) rotate(q.data() + ((b * N + n) * S + s) * H, half, cs.data() + p * half, sn.data() + p * half, inter);
+        for (int64_t n = 0; n < kvN; ++n) rotate(k.data() + ((b * kvN + n) * S + s) * H, half, cs.data() + p * half, sn.data() + p * half, inter);
+      }
+  }
+  int64_t L = std::max(P, total);
+  std::vector<double> presK(static_cast<size_t>(B * kvN * L * H)), presV(presK.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < kvN; ++n) {
+      int64_t pl = pastLen[static_cast<size_t>(b)];
+      size_t dst = static_cast<size_t>((b * kvN + n) * L * H), src = static_cast<size_t>((b * kvN + n) * P * H);
+      for (int64_t i = 0; i < pl * H; ++i) {
+        presK[dst + static_cast<size_t>(i)] = pastK[src + static_cast<size_t>(i)];
+        presV[dst + static_cast<size_t>(i)] = pastV[src + static_cast<size_t>(i)];
+      }
+      for (int64_t i = 0; i < S * H; ++i) {
+        size_t from = static_cast<size_t>((b * kvN + n) * S * H + i);
+        presK[dst + static_cast<size_t>(pl * H + i)] = k[from];
+        presV[dst + static_cast<size_t>(pl * H + i)] = v[from];
+      }
+    }
+  // Scores of query head n against kv head n / (N / kvN): expand the kv heads.
+  int64_t group = N / kvN;
+  std::vector<double> ek(static_cast<size_t>(B * N * L * H)), ev(ek.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < L * H; ++i) {
+        ek[static_cast<size_t>((b * N + n) * L * H + i)] = presK[static_cast<size_t>((b * kvN + n / group) * L * H + i)];
+        ev[static_cast<size_t>((b * N + n) * L * H + i)] = presV[static_cast<size_t>((b * kvN + n / group) * L * H + i)];
+      }
+  int64_t window = ctx.attrInt("local_window_size", -1);
+  auto mask = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+    int64_t at = pastLen[static_cast<size_t>(b)] + s;
+    bool visible = t <= at && t <= static_cast<int64_t>(seqlens[static_cast<size_t>(b)]) && (window < 0 || t > at - window);
+    return visible ? 0.0 : -std::numeric_limits<double>::infinity();
+  };
+  double scale = ctx.attrFloat("scale", 0.0f);
+  if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(H));
+  ctx.setOutput(0, storeAll(qt.dtype(), {B, S, N * H}, attend(q, ek, ev, B, N, S, L, H, H, scale, mask)));
+  if (ctx.wantsOutput(1)) ctx.setOutput(1, storeAll(qt.dtype(), {B, kvN, L, H}, presK));
+  if (ctx.wantsOutput(2)) ctx.setOutput(2, storeAll(qt.dtype(), {B, kvN, L, H}, presV));
 }
 
 /// QLinearAveragePool (NCHW): AveragePool of the dequantized input, requantized.
@@ -957,6 +1066,7 @@ void dynamicQuantizeLstm(KernelContext& ctx) {
 }  // namespace
 
 void registerContribOps() {
+  addRef(kMs, "GroupQueryAttention", 1, "ref.ms.group_query_attention", groupQueryAttention);
   addRef(kMs, "RotaryEmbedding", 1, "ref.ms.rotary_embedding", rotaryEmbedding);
   addRef(kMs, "QLinearAveragePool", 1, "ref.ms.qlinear_average_pool", qlinearAveragePool);
   addRef(kMs, "DynamicQuantizeLSTM", 1, "ref.ms.dynamic_quantize_lstm", dynamicQuantizeLstm);

@@ -5,6 +5,8 @@
 // and DynamicQuantizeLSTM. The quantized forms of MatMul/Gemm/Conv/pools are in infer_nn.cpp, the
 // com.microsoft QuantizeLinear/DequantizeLinear in infer_quantize.cpp. The spec is ONNX Runtime's
 // docs/ContribOperators.md; tests/py/test_contrib_ops.py compares with ONNX Runtime.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "lib/shape_inference.h"
@@ -101,8 +103,8 @@ void multiHeadAttention(InferContext& c) {
 }
 
 /// GroupQueryAttention: output [B, S, num_heads * H], H from the query's hidden size (which packs
-/// num_heads + 2 * kv_num_heads heads when key and value are absent); present_key/value keep
-/// their type only (their length depends on the past buffer's sharing).
+/// num_heads + 2 * kv_num_heads heads when key and value are absent); present_key/value
+/// [B, kv_num_heads, max(P, total_sequence_length), H] (a fresh dim when that is data).
 void groupQueryAttention(InferContext& c) {
   auto q = c.inputShape(0);
   DType dt = c.inputDType(0);
@@ -114,8 +116,20 @@ void groupQueryAttention(InferContext& c) {
     hidden = SymExpr(d / packed * heads);
   }
   batchSeqHidden(c, 0, q, hidden, dt);
-  for (size_t i : {size_t{1}, size_t{2}})
-    if (i < c.numOutputs()) c.setOutputDType(i, dt);
+  // present_key/value [B, kv_num_heads, max(past length, total_sequence_length), H]
+  SymDim len;
+  auto past = c.inputShape(3);
+  auto total = c.inputInts(6);
+  if (total && total->size() == 1 && (!c.hasInput(3) || (past && past->size() == 4 && (*past)[2] && (*past)[2]->asConstant())))
+    len = SymExpr(std::max((*total)[0], c.hasInput(3) ? *(*past)[2]->asConstant() : 0));
+  else
+    len = c.freshDim();
+  SymDim head = hidden && heads > 0 ? SymDim(SymExpr(*hidden->asConstant() / heads)) : std::nullopt;
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    if (i >= c.numOutputs()) continue;
+    if (q && q->size() == 3 && kvHeads > 0) c.setOutput(i, dt, {(*q)[0], SymExpr(kvHeads), len, head});
+    else c.setOutputDType(i, dt);
+  }
 }
 
 /// EmbedLayerNormalization: output and embedding_sum [B, S, hidden] of the word embedding's type

@@ -81,8 +81,10 @@ def compare(c, what, name, want, got, quantized=False, cosine=None):
     c.check(ok, f"{what}: '{name}' differs, max abs diff {np.abs(got.astype(np.float64) - want).max(initial=0)}")
 
 
-def check_case(c, tmp, what, m, feeds, quantized=(), cosine=None, executors=("ref", "cpu"), numpy_oracle=None):
-    """numpy_oracle: feeds -> outputs, for ops ONNX Runtime implements on CUDA only."""
+def check_case(c, tmp, what, m, feeds, quantized=(), cosine=None, executors=("ref", "cpu"), numpy_oracle=None,
+               data_dims=()):
+    """numpy_oracle: feeds -> outputs, for ops ONNX Runtime implements on CUDA only. data_dims:
+    outputs whose dims may be a fresh symbol (sizes that are input data, not input shapes)."""
     path = os.path.join(tmp, what + ".onnx")
     onnx.save(m, path)
     if numpy_oracle:
@@ -108,7 +110,7 @@ def check_case(c, tmp, what, m, feeds, quantized=(), cosine=None, executors=("re
             # every dim stated: a number equal to ONNX Runtime's, or a symbol of a symbolic input dim
             s = stated.get(n, {}).get("shape")
             ok = s is not None and len(s) == w.ndim and all(
-                d == r if isinstance(d, int) else isinstance(d, str) and d and not d.startswith("unk__")
+                d == r if isinstance(d, int) else isinstance(d, str) and d and (n in data_dims or not d.startswith("unk__"))
                 for d, r in zip(s, w.shape))
             c.check(ok, f"{what}: inspect --shapes states {s} for '{n}', ONNX Runtime computes {list(w.shape)}")
     for ex in executors:
@@ -199,6 +201,35 @@ def transformer_cases(c, tmp):
                model([node("MultiHeadAttention", ["q", "k", "v", "", "", "", "pk", "pv"], ["y", "prk", "prv"], num_heads=N)],
                      {"q": q, "k": k, "v": v, "pk": pk, "pv": pv}, ["y", "prk", "prv"]),
                {"q": q, "k": k, "v": v, "pk": pk, "pv": pv})
+
+
+def gqa_cases(c, tmp):
+    """GroupQueryAttention: a prompt, then a decoding step over its present, packed QKV, rotary."""
+    B, S, N, kvN, H, T = 2, 4, 4, 2, 16, 16  # ORT rotates heads of a multiple of 16 only
+    q, k, v = f32(B, S, N * H), f32(B, S, kvN * H), f32(B, S, kvN * H)
+    seq = lambda n: np.full((B,), n - 1, np.int32)  # noqa: E731
+    tot = lambda n: np.array(n, np.int32)  # noqa: E731
+    gqa = lambda ins, **kw: node("GroupQueryAttention", ins, ["y", "pk", "pv"], num_heads=N, kv_num_heads=kvN, **kw)  # noqa: E731
+    feeds = {"q": q, "k": k, "v": v, "sl": seq(S), "tl": tot(S)}
+    check_case(c, tmp, "GroupQueryAttention_prompt", model([gqa(["q", "k", "v", "", "", "sl", "tl"])], feeds, ["y", "pk", "pv"]),
+               feeds, data_dims={"pk", "pv"})
+    pk, pv = f32(B, kvN, S, H), f32(B, kvN, S, H)
+    q1, k1, v1 = f32(B, 1, N * H), f32(B, 1, kvN * H), f32(B, 1, kvN * H)
+    feeds = {"q": q1, "k": k1, "v": v1, "pk_in": pk, "pv_in": pv, "sl": seq(S + 1), "tl": tot(S + 1)}
+    check_case(c, tmp, "GroupQueryAttention_decode",
+               model([gqa(["q", "k", "v", "pk_in", "pv_in", "sl", "tl"])], feeds, ["y", "pk", "pv"]), feeds, data_dims={"pk", "pv"})
+    qkv = f32(B, S, (N + 2 * kvN) * H)
+    ang = np.arange(T)[:, None] * (1.0 / 10000 ** (np.arange(0, H, 2) / H))[None, :]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    for inter in (0, 1):
+        feeds = {"qkv": qkv, "sl": seq(S), "tl": tot(S)}
+        check_case(c, tmp, f"GroupQueryAttention_packed_rotary{inter}",
+                   model([gqa(["qkv", "", "", "", "", "sl", "tl", "cos", "sin"], do_rotary=1, rotary_interleaved=inter)], feeds,
+                         ["y", "pk", "pv"], [("cos", cos), ("sin", sin)]), feeds, data_dims={"pk", "pv"})
+    feeds = {"q": q1, "k": k1, "v": v1, "pk_in": pk, "pv_in": pv, "sl": seq(S + 1), "tl": tot(S + 1)}
+    check_case(c, tmp, "GroupQueryAttention_decode_rotary_window",
+               model([gqa(["q", "k", "v", "pk_in", "pv_in", "sl", "tl", "cos", "sin"], do_rotary=1, local_window_size=3)], feeds,
+                     ["y", "pk", "pv"], [("cos", cos), ("sin", sin)]), feeds, data_dims={"pk", "pv"})
 
 
 def rotary_cases(c, tmp):
@@ -452,6 +483,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         transformer_cases(c, tmp)
         rotary_cases(c, tmp)
+        gqa_cases(c, tmp)
         fused_cases(c, tmp)
         quantized_cases(c, tmp)
         quantizer_cases(c, tmp)
