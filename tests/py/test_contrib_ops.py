@@ -394,6 +394,10 @@ def quantizer_cases(c, tmp):
     c.check(want <= ops, f"quantize_static wrote {sorted(ops)}, expected at least {sorted(want)}")
     x = f32(1, 3, 12, 12)
     check_case(c, tmp, "cnn_quantize_static", mq, {"x": x}, cosine=0.999)
+    # the same CNN through quantize_dynamic (QOperator): ConvInteger, MatMulInteger and friends
+    qd = os.path.join(tmp, "cnn_qdynamic.onnx")
+    quantize_dynamic(fp, qd)
+    check_case(c, tmp, "cnn_quantize_dynamic", onnx.load(qd), {"x": x}, cosine=0.999)
     # LSTM -> DynamicQuantizeLSTM
     I, Hd = 6, 8
     inits = [numpy_helper.from_array(f32(1, 4 * Hd, I, scale=0.3), "W"), numpy_helper.from_array(f32(1, 4 * Hd, Hd, scale=0.3), "R"),
@@ -432,11 +436,16 @@ def bert_cases(c, tmp):
     ids = rng.integers(0, 100, (2, 6)).astype(np.int64)
     check_case(c, tmp, "bert_optimized", m, {"input_ids": ids})
     quant = os.path.join(tmp, "bert_opt_q.onnx")
+    # (ORT's shape inference cannot type the contrib ops' outputs: the default type stands in)
     quantize_dynamic(fused, quant, extra_options={"DefaultTensorType": TensorProto.FLOAT})
     mq = onnx.load(quant)
     ops = {n.op_type for n in mq.graph.node if n.domain == MS}
     c.check("QAttention" in ops, f"quantize_dynamic wrote: {ops}")
     check_case(c, tmp, "bert_optimized_quantized", mq, {"input_ids": ids}, cosine=0.999)
+    # the unfused model through quantize_dynamic
+    qr = os.path.join(tmp, "bert_q.onnx")
+    quantize_dynamic(raw, qr)
+    check_case(c, tmp, "bert_quantized", onnx.load(qr), {"input_ids": ids}, cosine=0.999)
 
 
 def ort_onnx_extensions(c, tmp):
