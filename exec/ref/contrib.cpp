@@ -1022,6 +1022,85 @@ void groupQueryAttention(KernelContext& ctx) {
   if (ctx.wantsOutput(2)) ctx.setOutput(2, storeAll(qt.dtype(), {B, kvN, L, H}, presV));
 }
 
+/// GemmFastGelu: FastGelu(X @ W + bias).
+void gemmFastGelu(KernelContext& ctx) {
+  requireFloatInput(ctx, 0);
+  Mat y = matmul(ctx, matOf(ctx.tensor(0)), matOf(ctx.tensor(1)));
+  addBiasLastAxis(ctx, y, ctx.hasInput(2) ? &ctx.tensor(2) : nullptr);
+  for (double& d : y.v) d = geluTanh(d);
+  ctx.setOutput(0, storeAll(ctx.tensor(0).dtype(), y.dims, y.v));
+}
+
+/// MatMulInteger16: exact int16/uint16 products summed in int64, stored as int32 (uint32 when
+/// both inputs are uint16).
+void matmulInteger16(KernelContext& ctx) {
+  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(1);
+  Mat y = matmul(ctx, matOf(a), matOf(b));
+  DType dt = a.dtype() == DType::UInt16 && b.dtype() == DType::UInt16 ? DType::UInt32 : DType::Int32;
+  Tensor out = makeTensor(dt, y.dims);
+  for (size_t i = 0; i < y.v.size(); ++i) storeElement(out, static_cast<int64_t>(i), Scalar::ofInt(static_cast<int64_t>(y.v[i])));
+  ctx.setOutput(0, std::move(out));
+}
+
+/// MulInteger: (A - A_zero_point) * (B - B_zero_point), broadcast, int32.
+void mulInteger(KernelContext& ctx) {
+  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(2);
+  double za = ctx.hasInput(1) ? loadDouble(ctx.tensor(1), 0) : 0.0, zb = ctx.hasInput(3) ? loadDouble(ctx.tensor(3), 0) : 0.0;
+  std::vector<int64_t> dims = broadcastShapes(ctx, {a.dims, b.dims});
+  Broadcaster ab(dims, a.dims), bb(dims, b.dims);
+  Tensor out = makeTensor(DType::Int32, dims);
+  for (int64_t i = 0, n = numel(dims); i < n; ++i)
+    mutableData<int32_t>(out)[i] = static_cast<int32_t>((loadDouble(a, ab.offset(i)) - za) * (loadDouble(b, bb.offset(i)) - zb));
+  ctx.setOutput(0, std::move(out));
+}
+
+/// QLinearWhere: condition ? X : Y, each dequantized, requantized with Z's scale and zero point.
+void qlinearWhere(KernelContext& ctx) {
+  const Tensor &cond = ctx.tensor(0), &x = ctx.tensor(1), &y = ctx.tensor(4);
+  std::vector<double> xv = dequantizeScalar(ctx, 1), yv = dequantizeScalar(ctx, 4);
+  std::vector<int64_t> dims = broadcastShapes(ctx, {cond.dims, x.dims, y.dims});
+  Broadcaster cb(dims, cond.dims), xb(dims, x.dims), yb(dims, y.dims);
+  std::vector<double> out(static_cast<size_t>(numel(dims)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto f = static_cast<int64_t>(i);
+    out[i] = loadDouble(cond, cb.offset(f)) != 0 ? xv[static_cast<size_t>(xb.offset(f))] : yv[static_cast<size_t>(yb.offset(f))];
+  }
+  ctx.setOutput(0, requantize(ctx, 7, dims, out, x.dtype()));
+}
+
+/// CDist: pairwise distances of A's rows [M, K] and B's rows [N, K], squared ("sqeuclidean",
+/// the default) or not ("euclidean").
+void cdist(KernelContext& ctx) {
+  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(1);
+  if (a.dims.size() != 2 || b.dims.size() != 2 || a.dims[1] != b.dims[1]) ctx.fail("A and B must be [M, K] and [N, K]");
+  std::string metric = ctx.attrString("metric", "sqeuclidean");
+  if (metric != "sqeuclidean" && metric != "euclidean") unsupported(ctx, fmt::format("metric '{}' is not supported", metric));
+  std::vector<double> av = loadAll(a), bv = loadAll(b), out(static_cast<size_t>(a.dims[0] * b.dims[0]));
+  int64_t K = a.dims[1];
+  for (int64_t i = 0; i < a.dims[0]; ++i)
+    for (int64_t j = 0; j < b.dims[0]; ++j) {
+      double d = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double t = av[static_cast<size_t>(i * K + k)] - bv[static_cast<size_t>(j * K + k)];
+        d += t * t;
+      }
+      out[static_cast<size_t>(i * b.dims[0] + j)] = metric == "euclidean" ? std::sqrt(d) : d;
+    }
+  ctx.setOutput(0, storeAll(a.dtype(), {a.dims[0], b.dims[0]}, out));
+}
+
+/// ExpandDims: X with a 1 inserted at `axis` (an int32 scalar input).
+void expandDims(KernelContext& ctx) {
+  const Tensor& x = ctx.tensor(0);
+  auto rank = static_cast<int64_t>(x.dims.size());
+  auto axis = static_cast<int64_t>(inputScalar(ctx, 1));
+  int64_t a = axis < 0 ? axis + rank + 1 : axis;
+  if (a < 0 || a > rank) ctx.fail(fmt::format("axis {} is out of range for rank {}", axis, rank));
+  std::vector<int64_t> dims = x.dims;
+  dims.insert(dims.begin() + a, 1);
+  ctx.setOutput(0, reshaped(x, std::move(dims)));
+}
+
 /// QLinearAveragePool (NCHW): AveragePool of the dequantized input, requantized.
 void qlinearAveragePool(KernelContext& ctx) {
   if (ctx.attrInt("channels_last", 0)) unsupported(ctx, "channels_last is not supported");
@@ -1066,6 +1145,12 @@ void dynamicQuantizeLstm(KernelContext& ctx) {
 }  // namespace
 
 void registerContribOps() {
+  addRef(kMs, "GemmFastGelu", 1, "ref.ms.gemm_fast_gelu", gemmFastGelu);
+  addRef(kMs, "MatMulInteger16", 1, "ref.ms.matmul_integer16", matmulInteger16);
+  addRef(kMs, "MulInteger", 1, "ref.ms.mul_integer", mulInteger);
+  addRef(kMs, "QLinearWhere", 1, "ref.ms.qlinear_where", qlinearWhere);
+  addRef(kMs, "CDist", 1, "ref.ms.cdist", cdist);
+  addRef(kMs, "ExpandDims", 1, "ref.ms.expand_dims", expandDims);
   addRef(kMs, "GroupQueryAttention", 1, "ref.ms.group_query_attention", groupQueryAttention);
   addRef(kMs, "RotaryEmbedding", 1, "ref.ms.rotary_embedding", rotaryEmbedding);
   addRef(kMs, "QLinearAveragePool", 1, "ref.ms.qlinear_average_pool", qlinearAveragePool);

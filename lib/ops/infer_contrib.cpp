@@ -1,8 +1,10 @@
 // infer_contrib.cpp: shape inference for ONNX Runtime's com.microsoft ops that have no ai.onnx
 // relative in another family file: the transformer fusions (Attention, QAttention,
 // MultiHeadAttention, the LayerNormalization fusions, EmbedLayerNormalization and its quantized
-// form, the Gelu family, BiasAdd, RotaryEmbedding), the element-wise QLinear* ops, QLinearConcat
-// and DynamicQuantizeLSTM. The quantized forms of MatMul/Gemm/Conv/pools are in infer_nn.cpp, the
+// form, the Gelu family, BiasAdd, RotaryEmbedding, GroupQueryAttention), the element-wise
+// QLinear* ops, QLinearConcat, DynamicQuantizeLSTM, and a few more with simple shape rules
+// (QLinearSoftmax, QLinearWhere, MulInteger, BiasSoftmax, BiasDropout, GroupNorm, SkipGroupNorm,
+// Inverse, MurmurHash3, ExpandDims). The quantized forms of MatMul/Gemm/Conv/pools are in infer_nn.cpp, the
 // com.microsoft QuantizeLinear/DequantizeLinear in infer_quantize.cpp. The spec is ONNX Runtime's
 // docs/ContribOperators.md; tests/py/test_contrib_ops.py compares with ONNX Runtime.
 #include <algorithm>
@@ -175,6 +177,50 @@ void qlinearConcat(InferContext& c) {
   c.setOutput(0, dt, *out);
 }
 
+/// Broadcast of the inputs listed, with type `dt`.
+void broadcastOf(InferContext& c, std::initializer_list<size_t> inputs, DType dt) {
+  std::optional<SymShape> out;
+  for (size_t i : inputs) {
+    auto s = c.inputShape(i);
+    if (!s) return c.setOutputDType(0, dt);
+    out = out ? c.broadcast(*out, *s) : *s;
+  }
+  c.setOutput(0, dt, *out);
+}
+void qlinearWhere(InferContext& c) { broadcastOf(c, {0, 1, 4}, c.inputDType(1)); }
+void mulInteger(InferContext& c) { broadcastOf(c, {0, 2}, DType::Int32); }
+
+/// BiasDropout: output like data, mask bool of its shape. SkipGroupNorm: Y and S like X.
+void likeInput0(InferContext& c, size_t out, DType dt) {
+  if (out >= c.numOutputs()) return;
+  if (auto x = c.inputShape(0)) c.setOutput(out, dt, *x);
+  else c.setOutputDType(out, dt);
+}
+void biasDropout(InferContext& c) {
+  likeInput0(c, 0, c.inputDType(0));
+  likeInput0(c, 1, DType::Bool);
+}
+void skipGroupNorm(InferContext& c) {
+  likeInput0(c, 0, c.inputDType(0));
+  likeInput0(c, 1, c.inputDType(0));
+}
+
+/// MurmurHash3: X's shape; uint32 when `positive`, else int32.
+void murmurHash3(InferContext& c) { likeInput0(c, 0, c.attrInt("positive", 1) ? DType::UInt32 : DType::Int32); }
+
+/// ExpandDims: X with a 1 inserted at the (constant) axis input.
+void expandDims(InferContext& c) {
+  auto x = c.inputShape(0);
+  auto axis = c.inputInts(1);
+  if (!x || !axis || axis->size() != 1) return c.setOutputDType(0, c.inputDType(0));
+  auto rank = static_cast<int64_t>(x->size());
+  int64_t a = (*axis)[0] < 0 ? (*axis)[0] + rank + 1 : (*axis)[0];
+  if (a < 0 || a > rank) c.fail(fmt::format("axis {} is out of range for rank {}", (*axis)[0], rank));
+  SymShape out = *x;
+  out.insert(out.begin() + a, SymExpr(1));
+  c.setOutput(0, c.inputDType(0), out);
+}
+
 /// DynamicQuantizeLSTM: X [S, B, I], W [D, I, 4H]; Y [S, D, B, H], Y_h and Y_c [D, B, H], float.
 void dynamicQuantizeLstm(InferContext& c) {
   auto x = c.inputShape(0), w = c.inputShape(1);
@@ -199,8 +245,15 @@ void dynamicQuantizeLstm(InferContext& c) {
 void registerInferContrib(InferRegistry& r) {
   const std::string_view ms = "com.microsoft";
   for (std::string_view op : {"Gelu", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd", "RotaryEmbedding",
-                              "QLinearSigmoid", "QLinearLeakyRelu"})
+                              "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax", "BiasSoftmax", "Inverse",
+                              "GroupNorm"})
     r.add({ms, op, 1, sameAsInput0});
+  r.add({ms, "QLinearWhere", 1, qlinearWhere});
+  r.add({ms, "MulInteger", 1, mulInteger});
+  r.add({ms, "BiasDropout", 1, biasDropout});
+  r.add({ms, "SkipGroupNorm", 1, skipGroupNorm});
+  r.add({ms, "MurmurHash3", 1, murmurHash3});
+  r.add({ms, "ExpandDims", 1, expandDims});
   r.add({ms, "SkipLayerNormalization", 1, skipLayerNorm});
   r.add({ms, "SkipSimplifiedLayerNormalization", 1, skipLayerNorm});
   r.add({ms, "Attention", 1, attention});

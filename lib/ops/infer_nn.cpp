@@ -2,8 +2,9 @@
 // their integer/quantized/deformable forms, MaxPool/AveragePool/LpPool, Global*Pool, MaxUnpool,
 // RoI pooling, normalizations, Reduce* and ArgMax/ArgMin, losses, Resize/Upsample, GridSample,
 // AffineGrid, Col2Im and NonMaxSuppression; and ONNX Runtime's com.microsoft forms of these
-// (FusedConv, FusedGemm, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat, MatMulNBits,
-// QLinearAveragePool, QLinearGlobalAveragePool).
+// (FusedConv, FusedGemm, FusedMatMul, QGemm, QLinearConv, DynamicQuantizeMatMul,
+// MatMulIntegerToFloat, MatMulInteger16, MatMulNBits, GemmFastGelu, CDist, QLinearAveragePool,
+// QLinearGlobalAveragePool).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -39,6 +40,20 @@ void matmulOf(InferContext& c, size_t ia, size_t ib, DType dt) {
 
 void matmul(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(0)); }
 void dynamicQuantizeMatmul(InferContext& c) { matmulOf(c, 0, 1, DType::Float); }
+void gemmFastGelu(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(0)); }
+/// com.microsoft MatMulInteger16: int32 unless both inputs are uint16.
+void matmulInteger16(InferContext& c) {
+  matmulOf(c, 0, 1, c.inputDType(0) == DType::UInt16 && c.inputDType(1) == DType::UInt16 ? DType::UInt32 : DType::Int32);
+}
+
+/// com.microsoft CDist: A [M, K] and B [N, K] give [M, N].
+void cdist(InferContext& c) {
+  auto a = c.inputShape(0), b = c.inputShape(1);
+  if (!a || !b) return c.setOutputDType(0, c.inputDType(0));
+  if (a->size() != 2 || b->size() != 2) c.fail("A and B must have rank 2");
+  requireEqual(c, (*a)[1], (*b)[1], "A and B have different column counts");
+  c.setOutput(0, c.inputDType(0), {(*a)[0], (*b)[0]});
+}
 void matmulIntegerToFloat(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(2)); }
 
 /// com.microsoft FusedMatMul: MatMul of A and B with their last two axes swapped by transA/transB
@@ -586,6 +601,9 @@ void registerInferNn(InferRegistry& r) {
   r.add({ms, "QGemm", 1, qgemm});
   r.add({ms, "DynamicQuantizeMatMul", 1, dynamicQuantizeMatmul});
   r.add({ms, "MatMulIntegerToFloat", 1, matmulIntegerToFloat});
+  r.add({ms, "MatMulInteger16", 1, matmulInteger16});
+  r.add({ms, "GemmFastGelu", 1, gemmFastGelu});
+  r.add({ms, "CDist", 1, cdist});
   r.add({ms, "MatMulNBits", 1, matmulNBits});
   r.add({ms, "QLinearAveragePool", 1, qlinearAveragePool});
   r.add({ms, "QLinearGlobalAveragePool", 1, qlinearGlobalAveragePool});

@@ -468,6 +468,46 @@ def ort_onnx_extensions(c, tmp):
     c.check(r.returncode == 1 and "ONNX Runtime's extension" in r.stdout + r.stderr, f"check --strict refuses it: {r.returncode} {r.stdout}")
 
 
+def more_cases(c, tmp):
+    """Contrib ops outside the tools' output with simple rules: kernels and shapes; shapes only
+    (executors=()) for those without a kernel."""
+    x, w, b = f32(2, 3, 8), f32(8, 5), f32(5)
+    def fast_gelu(f):  # ONNX Runtime implements GemmFastGelu on GPUs only
+        t = f["x"].astype(np.float64) @ w + b
+        return [(0.5 * t * (1 + np.tanh(0.7978845608028654 * (t + 0.044715 * t ** 3)))).astype(np.float32)]
+    check_case(c, tmp, "GemmFastGelu", model([node("GemmFastGelu", ["x", "w", "b"], ["y"])], {"x": x}, ["y"], [("w", w), ("b", b)]),
+               {"x": x}, numpy_oracle=fast_gelu)
+    a16, b16 = rng.integers(-3000, 3000, (3, 4)).astype(np.int16), rng.integers(-3000, 3000, (4, 2)).astype(np.int16)
+    check_case(c, tmp, "MatMulInteger16", model([node("MatMulInteger16", ["a", "b"], ["y"])], {"a": a16, "b": b16}, ["y"]),
+               {"a": a16, "b": b16})
+    ai, bi = u8(2, 3), u8(3)
+    check_case(c, tmp, "MulInteger", model([node("MulInteger", ["a", "za", "b", "zb"], ["y"])], {"a": ai, "b": bi}, ["y"],
+                                           [("za", np.array(100, np.uint8)), ("zb", np.array(7, np.uint8))]), {"a": ai, "b": bi},
+               numpy_oracle=lambda f: [((f["a"].astype(np.int32) - 100) * (f["b"].astype(np.int32) - 7)).astype(np.int32)])
+    cond = rng.random((2, 1, 4)) > 0.5
+    xq, yq = u8(3, 4), u8(2, 3, 1)
+    sc = lambda v: np.array(v, np.float32)  # noqa: E731
+    check_case(c, tmp, "QLinearWhere",
+               model([node("QLinearWhere", ["c", "x", "sx", "zx", "y", "sy", "zy", "sz", "zz"], ["z"])], {"c": cond, "x": xq, "y": yq},
+                     ["z"], [("sx", sc(0.05)), ("zx", np.array(120, np.uint8)), ("sy", sc(0.1)), ("zy", np.array(3, np.uint8)),
+                             ("sz", sc(0.2)), ("zz", np.array(128, np.uint8))]), {"c": cond, "x": xq, "y": yq}, quantized={"z"})
+    A, Bm = f32(4, 3), f32(5, 3)
+    for metric in ("sqeuclidean", "euclidean"):
+        check_case(c, tmp, f"CDist_{metric}", model([node("CDist", ["a", "b"], ["y"], metric=metric)], {"a": A, "b": Bm}, ["y"]),
+                   {"a": A, "b": Bm})
+    check_case(c, tmp, "ExpandDims", model([node("ExpandDims", ["x", "ax"], ["y"])], {"x": x}, ["y"], [("ax", np.array(-1, np.int32))]),
+               {"x": x})
+    xs = u8(2, 3, 5)
+    check_case(c, tmp, "QLinearSoftmax",
+               model([node("QLinearSoftmax", ["x", "s", "z", "so", "zo"], ["y"], axis=-1, opset=13)], {"x": xs}, ["y"],
+                     [("s", sc(0.05)), ("z", np.array(120, np.uint8)), ("so", sc(1 / 256)), ("zo", np.array(0, np.uint8))]),
+               {"x": xs}, executors=())
+    xi = f32(2, 4, 4)
+    check_case(c, tmp, "Inverse", model([node("Inverse", ["x"], ["y"])], {"x": xi}, ["y"]), {"x": xi}, executors=())
+    xm = rng.integers(0, 1000, (3, 4)).astype(np.int32)
+    check_case(c, tmp, "MurmurHash3", model([node("MurmurHash3", ["x"], ["y"], positive=0)], {"x": xm}, ["y"]), {"x": xm}, executors=())
+
+
 def unknown_domain(c, tmp):
     m = model([helper.make_node("Thing", ["x"], ["y"], domain="com.example")], {"x": f32(2)}, [])
     m.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]))
@@ -498,6 +538,7 @@ def main():
         quantizer_cases(c, tmp)
         bert_cases(c, tmp)
         ort_onnx_extensions(c, tmp)
+        more_cases(c, tmp)
         unknown_domain(c, tmp)
     c.finish()
 
