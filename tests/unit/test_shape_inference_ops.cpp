@@ -94,29 +94,6 @@ TEST_CASE("every schema version of every domain has an inference function", "[sh
   CHECK(missing.empty());
 }
 
-// One op in one place: an inference function or kernel registered for an (domain, op) the
-// schema registry lacks, or from a version it does not have, would never be found as meant (a
-// misspelt op or the wrong domain: com.microsoft's Attention is not ai.onnx's). Version 1 is the
-// registration convention for "every version".
-TEST_CASE("inference functions and kernels register schema versions of the registry", "[shape][registry]") {
-  registerShapeInference();
-  registerRefKernels();
-  auto hasVersion = [](std::string_view domain, std::string_view op, int since) {
-    for (const OpSchema& s : schemaVersions(domain, op))
-      if (s.sinceVersion == since || since == 1) return true;
-    return false;
-  };
-  std::vector<std::string> stray;
-  for (const InferFnDef& d : InferRegistry::instance().all())
-    if (!hasVersion(d.domain, d.opType, d.sinceVersion))
-      stray.push_back(fmt::format("inference {}:{}-{}", d.domain, d.opType, d.sinceVersion));
-  for (const KernelDef& k : KernelRegistry::instance().all())
-    if (!hasVersion(k.domain, k.opType, k.sinceVersion))
-      stray.push_back(fmt::format("kernel {} {}:{}-{}", k.name, k.domain, k.opType, k.sinceVersion));
-  INFO(fmt::format("{} registered for versions the registry lacks: {}", stray.size(), fmt::join(stray, "\n")));
-  CHECK(stray.empty());
-}
-
 TEST_CASE("provably non-negative symbolic expressions", "[shape][symbolic]") {
   SymExpr past = SymExpr::symbol("past"), seq = SymExpr::symbol("seq");
   CHECK((past + seq - past).provablyNonNegative());
