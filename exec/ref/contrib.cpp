@@ -655,6 +655,9 @@ void multiHeadAttention(KernelContext& ctx) {
   int64_t T = P + L;
   const Tensor* mask = ctx.hasInput(4) ? &ctx.tensor(4) : nullptr;
   std::vector<double> maskValues = mask ? loadAll(*mask) : std::vector<double>{};
+  // unidirectional: query s sees the past and keys up to s (ONNX Runtime's mask for key lengths
+  // other than the query's is not what this gives, so those are refused)
+  if (ctx.attrInt("unidirectional", 0) && L != S) unsupported(ctx, "unidirectional with a key length other than the query's is not supported");
   WithAttentionBias bias{keyMask(ctx, mask, B, S, T, P, &maskValues), nullptr, {}};
   std::vector<double> biasValues;
   if (ctx.hasInput(5)) {

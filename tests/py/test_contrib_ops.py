@@ -146,6 +146,11 @@ def transformer_cases(c, tmp):
     check_case(c, tmp, "SkipLayerNormalization_min",
                model([node("SkipLayerNormalization", ["x", "skip", "g"], ["y"])], {"x": x, "skip": skip}, ["y"], [("g", gamma)]),
                {"x": x, "skip": skip})
+    for shape in ((1, S, H), (S, H)):  # a skip broadcast over the batch
+        sk = f32(*shape)
+        check_case(c, tmp, f"SkipLayerNormalization_skip{len(shape)}d",
+                   model([node("SkipLayerNormalization", ["x", "skip", "g", "be"], ["y"])], {"x": x, "skip": sk}, ["y"],
+                         [("g", gamma), ("be", beta)]), {"x": x, "skip": sk})
     check_case(c, tmp, "SkipSimplifiedLayerNormalization",
                model([node("SkipSimplifiedLayerNormalization", ["x", "skip", "g", "bi"], ["y", "", "inv", "sum"], epsilon=1e-6)],
                      {"x": x, "skip": skip}, ["y", "inv", "sum"], [("g", gamma), ("bi", bias)]),
@@ -179,6 +184,13 @@ def transformer_cases(c, tmp):
     m1 = np.array([3, 5], np.int32)
     check_case(c, tmp, "Attention_mask1d", model([att(["x", "w", "b", "m"], ["y"])], {"x": x, "m": m1}, ["y"], [("w", w), ("b", bqkv)]),
                {"x": x, "m": m1})
+    m1s = np.array([4, 5, 1, 0], np.int32)  # end and start positions
+    check_case(c, tmp, "Attention_mask1d_start", model([att(["x", "w", "b", "m"], ["y"])], {"x": x, "m": m1s}, ["y"],
+                                                         [("w", w), ("b", bqkv)]), {"x": x, "m": m1s})
+    m3 = (rng.random((B, S, S)) > 0.3).astype(np.int32)
+    m3[:, :, 0] = 1
+    check_case(c, tmp, "Attention_mask3d", model([att(["x", "w", "b", "m"], ["y"])], {"x": x, "m": m3}, ["y"], [("w", w), ("b", bqkv)]),
+               {"x": x, "m": m3})
     past = f32(2, B, N, 3, H // N)
     check_case(c, tmp, "Attention_past_causal",
                model([att(["x", "w", "b", "", "past"], ["y", "present"], unidirectional=1)], {"x": x, "past": past},
@@ -196,6 +208,21 @@ def transformer_cases(c, tmp):
     check_case(c, tmp, "MultiHeadAttention",
                model([node("MultiHeadAttention", ["q", "k", "v", "bias", "kpm"], ["y"], num_heads=N)],
                      {"q": q, "k": k, "v": v, "kpm": kpm}, ["y"], [("bias", f32(3 * H))]), {"q": q, "k": k, "v": v, "kpm": kpm})
+    abm = f32(B, 1, S, L)
+    check_case(c, tmp, "MultiHeadAttention_bias",
+               model([node("MultiHeadAttention", ["q", "k", "v", "", "", "ab"], ["y"], num_heads=N, scale=0.5)],
+                     {"q": q, "k": k, "v": v, "ab": abm}, ["y"]), {"q": q, "k": k, "v": v, "ab": abm})
+    ks, vs, abs_ = f32(B, S, H), f32(B, S, H), f32(B, 1, S, S)
+    feeds = {"q": q, "k": ks, "v": vs, "ab": abs_}
+    check_case(c, tmp, "MultiHeadAttention_bias_causal",
+               model([node("MultiHeadAttention", ["q", "k", "v", "", "", "ab"], ["y"], num_heads=N, unidirectional=1, scale=0.5)],
+                     feeds, ["y"]), feeds)
+    # causal cross attention (key length != query length): refused, exit 3
+    p = os.path.join(tmp, "mha_causal_cross.onnx")
+    onnx.save(model([node("MultiHeadAttention", ["q", "k", "v"], ["y"], num_heads=N, unidirectional=1)], {"q": q, "k": k, "v": v},
+                    []), p)
+    r = run(["run", p, "--random", "--executor", "ref"])
+    c.check(r.returncode == 3 and "unidirectional" in r.stderr, f"causal cross attention is refused: {r.returncode} {r.stderr}")
     pk, pv = f32(B, N, 2, H // N), f32(B, N, 2, H // N)
     check_case(c, tmp, "MultiHeadAttention_past",
                model([node("MultiHeadAttention", ["q", "k", "v", "", "", "", "pk", "pv"], ["y", "prk", "prv"], num_heads=N)],
