@@ -543,6 +543,12 @@ class Checker {
               &n);
         return;
       }
+      if (s->ortExtension)
+        warning(where,
+                fmt::format("op '{}' in opset {} of domain {} is ONNX Runtime's extension (version {}), not in the ONNX "
+                            "spec, expected a standard op (ONNX Runtime runs it, onnx.checker rejects it)",
+                            n.opType, version, domainName(domain), s->sinceVersion),
+                &n, "ort-extension-op");
       checkAgainstSchema(n, *s, where);
       return;
     }
@@ -552,7 +558,8 @@ class Checker {
     }
     warning(where,
             fmt::format("unverifiable: unknown domain '{}', expected a domain of the ONNX spec (ai.onnx, ai.onnx.ml, "
-                        "ai.onnx.preview, ai.onnx.preview.training) or a model-local function (not checked against a schema)",
+                        "ai.onnx.preview, ai.onnx.preview.training), ONNX Runtime's com.microsoft[.nchwc] or a "
+                        "model-local function (not checked against a schema)",
                         domain),
             &n, "unverifiable-domain");
   }

@@ -28,7 +28,7 @@ struct Diagnostic {
   /// Stable category for scripts (`check --json`), listed in onnxtool-check(1): "spec" (the model
   /// breaks a rule of the ONNX spec), "load" (the file or its external data), "inference",
   /// "declared-type-mismatch", "declared-shape-mismatch" (a warning), "unverifiable-domain",
-  /// "unverifiable-experimental-op", "duplicate-opset-import", "inference-incomplete".
+  /// "unverifiable-experimental-op", "ort-extension-op", "duplicate-opset-import", "inference-incomplete".
   std::string code = "spec";
 };
 

@@ -138,6 +138,7 @@ void registerShapeInference() {
     registerInferAttentionRnn(r);
     registerInferStringsRandomSignal(r);
     registerInferMl(r);
+    registerInferContrib(r);
   });
 }
 

@@ -204,5 +204,6 @@ void registerInferSequence(InferRegistry& r);
 void registerInferAttentionRnn(InferRegistry& r);
 void registerInferStringsRandomSignal(InferRegistry& r);
 void registerInferMl(InferRegistry& r);
+void registerInferContrib(InferRegistry& r);  // com.microsoft ops of infer_contrib.cpp
 
 }  // namespace onnxtool

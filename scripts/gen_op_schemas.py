@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Generates the operator schema registry data from the installed `onnx` package.
+"""Generates the operator schema registry data from the installed `onnx` and `onnxruntime` packages.
 
 Reads `onnx.defs.get_all_schemas_with_history()` for the domains "" (ai.onnx), "ai.onnx.ml",
-"ai.onnx.preview" and "ai.onnx.preview.training" and writes, deterministically (sorted by
-domain, op name, since_version):
+"ai.onnx.preview" and "ai.onnx.preview.training", and ONNX Runtime's contrib operator schemas
+(`onnxruntime.capi.onnxruntime_pybind11_state.get_all_operator_schema()`) for the domains
+"com.microsoft" and "com.microsoft.nchwc", and writes, deterministically (sorted by domain, op
+name, since_version):
 
   lib/ops/schemas.inc  the schema table (C++ data, included once by lib/ops/registry.cpp)
   lib/ops/ops.def      the X-macro list of ops, one `ONNXTOOL_OP("domain", OpName)` per line
 
+Two ops of ai.onnx that ONNX Runtime defines and the ONNX spec does not are kept too, marked
+`ortExtension`: SimplifiedLayerNormalization (which ORT's transformer optimizer writes for RMS
+norms) and LayerNormalization version 1 (which it writes into models of opset < 17).
+Ops are keyed by (domain, name): ONNX Runtime reuses ai.onnx names (Attention, Gelu, ...) in
+com.microsoft. ONNX Runtime's Python binding does not expose min_arity nor function bodies: its
+variadic parameters get onnx's default min_arity 1 and its schemas no function flags.
 Doc strings are not kept. Default attribute values are stored exactly: FLOAT/INT/STRING and
 their list forms as typed literals (floats with %.9g, which round-trips float32, and exact bit
 patterns for NaN), every other kind as the serialized AttributeProto bytes.
@@ -24,8 +32,15 @@ import sys
 
 import onnx
 import onnx.defs
+import onnxruntime
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_c
 
-DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
+ONNX_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
+# ONNX Runtime's contrib domains: every op there is at since_version 1 and the domains' opset is 1.
+ORT_DOMAINS = ("com.microsoft", "com.microsoft.nchwc")
+DOMAINS = ONNX_DOMAINS + ORT_DOMAINS
+# ONNX Runtime's own ops in ai.onnx (not in the ONNX spec) that its tools write.
+ORT_ONNX_EXTENSIONS = ("SimplifiedLayerNormalization", "LayerNormalization")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNBOUNDED = 2147483647  # onnx's max_input/max_output for "no limit"
 
@@ -151,8 +166,54 @@ def wrap(items, indent="    ", width=100):
     return "\n".join(lines)
 
 
+class _OrtParam:
+    """An ONNX Runtime FormalParameter with onnx.defs' attribute names."""
+
+    def __init__(self, p):
+        self.name, self.type_str, self.option = p.name, p.typeStr, int(p.option)
+        self.is_homogeneous, self.min_arity = bool(p.isHomogeneous), 1
+
+
+class _OrtAttr:
+    def __init__(self, a):
+        self.name, self.type, self.required = a.name, int(a.type), bool(a.required)
+        self.default_value = onnx.AttributeProto()
+        self.default_value.ParseFromString(a._default_value)  # b"" when there is no default
+
+
+class _OrtConstraint:
+    def __init__(self, c):
+        self.type_param_str, self.allowed_type_strs = c.type_param_str, list(c.allowed_type_strs)
+
+
+class OrtSchema:
+    """An ONNX Runtime contrib OpSchema seen through onnx.defs.OpSchema's attribute names."""
+
+    def __init__(self, s):
+        self.domain, self.name, self.since_version = s.domain, s.name, s.since_version
+        self.deprecated = bool(s.deprecated)
+        self.inputs = [_OrtParam(p) for p in s.inputs]
+        self.outputs = [_OrtParam(p) for p in s.outputs]
+        self.attributes = {k: _OrtAttr(a) for k, a in s.attributes.items()}
+        self.type_constraints = [_OrtConstraint(c) for c in s.type_constraints]
+        self.min_input, self.max_input = s.min_input, s.max_input
+        self.min_output, self.max_output = s.min_output, s.max_output
+        self.has_function = self.has_context_dependent_function = False
+        self.ort_extension = s.domain == ""
+
+
+def ort_schemas():
+    """ONNX Runtime's schemas of ORT_DOMAINS, and its ai.onnx extensions (ORT_ONNX_EXTENSIONS
+    versions that onnx.defs lacks)."""
+    onnx_keys = {(s.domain, s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history()}
+    return [OrtSchema(s) for s in ort_c.get_all_operator_schema()
+            if s.domain in ORT_DOMAINS or (s.domain == "" and s.name in ORT_ONNX_EXTENSIONS
+                                           and ("", s.name, s.since_version) not in onnx_keys)]
+
+
 def load_schemas():
-    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in DOMAINS]
+    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in ONNX_DOMAINS]
+    schemas += ort_schemas()
     schemas.sort(key=lambda s: (s.domain, s.name, s.since_version))
     keys = [(s.domain, s.name, s.since_version) for s in schemas]
     if len(set(keys)) != len(keys):
@@ -164,6 +225,7 @@ def domain_versions(schemas):
     """(domain, min opset, max opset) for each domain we keep."""
     # onnx's own opset range of each domain (the newest may exceed every since_version in it).
     newest = {domain: hi for domain, (_, hi) in onnx.defs.C.schema_version_map().items()}
+    newest.update({domain: 1 for domain in ORT_DOMAINS})
     out = []
     for domain in DOMAINS:
         since = [s.since_version for s in schemas if s.domain == domain]
@@ -199,9 +261,10 @@ def generate_inc(schemas):
 
     out = []
     w = out.append
-    w("// schemas.inc: ONNX operator schemas as data, domains \"\" (ai.onnx), \"ai.onnx.ml\",")
-    w("// \"ai.onnx.preview\" and \"ai.onnx.preview.training\".")
-    w("// Generated by scripts/gen_op_schemas.py from onnx %s, do not edit." % onnx.__version__)
+    w("// schemas.inc: operator schemas as data, domains \"\" (ai.onnx), \"ai.onnx.ml\", \"ai.onnx.preview\",")
+    w("// \"ai.onnx.preview.training\" (from onnx) and \"com.microsoft\", \"com.microsoft.nchwc\" (ONNX Runtime's")
+    w("// contrib ops). Generated by scripts/gen_op_schemas.py from onnx %s and onnxruntime %s, do not edit."
+      % (onnx.__version__, onnxruntime.__version__))
     w("// Included once, by lib/ops/registry.cpp, after the types it names (lib/ops/op_schema.h and")
     w("// registry.cpp's DomainVersions). Sorted by (domain, name, sinceVersion); lists are slices of")
     w("// the shared pools below.")
@@ -209,6 +272,7 @@ def generate_inc(schemas):
     w("namespace onnxtool::schema_data {")
     w("")
     w("inline constexpr std::string_view kOnnxVersion = %s;" % sv(onnx.__version__))
+    w("inline constexpr std::string_view kOrtVersion = %s;" % sv(onnxruntime.__version__))
     w("")
     w("inline constexpr DomainVersions kDomains[] = {")
     for domain, lo, hi in domain_versions(schemas):
@@ -251,14 +315,15 @@ def generate_inc(schemas):
     w("}};")
     w("")
     w("// {domain, name, sinceVersion, deprecated, inputs, outputs, attributes, typeConstraints,")
-    w("//  minInputs, maxInputs, minOutputs, maxOutputs, hasFunction, hasContextDependentFunction}")
+    w("//  minInputs, maxInputs, minOutputs, maxOutputs, hasFunction, hasContextDependentFunction,")
+    w("//  ortExtension}")
     w("inline constexpr std::array<OpSchema, %d> kSchemas = {{" % len(rows))
     for s, ins, outs, attrs, tcs in rows:
-        w("    {%s, %s, %d, %s, %s, %s, %s, %s, %d, %d, %d, %d, %s, %s}," % (
+        w("    {%s, %s, %d, %s, %s, %s, %s, %s, %d, %d, %d, %d, %s, %s, %s}," % (
             sv(s.domain), sv(s.name), s.since_version, flag(s.deprecated),
             span("kParams", ins), span("kParams", outs), span("kAttrs", attrs), span("kConstraints", tcs),
             s.min_input, s.max_input, s.min_output, s.max_output,
-            flag(s.has_function), flag(s.has_context_dependent_function)))
+            flag(s.has_function), flag(s.has_context_dependent_function), flag(getattr(s, "ort_extension", False))))
     w("}};")
     w("")
     w("}  // namespace onnxtool::schema_data")
@@ -267,19 +332,18 @@ def generate_inc(schemas):
 
 def generate_def(schemas):
     ops = sorted({(s.domain, s.name) for s in schemas})
-    names = [name for _, name in ops]
-    if len(set(names)) != len(names):
-        raise AssertionError("an op name is used in two domains; ops.def names ops by bare identifier")
-    for name in names:
+    for _, name in ops:
         if not name.isidentifier() or name in CXX_KEYWORDS:
             raise AssertionError("op name %r is not usable as a C++ identifier" % name)
     out = [
-        "// ops.def: every ONNX operator in the schema registry, one line per (domain, op); X-macro list.",
-        "// Generated by scripts/gen_op_schemas.py from onnx %s, do not edit." % onnx.__version__,
+        "// ops.def: every operator in the schema registry, one line per (domain, op); X-macro list.",
+        "// Generated by scripts/gen_op_schemas.py from onnx %s and onnxruntime %s, do not edit."
+        % (onnx.__version__, onnxruntime.__version__),
         "//",
         "// Define ONNXTOOL_OP(domain, name) before including: `domain` is a string literal (\"\" is",
-        "// ai.onnx), `name` the op type as a bare identifier (#name gives the string). Op names are unique",
-        "// across domains (the generator checks), so `name` alone can name an enumerator.",
+        "// ai.onnx), `name` the op type as a bare identifier (#name gives the string). An op is the pair",
+        "// (domain, name): one name can be in two domains (Gelu is in ai.onnx and com.microsoft), so",
+        "// anything keyed by ops (enumerators, tables) must take the domain too.",
         "// The macro is #undef'd at the end.",
         "",
         "#ifndef ONNXTOOL_OP",
@@ -312,7 +376,8 @@ def main(argv):
                 f.write(text)
     n_ops = len({(s.domain, s.name) for s in schemas})
     verb = "out of date" if args.check else "written"
-    print("%d schemas, %d ops from onnx %s; %s: %s" % (len(schemas), n_ops, onnx.__version__, verb,
+    print("%d schemas, %d ops from onnx %s and onnxruntime %s; %s: %s" % (
+        len(schemas), n_ops, onnx.__version__, onnxruntime.__version__, verb,
                                                         ", ".join(stale) if stale else "none"),
           file=sys.stderr)
     return 1 if args.check and stale else 0

@@ -164,6 +164,7 @@ void registerRefKernels() {
     ref::registerMlOps();
     ref::registerPreviewOps();
     ref::registerImageDecoder();
+    ref::registerContribOps();
   });
 }
 

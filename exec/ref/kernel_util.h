@@ -158,5 +158,6 @@ void registerConvRnnOps();
 void registerMlOps();
 void registerPreviewOps();
 void registerImageDecoder();
+void registerContribOps();  // com.microsoft (contrib.cpp)
 
 }  // namespace onnxtool::ref

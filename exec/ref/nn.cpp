@@ -671,6 +671,32 @@ void rmsNorm(KernelContext& ctx) {
   ctx.setOutput(0, fromDoubles(ctx, x.dtype(), x.dims, xv));
 }
 
+/// SimplifiedLayerNormalization (ONNX Runtime's ai.onnx extension): RMSNormalization over the
+/// axes from `axis` on, with the per-row 1/rms as the optional output 1 (of the stash type).
+void simplifiedLayerNorm(KernelContext& ctx) {
+  const Tensor& x = ctx.tensor(0);
+  requireFloat(ctx, x);
+  auto rank = static_cast<int64_t>(x.dims.size());
+  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank);
+  int64_t rows = dimProduct(x.dims, 0, static_cast<size_t>(axis)), cols = dimProduct(x.dims, static_cast<size_t>(axis), x.dims.size());
+  double eps = ctx.attrFloat("epsilon", 1e-5f);
+  std::vector<double> xv = toDoubles(ctx, x), invs;
+  for (int64_t r = 0; r < rows; ++r) {
+    double* p = xv.data() + r * cols;
+    double sq = 0;
+    for (int64_t i = 0; i < cols; ++i) sq += p[i] * p[i];
+    double inv = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+    for (int64_t i = 0; i < cols; ++i) p[i] *= inv;
+    invs.push_back(inv);
+  }
+  scaleShift(ctx, xv, x.dims, 1, -1);
+  ctx.setOutput(0, fromDoubles(ctx, x.dtype(), x.dims, xv));
+  std::vector<int64_t> statDims(x.dims.begin(), x.dims.begin() + axis);
+  statDims.resize(x.dims.size(), 1);
+  if (ctx.wantsOutput(1))
+    ctx.setOutput(1, fromDoubles(ctx, ctx.attrInt("stash_type", 1) == 1 ? DType::Float : x.dtype(), statDims, invs));
+}
+
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.tensor(0);
   requireFloat(ctx, x);
@@ -1152,7 +1178,8 @@ void registerNnOps() {
   addRef("", "Det", 11, "ref.det", det);
   addRef("", "BatchNormalization", 1, "ref.batch_normalization", batchNorm);
   addRef("", "InstanceNormalization", 1, "ref.instance_normalization", instanceNorm);
-  addRef("", "LayerNormalization", 17, "ref.layer_normalization", layerNorm);
+  addRef("", "LayerNormalization", 1, "ref.layer_normalization", layerNorm);  // 1: ONNX Runtime's extension
+  addRef("", "SimplifiedLayerNormalization", 1, "ref.simplified_layer_normalization", simplifiedLayerNorm);
   addRef("", "GroupNormalization", 18, "ref.group_normalization.per_group", groupNorm<false>);
   addRef("", "GroupNormalization", 21, "ref.group_normalization", groupNorm<true>);
   addRef("", "RMSNormalization", 23, "ref.rms_normalization", rmsNorm);

@@ -1,7 +1,10 @@
 // infer_nn.cpp: shape inference for neural-network ops: MatMul, Gemm, Conv, ConvTranspose and
 // their integer/quantized/deformable forms, MaxPool/AveragePool/LpPool, Global*Pool, MaxUnpool,
 // RoI pooling, normalizations, Reduce* and ArgMax/ArgMin, losses, Resize/Upsample, GridSample,
-// AffineGrid, Col2Im and NonMaxSuppression.
+// AffineGrid, Col2Im and NonMaxSuppression; and ONNX Runtime's com.microsoft forms of these
+// (FusedConv, FusedGemm, FusedMatMul, QGemm, QLinearConv, DynamicQuantizeMatMul,
+// MatMulIntegerToFloat, MatMulInteger16, MatMulNBits, GemmFastGelu, CDist, QLinearAveragePool,
+// QLinearGlobalAveragePool).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -36,6 +39,50 @@ void matmulOf(InferContext& c, size_t ia, size_t ib, DType dt) {
 }
 
 void matmul(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(0)); }
+void dynamicQuantizeMatmul(InferContext& c) { matmulOf(c, 0, 1, DType::Float); }
+void gemmFastGelu(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(0)); }
+/// com.microsoft MatMulInteger16: int32 unless both inputs are uint16.
+void matmulInteger16(InferContext& c) {
+  matmulOf(c, 0, 1, c.inputDType(0) == DType::UInt16 && c.inputDType(1) == DType::UInt16 ? DType::UInt32 : DType::Int32);
+}
+
+/// com.microsoft CDist: A [M, K] and B [N, K] give [M, N].
+void cdist(InferContext& c) {
+  auto a = c.inputShape(0), b = c.inputShape(1);
+  if (!a || !b) return c.setOutputDType(0, c.inputDType(0));
+  if (a->size() != 2 || b->size() != 2) c.fail("A and B must have rank 2");
+  requireEqual(c, (*a)[1], (*b)[1], "A and B have different column counts");
+  c.setOutput(0, c.inputDType(0), {(*a)[0], (*b)[0]});
+}
+void matmulIntegerToFloat(InferContext& c) { matmulOf(c, 0, 1, c.inputDType(2)); }
+
+/// com.microsoft FusedMatMul: MatMul of A and B with their last two axes swapped by transA/transB
+/// (transBatchA/B, which move the batch axes, leave the shape unknown).
+void fusedMatmul(InferContext& c) {
+  auto a = c.inputShape(0), b = c.inputShape(1);
+  DType dt = c.inputDType(0);
+  if (!a || !b || c.attrInt("transBatchA", 0) || c.attrInt("transBatchB", 0)) return c.setOutputDType(0, dt);
+  if (a->empty() || b->empty()) c.fail("inputs must have rank >= 1");
+  SymShape x = *a, y = *b;
+  if (x.size() == 1) x.insert(x.begin(), SymExpr(1));
+  if (y.size() == 1) y.push_back(SymExpr(1));
+  if (c.attrInt("transA", 0)) std::swap(x[x.size() - 1], x[x.size() - 2]);
+  if (c.attrInt("transB", 0)) std::swap(y[y.size() - 1], y[y.size() - 2]);
+  requireEqual(c, x.back(), y[y.size() - 2], "inner dimensions differ");
+  SymShape out = c.broadcast(SymShape(x.begin(), x.end() - 2), SymShape(y.begin(), y.end() - 2));
+  if (a->size() > 1) out.push_back(x[x.size() - 2]);
+  if (b->size() > 1) out.push_back(y.back());
+  c.setOutput(0, dt, out);
+}
+
+/// com.microsoft MatMulNBits: A [..., K] times the blockwise-quantized B (N columns, attribute N).
+void matmulNBits(InferContext& c) {
+  auto a = c.inputShape(0);
+  if (!a || a->empty()) return c.setOutputDType(0, c.inputDType(0));
+  SymShape out = *a;
+  out.back() = SymExpr(c.attrInt("N", 0));
+  c.setOutput(0, c.inputDType(0), out);
+}
 void matmulInteger(InferContext& c) { matmulOf(c, 0, 1, DType::Int32); }
 void qlinearMatmul(InferContext& c) { matmulOf(c, 0, 3, c.inputDType(7)); }
 
@@ -47,6 +94,18 @@ void gemm(InferContext& c) {
   SymDim m = (*a)[ta ? 1 : 0], ka = (*a)[ta ? 0 : 1], kb = (*b)[tb ? 1 : 0], n = (*b)[tb ? 0 : 1];
   requireEqual(c, ka, kb, "inner dimensions differ");
   c.setOutput(0, c.inputDType(0), {m, n});
+}
+
+/// com.microsoft QGemm: Gemm of A (input 0) and B (input 3); quantized output when y_scale
+/// (input 7) is given (the type of y_zero_point, input 8, else A's), float otherwise.
+void qgemm(InferContext& c) {
+  auto a = c.inputShape(0), b = c.inputShape(3);
+  DType dt = !c.hasInput(7) ? DType::Float : c.hasInput(8) ? c.inputDType(8) : c.inputDType(0);
+  if (!a || !b) return c.setOutputDType(0, dt);
+  if (a->size() != 2 || b->size() != 2) c.fail(fmt::format("A and B must have rank 2, got {} and {}", a->size(), b->size()));
+  bool ta = c.attrInt("transA", 0) != 0, tb = c.attrInt("transB", 0) != 0;
+  requireEqual(c, (*a)[ta ? 0 : 1], (*b)[tb ? 1 : 0], "inner dimensions differ");
+  c.setOutput(0, dt, {(*a)[ta ? 1 : 0], (*b)[tb ? 0 : 1]});
 }
 
 struct Window {
@@ -112,6 +171,12 @@ void conv(InferContext& c) { convOf(c, 0, 1, c.inputDType(0)); }
 void convInteger(InferContext& c) { convOf(c, 0, 1, DType::Int32); }
 void qlinearConv(InferContext& c) { convOf(c, 0, 3, c.hasInput(7) ? c.inputDType(7) : c.inputDType(0)); }
 
+/// com.microsoft QLinearConv: ai.onnx's, or NHWC (type only) with channels_last.
+void msQlinearConv(InferContext& c) {
+  if (!c.attrInt("channels_last", 0)) return qlinearConv(c);
+  c.setOutputDType(0, c.hasInput(7) ? c.inputDType(7) : c.inputDType(0));
+}
+
 void convTranspose(InferContext& c) {
   auto x = c.inputShape(0), wt = c.inputShape(1);
   if (!x || !wt) return;
@@ -167,6 +232,28 @@ void globalPool(InferContext& c) {
   out.resize(x->size(), SymExpr(1));
   c.setOutput(0, c.inputDType(0), out);
 }
+
+/// com.microsoft QLinearAveragePool / QLinearGlobalAveragePool: the float pool's shape, over
+/// NHWC when channels_last is set.
+void qlinearPoolOf(InferContext& c, void (*floatPool)(InferContext&)) {
+  if (!c.attrInt("channels_last", 0)) return floatPool(c);
+  auto x = c.inputShape(0);
+  if (!x) return c.setOutputDType(0, c.inputDType(0));
+  if (x->size() < 3) c.fail(fmt::format("input must have rank >= 3, got {}", x->size()));
+  SymShape out{(*x)[0]};
+  if (floatPool == globalPool) {
+    out.resize(x->size() - 1, SymExpr(1));
+  } else {
+    auto kernel = c.attrInts("kernel_shape");
+    if (!kernel) c.fail("kernel_shape is required");
+    Window w = windowOf(c, x->size() - 2, *kernel);
+    for (size_t i = 0; i + 2 < x->size(); ++i) out.push_back(windowOut((*x)[i + 1], w, i, c.attrInt("ceil_mode", 0) != 0));
+  }
+  out.push_back(x->back());
+  c.setOutput(0, c.inputDType(0), out);
+}
+void qlinearAveragePool(InferContext& c) { qlinearPoolOf(c, pool); }
+void qlinearGlobalAveragePool(InferContext& c) { qlinearPoolOf(c, globalPool); }
 
 void batchNorm(InferContext& c) {
   auto x = c.inputShape(0);
@@ -481,6 +568,7 @@ void registerInferNn(InferRegistry& r) {
   for (std::string_view op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) r.add({"", op, 1, globalPool});
   r.add({"", "BatchNormalization", 1, batchNorm});
   r.add({"", "LayerNormalization", 1, layerNorm});
+  r.add({"", "SimplifiedLayerNormalization", 1, layerNorm});  // ONNX Runtime's: Y, inv_std_var
   for (std::string_view op : {"InstanceNormalization", "GroupNormalization", "LRN"}) r.add({"", op, 1, sameShape});
   r.add({"", "ReduceSum", 1, reduceShapeData<13, false>});
   r.add({"", "ReduceProd", 1, reduceShapeData<18, true>});
@@ -504,6 +592,21 @@ void registerInferNn(InferRegistry& r) {
   r.add({"", "Resize", 1, resize});
   r.add({"", "Upsample", 1, upsample});
   r.add({"", "NonMaxSuppression", 1, nonMaxSuppression});
+
+  const std::string_view ms = "com.microsoft";
+  r.add({ms, "FusedConv", 1, conv});
+  r.add({ms, "QLinearConv", 1, msQlinearConv});
+  r.add({ms, "FusedGemm", 1, gemm});
+  r.add({ms, "FusedMatMul", 1, fusedMatmul});
+  r.add({ms, "QGemm", 1, qgemm});
+  r.add({ms, "DynamicQuantizeMatMul", 1, dynamicQuantizeMatmul});
+  r.add({ms, "MatMulIntegerToFloat", 1, matmulIntegerToFloat});
+  r.add({ms, "MatMulInteger16", 1, matmulInteger16});
+  r.add({ms, "GemmFastGelu", 1, gemmFastGelu});
+  r.add({ms, "CDist", 1, cdist});
+  r.add({ms, "MatMulNBits", 1, matmulNBits});
+  r.add({ms, "QLinearAveragePool", 1, qlinearAveragePool});
+  r.add({ms, "QLinearGlobalAveragePool", 1, qlinearGlobalAveragePool});
 }
 
 }  // namespace onnxtool

@@ -1,5 +1,6 @@
 // infer_quantize.cpp: shape inference for QuantizeLinear, DequantizeLinear and
-// DynamicQuantizeLinear (the quantized MatMul/Conv forms live with their float ops in infer_nn.cpp).
+// DynamicQuantizeLinear, and com.microsoft's QuantizeLinear/DequantizeLinear (the quantized
+// MatMul/Conv forms live with their float ops in infer_nn.cpp).
 #include "lib/shape_inference.h"
 
 namespace onnxtool {
@@ -26,6 +27,11 @@ void dequantizeLinear(InferContext& c) {
   setSameShape(c, 0, dt);
 }
 
+/// com.microsoft DequantizeLinear: the scale's type (float or float16).
+void msDequantizeLinear(InferContext& c) {
+  setSameShape(c, 0, c.inputDType(1) != DType::Undefined ? c.inputDType(1) : DType::Float);
+}
+
 void dynamicQuantizeLinear(InferContext& c) {
   setSameShape(c, 0, DType::UInt8);
   c.setOutput(1, DType::Float, {});
@@ -38,6 +44,8 @@ void registerInferQuantize(InferRegistry& r) {
   r.add({"", "QuantizeLinear", 1, quantizeLinear});
   r.add({"", "DequantizeLinear", 1, dequantizeLinear});
   r.add({"", "DynamicQuantizeLinear", 1, dynamicQuantizeLinear});
+  r.add({"com.microsoft", "QuantizeLinear", 1, quantizeLinear});
+  r.add({"com.microsoft", "DequantizeLinear", 1, msDequantizeLinear});
 }
 
 }  // namespace onnxtool

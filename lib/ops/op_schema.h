@@ -1,8 +1,11 @@
-// op_schema.h: ONNX operator schemas (ai.onnx, ai.onnx.ml, ai.onnx.preview and
-// ai.onnx.preview.training, every version) and their lookup.
+// op_schema.h: operator schemas (ai.onnx, ai.onnx.ml, ai.onnx.preview and
+// ai.onnx.preview.training, every version; ONNX Runtime's contrib domains com.microsoft and
+// com.microsoft.nchwc) and their lookup. An op is keyed by (domain, name): com.microsoft reuses
+// ai.onnx names (Attention, Gelu, LayerNormalization's relatives), so a name alone is ambiguous.
 //
-// The schemas are data generated from the `onnx` package by scripts/gen_op_schemas.py into
-// lib/ops/schemas.inc; tests/py/test_registry_vs_onnx.py checks them against onnx.defs. All
+// The schemas are data generated from the `onnx` and `onnxruntime` packages by
+// scripts/gen_op_schemas.py into lib/ops/schemas.inc; tests/py/test_registry_vs_onnx.py checks them
+// against onnx.defs and ONNX Runtime's get_all_operator_schema(). All
 // objects returned here are static: pointers, spans and string_views stay valid for the
 // program's lifetime, and every function is thread-safe.
 #pragma once
@@ -67,7 +70,7 @@ struct TypeConstraint {
 /// One version of one operator: in force from sinceVersion of its domain's opset until the
 /// next version's sinceVersion.
 struct OpSchema {
-  std::string_view domain;  ///< "" (ai.onnx), "ai.onnx.ml", "ai.onnx.preview[.training]"
+  std::string_view domain;  ///< "" (ai.onnx), "ai.onnx.ml", "ai.onnx.preview[.training]", "com.microsoft[.nchwc]"
   std::string_view name;
   int sinceVersion;
   bool deprecated;  ///< a model using this version is invalid (onnx removes the op here)
@@ -81,6 +84,10 @@ struct OpSchema {
   int maxOutputs;                    ///< kUnboundedArity when variadic
   bool hasFunction;                  ///< onnx defines a function body for this version
   bool hasContextDependentFunction;  ///< onnx builds a function body per node
+  /// An ai.onnx op version that ONNX Runtime defines and the ONNX spec does not
+  /// (SimplifiedLayerNormalization, LayerNormalization before 17): ORT's tools write it, ORT runs
+  /// it, onnx.checker rejects it. Inference and kernels treat it like any op; `check` warns.
+  bool ortExtension;
 
   /// The attribute called `name`, or nullptr if this version has none.
   const AttrSchema* findAttr(std::string_view name) const;
@@ -103,8 +110,9 @@ std::span<const OpSchema> allSchemas();
 /// Whether `domain` has an op `opType` at any version.
 bool opExists(std::string_view domain, std::string_view opType);
 
-/// Whether the registry holds `domain` ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview" or
-/// "ai.onnx.preview.training"; onnx's "ai.onnx.training" defines no ops and is not held).
+/// Whether the registry holds `domain` ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview",
+/// "ai.onnx.preview.training", "com.microsoft" or "com.microsoft.nchwc"; onnx's
+/// "ai.onnx.training" defines no ops and is not held).
 bool isKnownDomain(std::string_view domain);
 
 /// The newest opset version of `domain` the registry knows (onnx's, which may exceed the
@@ -113,5 +121,12 @@ int64_t maxKnownOpset(std::string_view domain);
 
 /// The version of the `onnx` package the schemas were generated from ("1.23.2").
 std::string_view schemaSourceVersion();
+
+/// The version of the `onnxruntime` package the com.microsoft* schemas were generated from.
+std::string_view ortSchemaSourceVersion();
+
+/// Whether `domain` is one of ONNX Runtime's contrib domains (com.microsoft, com.microsoft.nchwc),
+/// whose schemas come from ONNX Runtime rather than the ONNX spec.
+bool isOrtContribDomain(std::string_view domain);
 
 }  // namespace onnxtool

@@ -172,4 +172,10 @@ int64_t maxKnownOpset(std::string_view domain) {
 
 std::string_view schemaSourceVersion() { return schema_data::kOnnxVersion; }
 
+std::string_view ortSchemaSourceVersion() { return schema_data::kOrtVersion; }
+
+bool isOrtContribDomain(std::string_view domain) {
+  return domain == "com.microsoft" || domain == "com.microsoft.nchwc";
+}
+
 }  // namespace onnxtool

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Checks the operator schema registry (lib/ops) against onnx.defs, field by field.
+"""Checks the operator schema registry (lib/ops) against onnx.defs and, for ONNX Runtime's contrib
+domains (com.microsoft, com.microsoft.nchwc) and its two ai.onnx extensions
+(SimplifiedLayerNormalization, LayerNormalization-1; marked ort_extension), against onnxruntime's
+get_all_operator_schema(), field by field.
 
 Runs `unit_tests "[.dump]"` (the hidden Catch2 case in tests/unit/test_registry.cpp), which
 writes the whole registry as JSON, then builds the same document from
@@ -21,8 +24,12 @@ import tempfile
 
 import onnx
 import onnx.defs
+import onnxruntime
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_c
 
 DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
+ORT_DOMAINS = ("com.microsoft", "com.microsoft.nchwc")
+ORT_ONNX_EXTENSIONS = ("SimplifiedLayerNormalization", "LayerNormalization")
 MAX_LISTED = 200
 
 
@@ -64,10 +71,46 @@ def schema_json(s):
         "min_output": s.min_output, "max_output": s.max_output,
         "has_function": bool(s.has_function),
         "has_context_dependent_function": bool(s.has_context_dependent_function),
+        "ort_extension": False,
         "inputs": [param_json(p) for p in s.inputs],
         "outputs": [param_json(p) for p in s.outputs],
         "attributes": [{"name": a.name, "type": a.type.name, "required": bool(a.required),
                         "default": default_json(a)}
+                       for a in sorted(s.attributes.values(), key=lambda a: a.name)],
+        "type_constraints": [{"type_param_str": c.type_param_str,
+                              "allowed_type_strs": list(c.allowed_type_strs)}
+                             for c in s.type_constraints],
+    }
+
+
+def ort_default_json(a):
+    dv = onnx.AttributeProto()
+    dv.ParseFromString(a._default_value)  # b"": no default
+
+    class _A:  # onnx.defs' attribute shape, for default_json
+        pass
+    x = _A()
+    x.default_value, x.type = dv, onnx.AttributeProto.AttributeType.Value(a.type.name)
+    return default_json(x)
+
+
+def ort_schema_json(s):
+    """schema_json for an ONNX Runtime schema: its binding has no min_arity (onnx's default 1) and
+    no function flags (false)."""
+    def param(p):
+        return {"name": p.name, "type_str": p.typeStr, "option": int(p.option),
+                "is_homogeneous": bool(p.isHomogeneous), "min_arity": 1}
+    return {
+        "domain": s.domain, "name": s.name, "since_version": s.since_version,
+        "deprecated": bool(s.deprecated),
+        "min_input": s.min_input, "max_input": s.max_input,
+        "min_output": s.min_output, "max_output": s.max_output,
+        "has_function": False, "has_context_dependent_function": False,
+        "ort_extension": s.domain == "",
+        "inputs": [param(p) for p in s.inputs],
+        "outputs": [param(p) for p in s.outputs],
+        "attributes": [{"name": a.name, "type": a.type.name, "required": bool(a.required),
+                        "default": ort_default_json(a)}
                        for a in sorted(s.attributes.values(), key=lambda a: a.name)],
         "type_constraints": [{"type_param_str": c.type_param_str,
                               "allowed_type_strs": list(c.allowed_type_strs)}
@@ -145,9 +188,21 @@ def main():
     diff("max_opset[ai.onnx]", onnx.defs.onnx_opset_version(), max_opset[""], diffs)
     diff("max_opset[ai.onnx.ml]", onnx.defs.onnx_ml_opset_version(), max_opset["ai.onnx.ml"], diffs)
     diff("onnx_version", onnx.__version__, got.get("onnx_version"), diffs)
-    diff("max_opset", max_opset, got.get("max_opset"), diffs)
+    diff("ort_version", onnxruntime.__version__, got.get("ort_version"), diffs)
+    onnx_keys = {(s.domain, s.name, s.since_version) for s in schemas}
+    ort_all = ort_c.get_all_operator_schema()
+    ort = [s for s in ort_all if s.domain in ORT_DOMAINS]
+    # ONNX Runtime's contrib domains are at opset 1, every op at since_version 1.
+    diff("ort since_versions", [1] * len(ort), [s.since_version for s in ort], diffs)
+    ext = [s for s in ort_all if s.domain == "" and s.name in ORT_ONNX_EXTENSIONS
+           and (s.domain, s.name, s.since_version) not in onnx_keys]
+    diff("ort ai.onnx extensions", ["LayerNormalization-1", "SimplifiedLayerNormalization-1"],
+         sorted("%s-%d" % (s.name, s.since_version) for s in ext), diffs)
+    ort += ext
+    diff("max_opset", dict(max_opset, **{d: 1 for d in ORT_DOMAINS}), got.get("max_opset"), diffs)
 
     want_by_key = {(s.domain, s.name, s.since_version): schema_json(s) for s in schemas}
+    want_by_key.update({(s.domain, s.name, s.since_version): ort_schema_json(s) for s in ort})
     got_by_key = {}
     for g in got.get("schemas", []):
         key = (g.get("domain"), g.get("name"), g.get("since_version"))
@@ -165,7 +220,14 @@ def main():
             diffs.append("%s: not in onnx.defs" % label)
         else:
             diff(label, want_by_key[key], got_by_key[key], diffs)
-    diff("resolved", expected_resolution(schemas, max_opset), got.get("resolved"), diffs)
+    resolved = expected_resolution(schemas, max_opset)
+    resolved.update({"%s:%s" % (s.domain, s.name): [1] for s in ort if s.domain})
+    for s in ext:  # an extension version is in force until onnx's next version of the op
+        key = ":" + s.name
+        row = resolved.get(key, [0] * max_opset[""])
+        resolved[key] = [s.since_version if v >= s.since_version and (r == 0 or r < s.since_version) else r
+                         for v, r in zip(range(1, max_opset[""] + 1), row)]
+    diff("resolved", resolved, got.get("resolved"), diffs)
 
     for line in diffs[:MAX_LISTED]:
         print(line)

@@ -62,11 +62,14 @@ TEST_CASE("ai.onnx names the default domain", "[registry]") {
   CHECK(isKnownDomain("ai.onnx"));
   CHECK(isKnownDomain(""));
   CHECK(isKnownDomain("ai.onnx.ml"));
-  CHECK_FALSE(isKnownDomain("com.microsoft"));
+  CHECK(isKnownDomain("com.microsoft"));
+  CHECK(isKnownDomain("com.microsoft.nchwc"));
+  CHECK_FALSE(isKnownDomain("com.example"));
   CHECK(maxKnownOpset("") == 28);
   CHECK(maxKnownOpset("ai.onnx") == 28);
   CHECK(maxKnownOpset("ai.onnx.ml") == 5);
-  CHECK(maxKnownOpset("com.microsoft") == 0);
+  CHECK(maxKnownOpset("com.microsoft") == 1);
+  CHECK(maxKnownOpset("com.example") == 0);
   CHECK(isKnownDomain("ai.onnx.preview"));
   CHECK(isKnownDomain("ai.onnx.preview.training"));
   CHECK_FALSE(isKnownDomain("ai.onnx.training"));  // onnx versions it but defines no op in it
@@ -187,15 +190,45 @@ TEST_CASE("schemaVersions and allSchemas are sorted and consistent", "[registry]
   CHECK(schemaVersions("", "NoSuchOp").empty());
 
   auto all = allSchemas();
-  // onnx 1.23.2: 629 ai.onnx + 25 ai.onnx.ml + 1 ai.onnx.preview + 4 ai.onnx.preview.training
-  CHECK(all.size() == 659);
+  // onnx 1.23.2: 629 ai.onnx + 25 ai.onnx.ml + 1 ai.onnx.preview + 4 ai.onnx.preview.training;
+  // onnxruntime 1.32.0: 150 com.microsoft + 8 com.microsoft.nchwc + 2 ai.onnx extensions
+  CHECK(all.size() == 819);
   size_t ops = 0;
 #define ONNXTOOL_OP(domain, name)                          \
   CHECK(opExists(domain, #name));                          \
   CHECK(findSchema(domain, #name, maxKnownOpset(domain))); \
   ++ops;
 #include "lib/ops/ops.def"
-  CHECK(ops == 227);
+  CHECK(ops == 386);
+}
+
+TEST_CASE("ops are keyed by (domain, name): com.microsoft reuses ai.onnx names", "[registry]") {
+  // Same name, two ops: onnx's Attention (23+) and ONNX Runtime's fused one (com.microsoft 1).
+  const OpSchema* ms = findSchema("com.microsoft", "Attention", 1);
+  REQUIRE(ms != nullptr);
+  CHECK(ms->domain == "com.microsoft");
+  CHECK(ms->findAttr("num_heads") != nullptr);
+  CHECK(ms->findAttr("num_heads")->required);
+  CHECK(findSchema("", "Attention", 22) == nullptr);
+  REQUIRE(findSchema("", "Attention", 23) != nullptr);
+  CHECK(findSchema("", "Attention", 23)->findAttr("num_heads") == nullptr);  // q_num_heads there
+  for (std::string_view op : {"Gelu", "QuantizeLinear", "DequantizeLinear", "RotaryEmbedding", "Pad", "Range"}) {
+    CHECK(opExists("", op));
+    CHECK(opExists("com.microsoft", op));
+  }
+  CHECK(findSchema("com.microsoft", "SkipLayerNormalization", 1)->minInputs == 3);
+  CHECK_FALSE(opExists("", "SkipLayerNormalization"));
+  CHECK(opExists("com.microsoft.nchwc", "ReorderInput"));
+  CHECK(isOrtContribDomain("com.microsoft"));
+  CHECK_FALSE(isOrtContribDomain(""));
+  CHECK(ortSchemaSourceVersion() == "1.32.0");
+  // ONNX Runtime's ai.onnx extensions: marked, and LayerNormalization 17 is onnx's own
+  REQUIRE(findSchema("", "SimplifiedLayerNormalization", 17) != nullptr);
+  CHECK(findSchema("", "SimplifiedLayerNormalization", 17)->ortExtension);
+  REQUIRE(findSchema("", "LayerNormalization", 14) != nullptr);
+  CHECK(findSchema("", "LayerNormalization", 14)->ortExtension);
+  CHECK_FALSE(findSchema("", "LayerNormalization", 17)->ortExtension);
+  CHECK_FALSE(findSchema("com.microsoft", "Attention", 1)->ortExtension);
 }
 
 TEST_CASE("preview domains: training optimizers, Gradient and FlexAttention", "[registry]") {
@@ -323,7 +356,8 @@ json schemaJson(const OpSchema& s) {
             {"min_output", s.minOutputs},
             {"max_output", s.maxOutputs},
             {"has_function", s.hasFunction},
-            {"has_context_dependent_function", s.hasContextDependentFunction}};
+            {"has_context_dependent_function", s.hasContextDependentFunction},
+            {"ort_extension", s.ortExtension}};
   j["inputs"] = json::array();
   for (const FormalParam& p : s.inputs) j["inputs"].push_back(paramJson(p));
   j["outputs"] = json::array();
@@ -354,11 +388,13 @@ TEST_CASE("dump the registry as JSON to $ONNXTOOL_SCHEMA_DUMP", "[.dump]") {
   REQUIRE(path != nullptr);
   json doc;
   doc["onnx_version"] = schemaSourceVersion();
+  doc["ort_version"] = ortSchemaSourceVersion();
   doc["schemas"] = json::array();
   for (const OpSchema& s : allSchemas()) doc["schemas"].push_back(schemaJson(s));
   // The version in force for every op at every opset of its domain (0: none), through findSchema.
   json resolved = json::object();
-  for (std::string_view domain : {"", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"}) {
+  for (std::string_view domain :
+       {"", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training", "com.microsoft", "com.microsoft.nchwc"}) {
     doc["max_opset"][std::string(domain)] = maxKnownOpset(domain);
     for (const OpSchema& s : allSchemas()) {
       if (s.domain != domain) continue;
