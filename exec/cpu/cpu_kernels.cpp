@@ -2,6 +2,7 @@
 // self-registration) and its lookup. Ops not listed, or declined by `create`, run on the
 // reference kernels.
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_int8.h"
 
 namespace onnxtool::cpu {
 
@@ -40,6 +41,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},
     {"", "Unsqueeze", 1, kLast, DType::Undefined, "cpu.unsqueeze.view", OutputReuse::View, createView},
     {"", "Identity", 1, kLast, DType::Undefined, "cpu.identity.view", OutputReuse::View, createView},
+    {"", "MatMulInteger", 10, kLast, DType::UInt8, "cpu.matmulinteger.u8s8", OutputReuse::None, createMatMulInteger},
 };
 
 }  // namespace

@@ -1,0 +1,269 @@
+// kernels_int8.cpp: MatMulInteger (uint8 x constant int8) and the fused dynamically quantized
+// MatMul (see kernels_int8.h) on the int8 GEMM of qgemm.h, on the path activeIsa() allows.
+#include "exec/cpu/kernels_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "exec/cpu/isa.h"
+#include "exec/cpu/qgemm.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
+template <typename T>
+const T* constData(const Tensor* t, DType dt) {
+  if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
+  return reinterpret_cast<const T*>(t->raw.data());
+}
+
+/// A zero point or scale given as a scalar or one value per column, expanded to [n].
+template <typename T, typename U>
+bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
+  const T* d = constData<T>(t, dt);
+  if (!d) return false;
+  int64_t cnt = t->numElements().value_or(-1);
+  if (cnt == 1 && t->dims.size() <= 1) {
+    out.assign(static_cast<size_t>(n), static_cast<U>(d[0]));
+    return true;
+  }
+  if (cnt != n || t->dims.size() != 1) return false;
+  out.assign(d, d + n);
+  return true;
+}
+
+/// MatMulInteger, A uint8 [..., M, K] (batch folded into M), B a constant int8 [K, N] packed at
+/// prepare, a scalar a_zero_point read at run time, a constant b_zero_point (scalar or [N]).
+class MatMulIntegerKernel : public CpuKernel {
+ public:
+  MatMulIntegerKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), threads_(threads) {}
+  size_t workspaceBytes() const override {
+    return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + static_cast<size_t>(m_) * sizeof(int32_t);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const uint8_t* a = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + alignUp(qgemm::packedABytes(b_.path, m_, b_.k)));
+    qgemm::packA(b_.path, a, m_, b_.k, b_.k, ws, rowSum);
+    qgemm::Epilogue e;
+    e.aZero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0;
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.c32 = static_cast<int32_t*>(args.outputs[0]);
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  int threads_;
+};
+
+/// DynamicQuantizeLinear(x) -> MatMulInteger -> Cast -> Mul(xs * wscale) [-> Add bias] in one step.
+class DynamicQuantMatMulKernel : public CpuKernel {
+ public:
+  DynamicQuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale,
+                           std::vector<float> bias, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)), threads_(threads) {}
+  size_t workspaceBytes() const override {
+    return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)) +
+           static_cast<size_t>(b_.n) * sizeof(float);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    size_t aBytes = alignUp(qgemm::packedABytes(b_.path, m_, b_.k));
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + aBytes);
+    auto* colScale = reinterpret_cast<float*>(ws + aBytes + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)));
+    // DynamicQuantizeLinear, in the reference's float operations.
+    float mn = 0, mx = 0;
+    float scale, zero;
+    if (qgemm::minMax(b_.path, x, m_ * b_.k, mn, mx)) {
+      scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+      zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
+    } else {  // a NaN: the scale is NaN, every quantized value 0, every output NaN
+      scale = std::numeric_limits<float>::quiet_NaN();
+      zero = 0;
+    }
+    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum);
+    for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
+    qgemm::Epilogue e;
+    e.aZero = static_cast<int32_t>(zero);
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.cf = static_cast<float*>(args.outputs[0]);
+    e.colScale = colScale;
+    e.bias = bias_.empty() ? nullptr : bias_.data();
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  std::vector<float> wScale_, bias_;
+  int threads_;
+};
+
+/// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
+/// constant int8 [K, N] with a constant scalar or per-column zero point.
+bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, qgemm::PackedB& packed, std::vector<int32_t>& bZero) {
+  const int8_t* bd = constData<int8_t>(b, DType::Int8);
+  if (!bd || b->dims.size() != 2 || b->dims[0] != k) return false;
+  int64_t n = b->dims[1];
+  bZero.clear();
+  if (hasBZero) {
+    if (!perColumn<int8_t>(bZeroT, DType::Int8, n, bZero)) return false;
+    if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  }
+  packed = qgemm::packB(qgemm::pathFor(activeIsa()), bd, k, n);
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info) {
+  const auto& a = info.in(0).dims;
+  if (a.size() < 2 || !info.hasInput(1) || info.in(1).dtype != DType::Int8) return nullptr;
+  int64_t k = a.back();
+  if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
+  qgemm::PackedB packed;
+  std::vector<int32_t> bZero;
+  bool hasBZero = info.hasInput(3);
+  if (!weightOf(info.constants.at(1), hasBZero ? info.constants.at(3) : nullptr, hasBZero, k, packed, bZero)) return nullptr;
+  int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
+  if (info.out(0).numElements() != m * packed.n) return nullptr;
+  return std::make_unique<MatMulIntegerKernel>(std::move(packed), m, std::move(bZero), info.threads);
+}
+
+const CpuKernelDef& fusedDynamicQuantMatMulDef() {
+  static const CpuKernelDef def{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
+                                nullptr};
+  return def;
+}
+
+namespace {
+
+bool onlyUse(const Value* v, const Node* by, const Graph& g) {
+  if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
+  return v->uses()[0].node == by && by->graph() == &g;
+}
+
+const Node* singleReader(const Value* v, const Graph& g) {
+  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
+  const Node* n = v->uses()[0].node;
+  return n->graph() == &g ? n : nullptr;
+}
+
+bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
+
+}  // namespace
+
+std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                           const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+  std::vector<FusedInt8Step> out;
+  for (const auto& dn : g.nodes()) {
+    const Node* d = dn.get();
+    if (!isOp(d, "DynamicQuantizeLinear") || d->outputs().size() != 3) continue;
+    const Value *x = d->input(0), *xq = d->output(0), *xs = d->output(1), *xz = d->output(2);
+    if (!x || !xq || !xs || !xz || xq->isGraphOutput() || xs->isGraphOutput() || xz->isGraphOutput()) continue;
+    const StaticTensorType* xt = typeOf(x);
+    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2) continue;
+    const int64_t k = xt->dims.back();
+    const int64_t m = k == 0 ? 0 : xt->numElements() / k;
+    std::vector<FusedInt8Step> chains;
+    std::set<const Node*> scaleMuls, mmis;
+    bool ok = true;
+    for (const Use& u : xq->uses()) {
+      const Node* mmi = u.node;
+      if (!isOp(mmi, "MatMulInteger") || mmi->graph() != &g || u.index != 0 || mmi->input(2) != xz || mmi->input(1) == xq) {
+        ok = false;
+        break;
+      }
+      qgemm::PackedB packed;
+      std::vector<int32_t> bZero;
+      const Value* bz = mmi->input(3);
+      if (!weightOf(constantOf(mmi->input(1)), bz ? constantOf(bz) : nullptr, bz != nullptr, k, packed, bZero)) {
+        ok = false;
+        break;
+      }
+      const int64_t n = packed.n;
+      const Node* cast = singleReader(mmi->output(0), g);
+      if (!isOp(cast, "Cast") || cast->attrInt("to", 0) != static_cast<int64_t>(DType::Float)) {
+        ok = false;
+        break;
+      }
+      const Node* mul = singleReader(cast->output(0), g);
+      if (!isOp(mul, "Mul") || mul->inputs().size() != 2) {
+        ok = false;
+        break;
+      }
+      const Value* scaleV = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
+      const Node* sm = scaleV ? scaleV->producer() : nullptr;
+      std::vector<float> wScale;
+      if (!isOp(sm, "Mul") || sm->graph() != &g || !onlyUse(scaleV, mul, g) || sm->inputs().size() != 2) {
+        ok = false;
+        break;
+      }
+      const Value* ws = sm->input(0) == xs ? sm->input(1) : sm->input(1) == xs ? sm->input(0) : nullptr;
+      if (!ws || !perColumn<float>(constantOf(ws), DType::Float, n, wScale)) {
+        ok = false;
+        break;
+      }
+      const StaticTensorType* yt = typeOf(mul->output(0));
+      if (!yt || yt->numElements() != m * n || yt->dims.back() != n) {
+        ok = false;
+        break;
+      }
+      FusedInt8Step st;
+      st.covered = {d, mmi, cast, sm, mul};
+      st.last = mul;
+      st.output = mul->output(0);
+      std::vector<float> bias;
+      const Node* add = singleReader(mul->output(0), g);
+      if (isOp(add, "Add") && add->inputs().size() == 2) {
+        const Value* bv = add->input(0) == mul->output(0) ? add->input(1) : add->input(0);
+        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const StaticTensorType* at = typeOf(add->output(0));
+        if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
+          st.covered.push_back(add);
+          st.last = add;
+          st.output = add->output(0);
+        } else {
+          bias.clear();
+        }
+      }
+      st.input = x;
+      st.kernel = std::make_unique<DynamicQuantMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(wScale),
+                                                             std::move(bias), threads);
+      scaleMuls.insert(sm);
+      mmis.insert(mmi);
+      chains.push_back(std::move(st));
+    }
+    if (!ok || chains.empty()) continue;
+    // Every reader of the scale and the zero point must be a chain's.
+    for (const Use& u : xs->uses())
+      if (!scaleMuls.count(u.node) || u.node->graph() != &g) ok = false;
+    for (const Use& u : xz->uses())
+      if (!mmis.count(u.node) || u.node->graph() != &g) ok = false;
+    if (!ok) continue;
+    for (auto& c : chains) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace onnxtool::cpu

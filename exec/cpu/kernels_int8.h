@@ -1,0 +1,42 @@
+// kernels_int8.h: int8 kernels of the cpu executor (kernels_int8.cpp) and the fusion of
+// dynamically quantized MatMuls found at prepare:
+//
+//   x(float) -> DynamicQuantizeLinear -> (xq, xs, xz)
+//   MatMulInteger(xq, Wq const int8, xz, wz const) -> Cast(float) -> Mul(., Mul(xs, wscale const))
+//   [-> Add(., bias const)]
+//
+// (what `onnxtool quantize --int8 --dynamic` and ONNX Runtime's quantize_dynamic write) becomes one
+// step per MatMul reading x: quantize x into the workspace, int8 GEMM, float epilogue. Fused only
+// when every reader of the DynamicQuantizeLinear outputs belongs to such a chain and no
+// intermediate is a graph output.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "exec/cpu/cpu_kernel.h"
+
+namespace onnxtool::cpu {
+
+std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info);
+
+/// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
+/// replacing every node in `covered`.
+struct FusedInt8Step {
+  const Node* last = nullptr;
+  std::vector<const Node*> covered;
+  const Value* input = nullptr;
+  const Value* output = nullptr;
+  std::unique_ptr<CpuKernel> kernel;
+};
+
+/// The table entry fused steps report (name, output reuse).
+const CpuKernelDef& fusedDynamicQuantMatMulDef();
+
+/// The fusable chains of `g` (main graph, nodes in topological order). `typeOf` gives a value's
+/// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).
+std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                           const std::function<const Tensor*(const Value*)>& constantOf, int threads);
+
+}  // namespace onnxtool::cpu
