@@ -1,0 +1,341 @@
+// test_cpu_int8.cpp: the cpu executor's int8 kernels. The int8 GEMM (exec/cpu/qgemm.h) on every
+// path this CPU can run (portable, AVX2, AVX-512 VNNI), at 1 and 2 threads, against a plain
+// int32 loop on randomised shapes around the tile sizes, with full-range operands (the u8 x s8
+// pair sums that saturate int16), zero points, both epilogues and guard columns; the vectorised
+// DynamicQuantizeLinear pieces against the reference formula; and, through the executor,
+// MatMulInteger and the fused dynamically quantized MatMul against the reference executor.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "exec/cpu/isa.h"
+#include "exec/cpu/qgemm.h"
+#include "exec/executor.h"
+#include "exec/value_ops.h"
+#include "lib/ir.h"
+#include "quant/dynamic.h"
+#include "ref_test_util.h"
+
+using namespace onnxtool;
+using namespace onnxtool::cpu;
+
+namespace {
+
+std::vector<qgemm::Path> availablePaths() {
+  std::vector<qgemm::Path> paths = {qgemm::Path::Portable};
+  Isa isa = detectedIsa();
+  if (isa >= Isa::Avx2) paths.push_back(qgemm::Path::Avx2);
+  if (qgemm::pathFor(isa) == qgemm::Path::Avx512Vnni) paths.push_back(qgemm::Path::Avx512Vnni);
+  return paths;
+}
+
+/// One product checked against the plain loop: int32 output and float epilogue, with guard
+/// columns right of each row that must stay untouched.
+void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, bool bZeros, std::mt19937& rng,
+               bool extremes = false) {
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  std::vector<uint8_t> a(static_cast<size_t>(m * k));
+  std::vector<int8_t> b(static_cast<size_t>(k * n));
+  for (auto& v : a) v = static_cast<uint8_t>(extremes ? 255 : u8(rng));
+  for (auto& v : b) v = static_cast<int8_t>(extremes ? (s8(rng) < 0 ? -128 : 127) : s8(rng));
+  int32_t aZero = extremes ? 0 : u8(rng);
+  std::vector<int32_t> bZero;
+  if (bZeros)
+    for (int64_t j = 0; j < n; ++j) bZero.push_back(s8(rng));
+  std::vector<float> colScale(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+  std::uniform_real_distribution<float> uf(-1, 1);
+  for (auto& v : colScale) v = uf(rng) * 1e-3f;
+  for (auto& v : bias) v = uf(rng);
+  // The expected values.
+  std::vector<int32_t> want(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += (a[static_cast<size_t>(i * k + q)] - aZero) * (b[static_cast<size_t>(q * n + j)] - (bZeros ? bZero[static_cast<size_t>(j)] : 0));
+      want[static_cast<size_t>(i * n + j)] = acc;
+    }
+  qgemm::PackedB packed = qgemm::packB(path, b.data(), k, n);
+  std::vector<uint8_t> ws(qgemm::packedABytes(path, m, k) + 64);
+  std::vector<int32_t> rowSum(static_cast<size_t>(m));
+  qgemm::packA(path, a.data(), m, k, k, ws.data(), rowSum.data());
+  const int64_t ldc = n + 3;  // guard columns
+  const int32_t guard = 0x7eadbeef;
+  std::vector<int32_t> c32(static_cast<size_t>(m * ldc), guard);
+  qgemm::Epilogue e;
+  e.aZero = aZero;
+  e.bZero = bZeros ? bZero.data() : nullptr;
+  e.rowSumA = rowSum.data();
+  e.c32 = c32.data();
+  e.ldc = ldc;
+  qgemm::gemm(packed, ws.data(), m, e, threads);
+  INFO("path " << qgemm::pathName(path) << " threads " << threads << " m " << m << " k " << k << " n " << n << " bZero "
+               << bZeros);
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      if (c32[static_cast<size_t>(i * ldc + j)] != want[static_cast<size_t>(i * n + j)] && bad++ < 3) {
+        INFO("at " << i << "," << j);
+        CHECK(c32[static_cast<size_t>(i * ldc + j)] == want[static_cast<size_t>(i * n + j)]);
+      }
+    for (int64_t j = n; j < ldc; ++j) bad += c32[static_cast<size_t>(i * ldc + j)] != guard;
+  }
+  CHECK(bad == 0);
+  // Float epilogue: float(acc) * colScale + bias, the same float operations as Cast -> Mul -> Add.
+  std::vector<float> cf(static_cast<size_t>(m * ldc), 1234.5f);
+  e.c32 = nullptr;
+  e.cf = cf.data();
+  e.colScale = colScale.data();
+  e.bias = bias.data();
+  qgemm::gemm(packed, ws.data(), m, e, threads);
+  bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float y = static_cast<float>(want[static_cast<size_t>(i * n + j)]) * colScale[static_cast<size_t>(j)];
+      y = y + bias[static_cast<size_t>(j)];
+      bad += cf[static_cast<size_t>(i * ldc + j)] != y;
+    }
+    for (int64_t j = n; j < ldc; ++j) bad += cf[static_cast<size_t>(i * ldc + j)] != 1234.5f;
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("int8 GEMM matches the int32 loop on every path and thread count", "[cpu][int8]") {
+  std::mt19937 rng(13);
+  const int64_t ms[] = {1, 2, 5, 6, 7, 8, 9, 13, 17}, ks[] = {1, 2, 3, 4, 5, 7, 8, 31, 64, 67},
+                ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 65};
+  std::uniform_int_distribution<size_t> pm(0, std::size(ms) - 1), pk(0, std::size(ks) - 1), pn(0, std::size(ns) - 1);
+  for (qgemm::Path path : availablePaths()) {
+    for (int threads : {1, 2}) {
+      for (int iter = 0; iter < 30; ++iter) checkGemm(path, threads, ms[pm(rng)], ks[pk(rng)], ns[pn(rng)], iter % 3 == 0, rng);
+      // Large enough that two threads split the panels (and K past a few hundred groups).
+      checkGemm(path, threads, 70, 515, 100, false, rng);
+      checkGemm(path, threads, 33, 1030, 129, true, rng);
+      // 255 x 127 and 255 x -128 everywhere: pair sums beyond int16.
+      checkGemm(path, threads, 9, 130, 40, false, rng, true);
+    }
+  }
+}
+
+TEST_CASE("int8 GEMM: zero rows, K = 0", "[cpu][int8]") {
+  std::mt19937 rng(5);
+  for (qgemm::Path path : availablePaths()) {
+    checkGemm(path, 1, 0, 8, 16, false, rng);
+    checkGemm(path, 1, 3, 0, 16, true, rng);
+  }
+}
+
+TEST_CASE("vectorised DynamicQuantizeLinear pieces match the reference formula", "[cpu][int8]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.3f, 2.0f);
+  for (qgemm::Path path : availablePaths()) {
+    for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 257}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = nd(rng);
+      if (n > 3) x[2] = 0.5f * 3 / 255.0f * 7;  // a value on a rounding tie for some scales
+      float mn = 0, mx = 0, wantMn = 0, wantMx = 0;
+      REQUIRE(qgemm::minMax(path, x.data(), n, mn, mx));
+      for (float v : x) wantMn = std::min(wantMn, v), wantMx = std::max(wantMx, v);
+      CHECK(mn == wantMn);
+      CHECK(mx == wantMx);
+      float scale = (mx - mn) / 255.0f;
+      float zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
+      // Quantize as one row and read back (AVX2 stores int16, the others uint8).
+      std::vector<uint8_t> dst(qgemm::packedABytes(path, 1, n));
+      int32_t rowSum = -1;
+      qgemm::quantizeA(path, x.data(), 1, n, scale, zero, dst.data(), &rowSum);
+      int32_t wantSum = 0;
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        float q = std::clamp(std::nearbyint(x[static_cast<size_t>(i)] / scale) + zero, 0.0f, 255.0f);
+        int got = path == qgemm::Path::Avx2 ? reinterpret_cast<const int16_t*>(dst.data())[i] : dst[static_cast<size_t>(i)];
+        bad += got != static_cast<int>(q);
+        wantSum += static_cast<int32_t>(q);
+      }
+      INFO("path " << qgemm::pathName(path) << " n " << n);
+      CHECK(bad == 0);
+      CHECK(rowSum == wantSum);
+    }
+    float x[3] = {1.0f, std::nanf(""), -2.0f};
+    float mn, mx;
+    CHECK_FALSE(qgemm::minMax(path, x, 3, mn, mx));
+  }
+}
+
+namespace {
+
+Value* graphInput(Graph& g, const std::string& name, DType dt, const std::vector<int64_t>& dims) {
+  Value* v = g.createValue(name);
+  TypeInfo ti;
+  ti.kind = TypeInfo::Kind::Tensor;
+  ti.elemType = static_cast<int32_t>(dt);
+  ti.shape.hasRank = true;
+  for (int64_t d : dims) ti.shape.dims.push_back(Dim::ofValue(d));
+  v->setType(ti);
+  g.addInput(v);
+  return v;
+}
+
+std::unique_ptr<Model> emptyModel(int64_t opset) {
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports = {{"", opset, {}}};
+  m->graph = std::make_unique<Graph>();
+  return m;
+}
+
+/// Runs on ref and on cpu (1 and 2 threads); outputs within tolerance; returns the cpu profile.
+RunProfile compareWithRef(const Model& m, const std::map<std::string, RtValue>& feeds, double rtol, double atol) {
+  auto want = makeExecutor("ref")->prepare(m, {})->run(feeds);
+  RunProfile prof;
+  for (int threads : {1, 2}) {
+    PrepareOptions po;
+    po.threads = threads;
+    auto got = makeExecutor("cpu")->prepare(m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], rtol, atol);
+      INFO("threads " << threads << ": " << r.message);
+      CHECK(r.ok);
+    }
+  }
+  return prof;
+}
+
+bool ranKernel(const RunProfile& p, const std::string& prefix) {
+  return std::any_of(p.nodes.begin(), p.nodes.end(), [&](const NodeRun& n) { return n.kernel.rfind(prefix, 0) == 0 && !n.fallback; });
+}
+
+std::vector<float> normals(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cpu MatMulInteger (uint8 x constant int8) matches the reference kernel", "[cpu][int8]") {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  struct Case {
+    std::vector<int64_t> aDims;
+    int64_t n;
+    int bZero;  // 0 none, 1 scalar, 2 per column
+  };
+  const Case cases[] = {{{3, 5}, 7, 0}, {{2, 9, 17}, 33, 1}, {{1, 64}, 40, 2}, {{13, 4}, 16, 2}, {{2, 3, 130}, 65, 1}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    int64_t k = c.aDims.back(), aCount = 1;
+    for (int64_t d : c.aDims) aCount *= d;
+    std::vector<uint8_t> a(static_cast<size_t>(aCount));
+    for (auto& v : a) v = static_cast<uint8_t>(u8(rng));
+    std::vector<int8_t> b(static_cast<size_t>(k * c.n));
+    for (auto& v : b) v = static_cast<int8_t>(s8(rng));
+    std::map<std::string, RtValue> feeds;
+    Value* va = graphInput(g, "a", DType::UInt8, c.aDims);
+    feeds["a"] = testutil::T(testutil::tensorOf(DType::UInt8, c.aDims, a));
+    Value* vaz = graphInput(g, "a_zero", DType::UInt8, {});
+    feeds["a_zero"] = testutil::T(testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))}));
+    Tensor tb = testutil::tensorOf(DType::Int8, {k, c.n}, b);
+    tb.name = "b";
+    std::vector<Value*> ins = {va, g.addInitializer(std::move(tb)), vaz};
+    if (c.bZero) {
+      std::vector<int8_t> z(static_cast<size_t>(c.bZero == 1 ? 1 : c.n));
+      for (auto& v : z) v = static_cast<int8_t>(s8(rng));
+      Tensor tz = testutil::tensorOf(DType::Int8, c.bZero == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{c.n}, z);
+      tz.name = "b_zero";
+      ins.push_back(g.addInitializer(std::move(tz)));
+    }
+    Node* n = g.addNode("MatMulInteger", ins, {"y"});
+    n->name = "mmi";
+    g.addOutput(n->output(0));
+    INFO("A " << c.aDims.size() << "-D, K " << k << " N " << c.n << " b_zero_point " << c.bZero);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.matmulinteger.u8s8"));
+  }
+}
+
+namespace {
+
+/// x [dims] -> MatMul(W [K, N]) (+ Add bias) -> y, dynamically quantized by quant/dynamic.
+std::unique_ptr<Model> quantizedMlp(const std::vector<int64_t>& xDims, int64_t n, bool bias, bool twoReaders, std::mt19937& rng) {
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  int64_t k = xDims.back();
+  Value* x = graphInput(g, "x", DType::Float, xDims);
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    int64_t cnt = 1;
+    for (int64_t d : dims) cnt *= d;
+    Tensor t = testutil::f32(dims, normals(static_cast<size_t>(cnt), rng));
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Node* mm = g.addNode("MatMul", {x, weight("w", {k, n})}, {"mm"});
+  mm->name = "matmul";
+  Value* y = mm->output(0);
+  if (bias) {
+    Node* add = g.addNode("Add", {y, weight("bias", {n})}, {"biased"});
+    add->name = "add";
+    y = add->output(0);
+  }
+  g.addOutput(y);
+  if (twoReaders) {  // a second MatMul on the same x shares its DynamicQuantizeLinear
+    Node* mm2 = g.addNode("MatMul", {x, weight("w2", {k, n + 3})}, {"mm2"});
+    mm2->name = "matmul2";
+    g.addOutput(mm2->output(0));
+  }
+  DynamicQuantizeReport r = quantizeDynamic(*m);
+  REQUIRE(r.nodesQuantized == (twoReaders ? 2 : 1));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cpu fuses DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add and matches the reference", "[cpu][int8]") {
+  std::mt19937 rng(29);
+  struct Case {
+    std::vector<int64_t> xDims;
+    int64_t n;
+    bool bias, twoReaders;
+  };
+  const Case cases[] = {{{4, 16}, 20, true, false},  {{1, 7, 33}, 17, false, false}, {{2, 5, 64}, 48, true, true},
+                        {{1, 1, 130}, 65, true, false}, {{3, 100}, 300, true, true}};
+  for (const Case& c : cases) {
+    auto m = quantizedMlp(c.xDims, c.n, c.bias, c.twoReaders, rng);
+    std::map<std::string, RtValue> feeds;
+    int64_t cnt = 1;
+    for (int64_t d : c.xDims) cnt *= d;
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, normals(static_cast<size_t>(cnt), rng)));
+    INFO("x rank " << c.xDims.size() << " K " << c.xDims.back() << " N " << c.n << " bias " << c.bias);
+    // The same integer products and float operations as the graph: equal up to float rounding.
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
+    CHECK(ranKernel(prof, "cpu.dynqmatmul.u8s8.fused"));
+    for (const NodeRun& n : prof.nodes) {
+      INFO("node " << n.node << " ran " << n.kernel);
+      CHECK(n.opType != "DynamicQuantizeLinear");  // fused away
+      CHECK(n.opType != "MatMulInteger");
+    }
+  }
+}
+
+TEST_CASE("cpu leaves a quantized chain unfused when an intermediate is a graph output", "[cpu][int8]") {
+  std::mt19937 rng(31);
+  auto m = quantizedMlp({3, 24}, 10, true, false, rng);
+  Graph& g = *m->graph;
+  Value* scale = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opType == "DynamicQuantizeLinear") scale = n->output(1);
+  REQUIRE(scale);
+  g.addOutput(scale);
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({3, 24}, normals(72, rng)));
+  RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
+  CHECK_FALSE(ranKernel(prof, "cpu.dynqmatmul"));
+  CHECK(ranKernel(prof, "cpu.matmulinteger.u8s8"));  // still the int8 GEMM, unfused
+}
