@@ -234,7 +234,7 @@ class Specialization {
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);
     st.kernel = std::move(f.kernel);
-    st.def = &cpu::fusedDynamicQuantMatMulDef();
+    st.def = f.def;
     st.kernelName = std::string(st.def->name);
     steps_.push_back(std::move(st));
   }

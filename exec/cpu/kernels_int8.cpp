@@ -71,12 +71,19 @@ class MatMulIntegerKernel : public CpuKernel {
   int threads_;
 };
 
-/// DynamicQuantizeLinear(x) -> MatMulInteger -> Cast -> Mul(xs * wscale) [-> Add bias] in one step.
-class DynamicQuantMatMulKernel : public CpuKernel {
+/// A quantized MatMul from float x in one step: quantize x into the workspace (dynamically, as
+/// DynamicQuantizeLinear, or with a calibrated constant scale and zero point, as QuantizeLinear),
+/// int8 GEMM, float epilogue float(acc) * (xScale * wScale[n]) (+ bias[n]).
+class QuantMatMulKernel : public CpuKernel {
  public:
-  DynamicQuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale,
-                           std::vector<float> bias, int threads)
-      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)), threads_(threads) {}
+  /// Dynamic when `fixedScale` is 0.
+  QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
+                    float fixedScale, float fixedZero, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
+        fixedScale_(fixedScale), fixedZero_(fixedZero), threads_(threads) {
+    if (fixedScale_ != 0)
+      for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
+  }
   size_t workspaceBytes() const override {
     return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)) +
            static_cast<size_t>(b_.n) * sizeof(float);
@@ -87,24 +94,25 @@ class DynamicQuantMatMulKernel : public CpuKernel {
     size_t aBytes = alignUp(qgemm::packedABytes(b_.path, m_, b_.k));
     auto* rowSum = reinterpret_cast<int32_t*>(ws + aBytes);
     auto* colScale = reinterpret_cast<float*>(ws + aBytes + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)));
-    // DynamicQuantizeLinear, in the reference's float operations.
-    float mn = 0, mx = 0;
-    float scale, zero;
-    if (qgemm::minMax(b_.path, x, m_ * b_.k, mn, mx)) {
-      scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
-      zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
-    } else {  // a NaN: the scale is NaN, every quantized value 0, every output NaN
-      scale = std::numeric_limits<float>::quiet_NaN();
-      zero = 0;
+    float scale = fixedScale_, zero = fixedZero_;
+    if (scale == 0) {  // DynamicQuantizeLinear, in the reference's float operations
+      float mn = 0, mx = 0;
+      if (qgemm::minMax(b_.path, x, m_ * b_.k, mn, mx)) {
+        scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+        zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
+      } else {  // a NaN: the scale is NaN, every quantized value 0, every output NaN
+        scale = std::numeric_limits<float>::quiet_NaN();
+        zero = 0;
+      }
+      for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     }
     qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum);
-    for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     qgemm::Epilogue e;
     e.aZero = static_cast<int32_t>(zero);
     e.bZero = bZero_.empty() ? nullptr : bZero_.data();
     e.rowSumA = rowSum;
     e.cf = static_cast<float*>(args.outputs[0]);
-    e.colScale = colScale;
+    e.colScale = fixedScale_ != 0 ? wScale_.data() : colScale;
     e.bias = bias_.empty() ? nullptr : bias_.data();
     e.ldc = b_.n;
     qgemm::gemm(b_, ws, m_, e, threads_);
@@ -116,6 +124,7 @@ class DynamicQuantMatMulKernel : public CpuKernel {
   int64_t m_;
   std::vector<int32_t> bZero_;
   std::vector<float> wScale_, bias_;
+  float fixedScale_, fixedZero_;
   int threads_;
 };
 
@@ -150,13 +159,11 @@ std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info) {
   return std::make_unique<MatMulIntegerKernel>(std::move(packed), m, std::move(bZero), info.threads);
 }
 
-const CpuKernelDef& fusedDynamicQuantMatMulDef() {
-  static const CpuKernelDef def{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
-                                nullptr};
-  return def;
-}
-
 namespace {
+
+const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
+                               nullptr};
+const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
 
 bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
@@ -170,6 +177,137 @@ const Node* singleReader(const Value* v, const Graph& g) {
 }
 
 bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
+
+/// A constant scalar: its value as float (float, uint8 or int8 tensors of one element).
+bool scalarOf(const Tensor* t, float& v, DType& dt) {
+  if (!t || t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
+  dt = t->dtype();
+  if (const float* f = constData<float>(t, DType::Float)) return v = *f, true;
+  if (const uint8_t* u = constData<uint8_t>(t, DType::UInt8)) return v = *u, true;
+  return false;
+}
+
+/// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
+/// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
+void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
+  std::set<const Node*> fusedOps;
+  std::vector<FusedInt8Step> steps;
+  for (const auto& nn : g.nodes()) {
+    const Node* op = nn.get();
+    bool gemm = isOp(op, "Gemm");
+    if (!gemm && !isOp(op, "MatMul")) continue;
+    if (!op->output(0) || op->inputs().size() < 2) continue;
+    if (gemm && (op->attrInt("transA", 0) != 0 || op->attrFloat("alpha", 1.0f) != 1.0f ||
+                 (op->input(2) && op->attrFloat("beta", 1.0f) != 1.0f)))
+      continue;
+    bool attrsByRef = false;
+    for (const Attribute& a : op->attributes) attrsByRef |= !a.refAttrName.empty();
+    if (attrsByRef) continue;
+    // Activation: x -> QuantizeLinear -> DequantizeLinear, uint8, one scale and zero point.
+    const Node* dx = op->input(0) ? op->input(0)->producer() : nullptr;
+    if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) continue;
+    const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
+    if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) continue;
+    float sx, zx, sq, zq;
+    DType dts, dtz, dts2, dtz2;
+    if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
+        !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
+      continue;
+    if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
+        !(sx > 0) || !std::isfinite(sx))
+      continue;
+    const Value* x = qx->input(0);
+    const StaticTensorType* xt = typeOf(x);
+    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
+    // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.
+    const Node* dw = op->input(1)->producer();
+    if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) continue;
+    const Tensor* wq = constantOf(dw->input(0));
+    const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+    if (!wd || wq->dims.size() != 2) continue;
+    bool transB = gemm && op->attrInt("transB", 0) != 0;
+    const int64_t k = xt->dims.back();
+    const int64_t n = transB ? wq->dims[0] : wq->dims[1];
+    if ((transB ? wq->dims[1] : wq->dims[0]) != k) continue;
+    int64_t axis = dw->attrInt("axis", 1);
+    if (axis < 0) axis += 2;
+    const Tensor* wsT = constantOf(dw->input(1));
+    std::vector<float> wScale;
+    bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+    if (!perTensor && axis != (transB ? 0 : 1)) continue;
+    if (!perColumn<float>(wsT, DType::Float, n, wScale)) continue;
+    std::vector<int32_t> bZero;
+    if (dw->input(2)) {
+      if (!perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, n, bZero)) continue;
+      if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+    }
+    std::vector<float> bias;
+    if (gemm && op->input(2)) {
+      const Tensor* bt = constantOf(op->input(2));
+      if (!bt || !(bt->dims.size() == 1 || (bt->dims.size() == 2 && bt->dims[0] == 1)) || bt->numElements().value_or(0) != n ||
+          !constData<float>(bt, DType::Float))
+        continue;
+      const float* bd = constData<float>(bt, DType::Float);
+      bias.assign(bd, bd + n);
+    }
+    const StaticTensorType* yt = typeOf(op->output(0));
+    const int64_t m = k == 0 ? 0 : xt->numElements() / k;
+    if (!yt || yt->dtype != DType::Float || yt->numElements() != m * n) continue;
+    std::vector<int8_t> kn;
+    if (transB) {
+      kn.resize(static_cast<size_t>(k * n));
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t q = 0; q < k; ++q) kn[static_cast<size_t>(q * n + j)] = wd[j * k + q];
+      wd = kn.data();
+    }
+    FusedInt8Step st;
+    st.last = op;
+    st.covered = {op};
+    st.input = x;
+    st.output = op->output(0);
+    st.def = &kQdqDef;
+    if (!gemm) {  // MatMul -> Add(bias [N]): the bias joins the epilogue
+      const Node* add = singleReader(op->output(0), g);
+      if (isOp(add, "Add") && add->inputs().size() == 2) {
+        const Value* bv = add->input(0) == op->output(0) ? add->input(1) : add->input(0);
+        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const StaticTensorType* at = typeOf(add->output(0));
+        if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
+          st.covered.push_back(add);
+          st.last = add;
+          st.output = add->output(0);
+        } else {
+          bias.clear();
+        }
+      }
+    }
+    st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
+                                                    std::move(wScale), std::move(bias), sx, zx, threads);
+    fusedOps.insert(op);
+    steps.push_back(std::move(st));
+  }
+  // The QuantizeLinear/DequantizeLinear nodes every reader of which is fused go too.
+  std::set<const Node*> gone(fusedOps);
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& nn : g.nodes()) {
+      const Node* q = nn.get();
+      if (gone.count(q) || !(isOp(q, "DequantizeLinear") || isOp(q, "QuantizeLinear")) || !q->output(0) ||
+          q->output(0)->isGraphOutput() || !q->output(0)->hasUses())
+        continue;
+      bool all = std::all_of(q->output(0)->uses().begin(), q->output(0)->uses().end(),
+                             [&](const Use& u) { return gone.count(u.node) > 0; });
+      if (all) gone.insert(q), grew = true;
+    }
+  }
+  for (auto& st : steps) {
+    for (const Node* q : gone)
+      if (!fusedOps.count(q)) st.covered.push_back(q);
+    out.push_back(std::move(st));
+  }
+}
 
 }  // namespace
 
@@ -248,8 +386,9 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
         }
       }
       st.input = x;
-      st.kernel = std::make_unique<DynamicQuantMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(wScale),
-                                                             std::move(bias), threads);
+      st.kernel = std::make_unique<QuantMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(wScale), std::move(bias),
+                                                      0.0f, 0.0f, threads);
+      st.def = &kDynamicDef;
       scaleMuls.insert(sm);
       mmis.insert(mmi);
       chains.push_back(std::move(st));
@@ -263,6 +402,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     if (!ok) continue;
     for (auto& c : chains) out.push_back(std::move(c));
   }
+  findQdqFusions(g, typeOf, constantOf, threads, out);
   return out;
 }
 

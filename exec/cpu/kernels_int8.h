@@ -8,7 +8,14 @@
 // (what `onnxtool quantize --int8 --dynamic` and ONNX Runtime's quantize_dynamic write) becomes one
 // step per MatMul reading x: quantize x into the workspace, int8 GEMM, float epilogue. Fused only
 // when every reader of the DynamicQuantizeLinear outputs belongs to such a chain and no
-// intermediate is a graph output.
+// intermediate is a graph output. Likewise the QDQ form `quantize --int8 --static` writes:
+//
+//   x -> QuantizeLinear(sx, zx const) -> DequantizeLinear(sx, zx) -> MatMul/Gemm(.,
+//        DequantizeLinear(Wq const int8, ws, wz const)) [Gemm bias const]
+//
+// becomes quantize x with (sx, zx), int8 GEMM, float epilogue float(acc) * sx * ws[n] (+ bias):
+// the exact integer sum of the products the float MatMul of the dequantized values rounds.
+// The QuantizeLinear/DequantizeLinear nodes go when every reader is fused.
 #pragma once
 
 #include <functional>
@@ -29,10 +36,8 @@ struct FusedInt8Step {
   const Value* input = nullptr;
   const Value* output = nullptr;
   std::unique_ptr<CpuKernel> kernel;
+  const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports
 };
-
-/// The table entry fused steps report (name, output reuse).
-const CpuKernelDef& fusedDynamicQuantMatMulDef();
 
 /// The fusable chains of `g` (main graph, nodes in topological order). `typeOf` gives a value's
 /// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).

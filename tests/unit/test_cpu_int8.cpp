@@ -16,6 +16,7 @@
 #include "exec/value_ops.h"
 #include "lib/ir.h"
 #include "quant/dynamic.h"
+#include "quant/static_qdq.h"
 #include "ref_test_util.h"
 
 using namespace onnxtool;
@@ -338,4 +339,69 @@ TEST_CASE("cpu leaves a quantized chain unfused when an intermediate is a graph 
   RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
   CHECK_FALSE(ranKernel(prof, "cpu.dynqmatmul"));
   CHECK(ranKernel(prof, "cpu.matmulinteger.u8s8"));  // still the int8 GEMM, unfused
+}
+
+namespace {
+
+/// x -> MatMul(W) -> Add(bias), or x -> Gemm(W^T, bias) with transB, quantized in the QDQ format
+/// with the range [lo, hi] for x.
+std::unique_ptr<Model> qdqModel(bool gemm, const std::vector<int64_t>& xDims, int64_t n, float lo, float hi, std::mt19937& rng) {
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  int64_t k = xDims.back();
+  Value* x = graphInput(g, "x", DType::Float, xDims);
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    int64_t cnt = 1;
+    for (int64_t d : dims) cnt *= d;
+    Tensor t = testutil::f32(dims, normals(static_cast<size_t>(cnt), rng));
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Value* y;
+  if (gemm) {
+    Node* n1 = g.addNode("Gemm", {x, weight("w", {n, k}), weight("bias", {n})}, {"y"});
+    n1->name = "gemm";
+    n1->setAttr(Attribute::ofInt("transB", 1));
+    y = n1->output(0);
+  } else {
+    Node* mm = g.addNode("MatMul", {x, weight("w", {k, n})}, {"mm"});
+    mm->name = "matmul";
+    Node* add = g.addNode("Add", {mm->output(0), weight("bias", {n})}, {"y"});
+    add->name = "add";
+    y = add->output(0);
+  }
+  g.addOutput(y);
+  std::map<std::string, ValueRange> ranges;
+  ranges["x"] = {lo, hi};
+  StaticQuantizeReport r = quantizeStaticQdq(*m, ranges);
+  REQUIRE(r.nodesQuantized == 1);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> MatMul/Gemm with int8 weights and matches the reference",
+          "[cpu][int8]") {
+  std::mt19937 rng(37);
+  struct Case {
+    bool gemm;
+    std::vector<int64_t> xDims;
+    int64_t n;
+    float lo, hi;
+  };
+  // Ranges narrower than the data (saturation) and asymmetric ones (zero points away from 128).
+  const Case cases[] = {{false, {4, 16}, 20, -2, 2},  {false, {2, 7, 33}, 17, -1, 3}, {true, {5, 64}, 48, -3, 3},
+                        {true, {1, 130}, 65, -0.5f, 4}, {false, {1, 3, 100}, 300, -4, 4}};
+  for (const Case& c : cases) {
+    auto m = qdqModel(c.gemm, c.xDims, c.n, c.lo, c.hi, rng);
+    std::map<std::string, RtValue> feeds;
+    int64_t cnt = 1;
+    for (int64_t d : c.xDims) cnt *= d;
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, normals(static_cast<size_t>(cnt), rng)));
+    INFO((c.gemm ? "Gemm" : "MatMul") << " K " << c.xDims.back() << " N " << c.n);
+    // Exact integer sums vs the float MatMul of the dequantized values: float rounding apart.
+    RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+    CHECK(ranKernel(prof, "cpu.qdqmatmul.u8s8.fused"));
+    CHECK(prof.nodes.size() == 1);  // Q, DQ, DQ of the weight, MatMul (+ Add): one step
+  }
 }
