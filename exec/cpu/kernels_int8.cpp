@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "exec/cpu/isa.h"
@@ -128,6 +129,99 @@ class QuantMatMulKernel : public CpuKernel {
   int threads_;
 };
 
+/// A quantized 2-D convolution (NCHW, group 1) from float x in one step, per image: quantize x
+/// with the calibrated (scale, zero point), im2row into the packed A layout [OH*OW, C*KH*KW]
+/// (out-of-image taps hold the zero point: the quantized 0.0 of the padding), int8 GEMM against
+/// the prepacked W^T, float epilogue, then transpose [pixels, M] into NCHW.
+class QdqConvKernel : public CpuKernel {
+ public:
+  struct Geometry {
+    int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL;
+  };
+  QdqConvKernel(Geometry g, qgemm::PackedB b, std::vector<int32_t> bZero, std::vector<float> colScale, std::vector<float> bias,
+                float scale, float zero, int threads)
+      : g_(g), b_(std::move(b)), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
+        zero_(zero), threads_(threads) {
+    elem_ = b_.path == qgemm::Path::Avx2 ? 2 : 1;
+    qxBytes_ = alignUp(qgemm::packedABytes(b_.path, 1, g_.c * g_.h * g_.w));
+    aBytes_ = alignUp(qgemm::packedABytes(b_.path, g_.oh * g_.ow, b_.k));
+    rowSumBytes_ = alignUp(static_cast<size_t>(g_.oh * g_.ow) * sizeof(int32_t));
+  }
+  size_t workspaceBytes() const override {
+    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(g_.oh * g_.ow * g_.m) * sizeof(float);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    uint8_t* qx = ws;
+    uint8_t* a = ws + qxBytes_;
+    auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
+    auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
+    const int64_t chw = g_.c * g_.h * g_.w, pix = g_.oh * g_.ow;
+    int32_t scratch = 0;
+    for (int64_t img = 0; img < g_.n; ++img) {
+      qgemm::quantizeA(b_.path, x + img * chw, 1, chw, scale_, zero_, qx, &scratch);
+      if (elem_ == 2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      else im2row(qx, a, rowSum);
+      qgemm::Epilogue e;
+      e.aZero = static_cast<int32_t>(zero_);
+      e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+      e.rowSumA = rowSum;
+      e.cf = cbuf;
+      e.colScale = colScale_.data();
+      e.bias = bias_.empty() ? nullptr : bias_.data();
+      e.ldc = g_.m;
+      qgemm::gemm(b_, a, pix, e, threads_);
+      float* yi = y + img * g_.m * pix;
+      // [pixels, M] -> [M, pixels], in blocks that stay in cache.
+      constexpr int64_t kBlk = 32;
+      for (int64_t p0 = 0; p0 < pix; p0 += kBlk)
+        for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+          for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
+            for (int64_t p = p0; p < std::min(pix, p0 + kBlk); ++p) yi[mm * pix + p] = cbuf[p * g_.m + mm];
+    }
+  }
+  double flops() const override { return 2.0 * g_.n * g_.m * b_.k * g_.oh * g_.ow; }
+
+ private:
+  template <typename T>
+  void im2row(const T* q, T* a, int32_t* rowSum) const {
+    const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(b_.path, 1, b_.k)) / elem_;
+    const T pad = static_cast<T>(zero_);
+    for (int64_t oy = 0; oy < g_.oh; ++oy)
+      for (int64_t ox = 0; ox < g_.ow; ++ox) {
+        T* row = a + (oy * g_.ow + ox) * kp;
+        int32_t sum = 0;
+        int64_t idx = 0;
+        for (int64_t ch = 0; ch < g_.c; ++ch) {
+          const T* qc = q + ch * g_.h * g_.w;
+          for (int64_t ki = 0; ki < g_.kh; ++ki) {
+            int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+            bool rowIn = iy >= 0 && iy < g_.h;
+            for (int64_t kj = 0; kj < g_.kw; ++kj) {
+              int64_t ix = ox * g_.sw - g_.padL + kj * g_.dw;
+              T v = rowIn && ix >= 0 && ix < g_.w ? qc[iy * g_.w + ix] : pad;
+              row[idx++] = v;
+              sum += v;
+            }
+          }
+        }
+        for (; idx < kp; ++idx) row[idx] = 0;
+        rowSum[oy * g_.ow + ox] = sum;
+      }
+  }
+
+  Geometry g_;
+  qgemm::PackedB b_;
+  std::vector<int32_t> bZero_;
+  std::vector<float> colScale_, bias_;
+  float scale_, zero_;
+  int threads_;
+  int64_t elem_;
+  size_t qxBytes_, aBytes_, rowSumBytes_;
+};
+
 /// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
 /// constant int8 [K, N] with a constant scalar or per-column zero point.
 bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, qgemm::PackedB& packed, std::vector<int32_t>& bZero) {
@@ -164,6 +258,7 @@ namespace {
 const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
                                nullptr};
 const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.im2row", OutputReuse::None, nullptr};
 
 bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
@@ -187,6 +282,84 @@ bool scalarOf(const Tensor* t, float& v, DType& dt) {
   return false;
 }
 
+/// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
+/// on both): x, the scale and the zero point; nullptr when the activation is not in that form.
+const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const Tensor*(const Value*)>& constantOf,
+                                 float& sx, float& zx) {
+  const Node* dx = v ? v->producer() : nullptr;
+  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) return nullptr;
+  const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
+  if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) return nullptr;
+  float sq, zq;
+  DType dts, dtz, dts2, dtz2;
+  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
+      !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
+    return nullptr;
+  if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
+      !(sx > 0) || !std::isfinite(sx))
+    return nullptr;
+  return qx->input(0);
+}
+
+/// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
+/// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
+std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+  for (const Attribute& a : op->attributes)
+    if (!a.refAttrName.empty()) return std::nullopt;
+  if (!op->output(0) || op->inputs().size() < 2 || op->attrInt("group", 1) != 1) return std::nullopt;
+  std::string autoPad = op->attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID") return std::nullopt;
+  float sx, zx;
+  const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
+  if (!x) return std::nullopt;
+  const StaticTensorType* xt = typeOf(x);
+  const StaticTensorType* yt = typeOf(op->output(0));
+  if (!xt || !yt || xt->dtype != DType::Float || xt->dims.size() != 4 || yt->dims.size() != 4) return std::nullopt;
+  const Node* dw = op->input(1)->producer();
+  if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
+  const Tensor* wq = constantOf(dw->input(0));
+  const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+  if (!wd || wq->dims.size() != 4) return std::nullopt;
+  QdqConvKernel::Geometry geo{};
+  geo.n = xt->dims[0], geo.c = xt->dims[1], geo.h = xt->dims[2], geo.w = xt->dims[3];
+  geo.m = wq->dims[0], geo.kh = wq->dims[2], geo.kw = wq->dims[3];
+  geo.oh = yt->dims[2], geo.ow = yt->dims[3];
+  if (wq->dims[1] != geo.c || yt->dims[1] != geo.m || yt->dims[0] != geo.n) return std::nullopt;
+  auto strides = op->attrInts("strides", {1, 1}), dil = op->attrInts("dilations", {1, 1});
+  auto pads = op->attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return std::nullopt;
+  geo.sh = strides[0], geo.sw = strides[1], geo.dh = dil[0], geo.dw = dil[1];
+  geo.padT = autoPad == "VALID" ? 0 : pads[0], geo.padL = autoPad == "VALID" ? 0 : pads[1];
+  const int64_t n = geo.m, k = geo.c * geo.kh * geo.kw;
+  int64_t axis = dw->attrInt("axis", 1);
+  if (axis < 0) axis += 4;
+  const Tensor* wsT = constantOf(dw->input(1));
+  bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+  std::vector<float> wScale;
+  if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, n, wScale)) return std::nullopt;
+  std::vector<int32_t> bZero;
+  if (dw->input(2)) {
+    if (!perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, n, bZero)) return std::nullopt;
+    if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  }
+  std::vector<float> bias;
+  if (op->input(2) && !perColumn<float>(constantOf(op->input(2)), DType::Float, n, bias)) return std::nullopt;
+  for (float& w : wScale) w = sx * w;
+  std::vector<int8_t> kn(static_cast<size_t>(k * n));  // W [M, K] -> B [K, M]
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t q = 0; q < k; ++q) kn[static_cast<size_t>(q * n + j)] = wd[j * k + q];
+  FusedInt8Step st;
+  st.last = op;
+  st.covered = {op};
+  st.input = x;
+  st.output = op->output(0);
+  st.def = &kQdqConvDef;
+  st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::packB(qgemm::pathFor(activeIsa()), kn.data(), k, n), std::move(bZero),
+                                              std::move(wScale), std::move(bias), sx, zx, threads);
+  return st;
+}
+
 /// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
@@ -195,6 +368,13 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
     const Node* op = nn.get();
+    if (isOp(op, "Conv")) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf, threads)) {
+        fusedOps.insert(op);
+        steps.push_back(std::move(*st));
+      }
+      continue;
+    }
     bool gemm = isOp(op, "Gemm");
     if (!gemm && !isOp(op, "MatMul")) continue;
     if (!op->output(0) || op->inputs().size() < 2) continue;
@@ -204,20 +384,9 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     bool attrsByRef = false;
     for (const Attribute& a : op->attributes) attrsByRef |= !a.refAttrName.empty();
     if (attrsByRef) continue;
-    // Activation: x -> QuantizeLinear -> DequantizeLinear, uint8, one scale and zero point.
-    const Node* dx = op->input(0) ? op->input(0)->producer() : nullptr;
-    if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) continue;
-    const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
-    if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) continue;
-    float sx, zx, sq, zq;
-    DType dts, dtz, dts2, dtz2;
-    if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
-        !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
-      continue;
-    if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
-        !(sx > 0) || !std::isfinite(sx))
-      continue;
-    const Value* x = qx->input(0);
+    float sx, zx;
+    const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
+    if (!x) continue;
     const StaticTensorType* xt = typeOf(x);
     if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
     // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.

@@ -405,3 +405,48 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> MatMul/Gemm with int8
     CHECK(prof.nodes.size() == 1);  // Q, DQ, DQ of the weight, MatMul (+ Add): one step
   }
 }
+
+TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weights and matches the reference", "[cpu][int8]") {
+  std::mt19937 rng(41);
+  struct Case {
+    std::vector<int64_t> x, w;  // [N, C, H, W], [M, C, KH, KW]
+    std::vector<int64_t> strides, pads, dilations;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},     // same padding: taps on the border read the zero point
+      {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false},  // 1x1, two images, M past a panel
+      {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},  // strided, asymmetric pads
+      {{1, 2, 12, 12}, {6, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},   // dilated
+  };
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    Value* x = graphInput(g, "x", DType::Float, c.x);
+    int64_t wn = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+    Tensor tw = testutil::f32(c.w, normals(static_cast<size_t>(wn), rng));
+    tw.name = "w";
+    std::vector<Value*> ins = {x, g.addInitializer(std::move(tw))};
+    if (c.bias) {
+      Tensor tb = testutil::f32({c.w[0]}, normals(static_cast<size_t>(c.w[0]), rng));
+      tb.name = "b";
+      ins.push_back(g.addInitializer(std::move(tb)));
+    }
+    Node* conv = g.addNode("Conv", ins, {"y"});
+    conv->name = "conv";
+    conv->setAttr(Attribute::ofInts("strides", c.strides));
+    conv->setAttr(Attribute::ofInts("pads", c.pads));
+    conv->setAttr(Attribute::ofInts("dilations", c.dilations));
+    g.addOutput(conv->output(0));
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-1.5f, 2.5f};  // narrower than the data: saturation both ways
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
+    std::map<std::string, RtValue> feeds;
+    int64_t xn = c.x[0] * c.x[1] * c.x[2] * c.x[3];
+    feeds["x"] = testutil::T(testutil::f32(c.x, normals(static_cast<size_t>(xn), rng)));
+    INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.im2row"));
+    CHECK(prof.nodes.size() == 1);
+  }
+}
