@@ -130,39 +130,81 @@ class QuantMatMulKernel : public CpuKernel {
 };
 
 /// A quantized 2-D convolution (NCHW, group 1) from float x in one step, per image: quantize x
-/// with the calibrated (scale, zero point), im2row into the packed A layout [OH*OW, C*KH*KW]
-/// (out-of-image taps hold the zero point: the quantized 0.0 of the padding), int8 GEMM against
-/// the prepacked W^T, float epilogue, then transpose [pixels, M] into NCHW.
+/// with the calibrated (scale, zero point), then
+///  - VNNI path, symmetric weights: im2col rows (out-of-image taps hold the zero point: the
+///    quantized 0.0 of the padding), packed in panels of 32 pixels, Y[M, pixels] = W x col with
+///    the weights broadcast: NCHW rows straight out of the epilogue;
+///  - other paths: im2row into the packed A layout [OH*OW, C*KH*KW], int8 GEMM against the
+///    prepacked W^T, float epilogue, then transpose [pixels, M] into NCHW.
 class QdqConvKernel : public CpuKernel {
  public:
   struct Geometry {
     int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL;
   };
-  QdqConvKernel(Geometry g, qgemm::PackedB b, std::vector<int32_t> bZero, std::vector<float> colScale, std::vector<float> bias,
-                float scale, float zero, int threads)
-      : g_(g), b_(std::move(b)), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
+  /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
+  QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
+                std::vector<float> bias, float scale, float zero, int threads)
+      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
         zero_(zero), threads_(threads) {
-    elem_ = b_.path == qgemm::Path::Avx2 ? 2 : 1;
-    qxBytes_ = alignUp(qgemm::packedABytes(b_.path, 1, g_.c * g_.h * g_.w));
-    aBytes_ = alignUp(qgemm::packedABytes(b_.path, g_.oh * g_.ow, b_.k));
-    rowSumBytes_ = alignUp(static_cast<size_t>(g_.oh * g_.ow) * sizeof(int32_t));
+    k_ = g_.c * g_.kh * g_.kw;
+    pix_ = g_.oh * g_.ow;
+    direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
+    qxBytes_ = alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    if (direct_) {
+      kp_ = (k_ + 3) / 4 * 4;
+      panels_ = (pix_ + 31) / 32;
+      w_.assign(static_cast<size_t>(g_.m * kp_), 0);
+      wRowSum_.assign(static_cast<size_t>(g_.m), 0);
+      for (int64_t i = 0; i < g_.m; ++i)
+        for (int64_t q = 0; q < k_; ++q) {
+          w_[static_cast<size_t>(i * kp_ + q)] = w[i * k_ + q];
+          wRowSum_[static_cast<size_t>(i)] += w[i * k_ + q];
+        }
+      colBytes_ = alignUp(static_cast<size_t>(kp_ * panels_ * 32));
+    } else {
+      std::vector<int8_t> kn(static_cast<size_t>(k_ * g_.m));  // W [M, K] -> B [K, M]
+      for (int64_t j = 0; j < g_.m; ++j)
+        for (int64_t q = 0; q < k_; ++q) kn[static_cast<size_t>(q * g_.m + j)] = w[j * k_ + q];
+      b_ = qgemm::packB(path_, kn.data(), k_, g_.m);
+      aBytes_ = alignUp(qgemm::packedABytes(path_, pix_, k_));
+      rowSumBytes_ = alignUp(static_cast<size_t>(pix_) * sizeof(int32_t));
+    }
   }
   size_t workspaceBytes() const override {
-    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(g_.oh * g_.ow * g_.m) * sizeof(float);
+    if (direct_) return qxBytes_ + 2 * colBytes_;
+    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
   }
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     auto* ws = static_cast<uint8_t*>(args.workspace);
     uint8_t* qx = ws;
-    uint8_t* a = ws + qxBytes_;
-    auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
-    auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
-    const int64_t chw = g_.c * g_.h * g_.w, pix = g_.oh * g_.ow;
+    const int64_t chw = g_.c * g_.h * g_.w;
     int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      qgemm::quantizeA(b_.path, x + img * chw, 1, chw, scale_, zero_, qx, &scratch);
-      if (elem_ == 2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch);
+      float* yi = y + img * g_.m * pix_;
+      if (direct_) {
+        uint8_t* col = ws + qxBytes_;
+        uint8_t* panels = col + colBytes_;
+        im2col(qx, col, panels_ * 32);
+        qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
+        qgemm::DirectConvArgs c;
+        c.w = w_.data();
+        c.wRowSum = wRowSum_.data();
+        c.m = g_.m, c.kp = kp_, c.pix = pix_;
+        c.colPanels = panels;
+        c.aZero = static_cast<int32_t>(zero_);
+        c.rowScale = colScale_.data();
+        c.bias = bias_.empty() ? nullptr : bias_.data();
+        c.y = yi;
+        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, threads_, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        continue;
+      }
+      uint8_t* a = ws + qxBytes_;
+      auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
+      auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
+      if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
       else im2row(qx, a, rowSum);
       qgemm::Epilogue e;
       e.aZero = static_cast<int32_t>(zero_);
@@ -172,22 +214,53 @@ class QdqConvKernel : public CpuKernel {
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
       e.ldc = g_.m;
-      qgemm::gemm(b_, a, pix, e, threads_);
-      float* yi = y + img * g_.m * pix;
+      qgemm::gemm(b_, a, pix_, e, threads_);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
       constexpr int64_t kBlk = 32;
-      for (int64_t p0 = 0; p0 < pix; p0 += kBlk)
+      for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
         for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
           for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
-            for (int64_t p = p0; p < std::min(pix, p0 + kBlk); ++p) yi[mm * pix + p] = cbuf[p * g_.m + mm];
+            for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) yi[mm * pix_ + p] = cbuf[p * g_.m + mm];
     }
   }
-  double flops() const override { return 2.0 * g_.n * g_.m * b_.k * g_.oh * g_.ow; }
+  double flops() const override { return 2.0 * g_.n * g_.m * k_ * pix_; }
 
  private:
+  /// im2col rows [kp][ld] of uint8: row (c, ki, kj) holds the tap over every output pixel.
+  void im2col(const uint8_t* q, uint8_t* col, int64_t ld) const {
+    const uint8_t pad = static_cast<uint8_t>(zero_);
+    for (int64_t ch = 0; ch < g_.c; ++ch)
+      for (int64_t ki = 0; ki < g_.kh; ++ki)
+        for (int64_t kj = 0; kj < g_.kw; ++kj) {
+          uint8_t* row = col + ((ch * g_.kh + ki) * g_.kw + kj) * ld;
+          const uint8_t* qc = q + ch * g_.h * g_.w;
+          // Output columns whose input column is inside the image: [lo, hi).
+          int64_t off = kj * g_.dw - g_.padL;
+          int64_t lo = off >= 0 ? 0 : (-off + g_.sw - 1) / g_.sw;
+          int64_t hi = g_.w - off <= 0 ? 0 : std::min(g_.ow, (g_.w - off + g_.sw - 1) / g_.sw);
+          lo = std::min(lo, hi);
+          for (int64_t oy = 0; oy < g_.oh; ++oy) {
+            uint8_t* dst = row + oy * g_.ow;
+            int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+            if (iy < 0 || iy >= g_.h) {
+              std::memset(dst, pad, static_cast<size_t>(g_.ow));
+              continue;
+            }
+            const uint8_t* src = qc + iy * g_.w + off;
+            std::memset(dst, pad, static_cast<size_t>(lo));
+            if (g_.sw == 1) std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+            else
+              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g_.sw];
+            std::memset(dst + hi, pad, static_cast<size_t>(g_.ow - hi));
+          }
+          std::memset(row + pix_, 0, static_cast<size_t>(ld - pix_));
+        }
+    for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
+  }
+
   template <typename T>
   void im2row(const T* q, T* a, int32_t* rowSum) const {
-    const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(b_.path, 1, b_.k)) / elem_;
+    const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(path_, 1, k_)) / (path_ == qgemm::Path::Avx2 ? 2 : 1);
     const T pad = static_cast<T>(zero_);
     for (int64_t oy = 0; oy < g_.oh; ++oy)
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
@@ -213,13 +286,16 @@ class QdqConvKernel : public CpuKernel {
   }
 
   Geometry g_;
+  qgemm::Path path_;
   qgemm::PackedB b_;
-  std::vector<int32_t> bZero_;
+  std::vector<int8_t> w_;
+  std::vector<int32_t> wRowSum_, bZero_;
   std::vector<float> colScale_, bias_;
   float scale_, zero_;
   int threads_;
-  int64_t elem_;
-  size_t qxBytes_, aBytes_, rowSumBytes_;
+  bool direct_ = false;
+  int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
+  size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };
 
 /// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
@@ -258,7 +334,7 @@ namespace {
 const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
                                nullptr};
 const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
-const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.im2row", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused", OutputReuse::None, nullptr};
 
 bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
@@ -331,7 +407,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return std::nullopt;
   geo.sh = strides[0], geo.sw = strides[1], geo.dh = dil[0], geo.dw = dil[1];
   geo.padT = autoPad == "VALID" ? 0 : pads[0], geo.padL = autoPad == "VALID" ? 0 : pads[1];
-  const int64_t n = geo.m, k = geo.c * geo.kh * geo.kw;
+  const int64_t n = geo.m;
   int64_t axis = dw->attrInt("axis", 1);
   if (axis < 0) axis += 4;
   const Tensor* wsT = constantOf(dw->input(1));
@@ -346,17 +422,14 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   std::vector<float> bias;
   if (op->input(2) && !perColumn<float>(constantOf(op->input(2)), DType::Float, n, bias)) return std::nullopt;
   for (float& w : wScale) w = sx * w;
-  std::vector<int8_t> kn(static_cast<size_t>(k * n));  // W [M, K] -> B [K, M]
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t q = 0; q < k; ++q) kn[static_cast<size_t>(q * n + j)] = wd[j * k + q];
   FusedInt8Step st;
   st.last = op;
   st.covered = {op};
   st.input = x;
   st.output = op->output(0);
   st.def = &kQdqConvDef;
-  st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::packB(qgemm::pathFor(activeIsa()), kn.data(), k, n), std::move(bZero),
-                                              std::move(wScale), std::move(bias), sx, zx, threads);
+  st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
+                                              std::move(bias), sx, zx, threads);
   return st;
 }
 

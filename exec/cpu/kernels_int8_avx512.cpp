@@ -135,3 +135,93 @@ ONNXTOOL_AVX512 void quantizeRowAvx512(const float* x, int64_t k, float scale, f
 }
 
 }  // namespace onnxtool::cpu::qgemm
+
+// ---- direct NCHW int8 convolution: Y[M, pixels] = W[M, K] x col[K, pixels] ----
+// The weights (int8) are broadcast four k at a time and the im2col columns (uint8) packed in
+// panels of 32 pixels x 4 k, so the output rows are NCHW rows: no transposes.
+
+namespace onnxtool::cpu::qgemm {
+
+ONNXTOOL_AVX512 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst) {
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    uint8_t* out = dst + pn * kp * 32;
+    for (int64_t g = 0; g < kp / 4; ++g) {
+      const uint8_t* r = col + g * 4 * ldcol + pn * 32;
+      for (int h = 0; h < 2; ++h) {
+        __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + h * 16));
+        __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ldcol + h * 16));
+        __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ldcol + h * 16));
+        __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ldcol + h * 16));
+        __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+        __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+        uint8_t* o = out + g * 128 + h * 64;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), _mm_unpackhi_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm_unpacklo_epi16(t1, t3));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 48), _mm_unpackhi_epi16(t1, t3));
+      }
+    }
+  }
+}
+
+namespace {
+
+template <int R>
+ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, const DirectConvArgs& c, int64_t row0,
+                              int64_t pix0) {
+  __m512i acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  const int64_t groups = kp / 4;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i c0 = _mm512_loadu_si512(cp + g * 128);
+    __m512i c1 = _mm512_loadu_si512(cp + g * 128 + 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      int32_t quad;
+      __builtin_memcpy(&quad, w + r * kp + g * 4, 4);
+      __m512i wv = _mm512_set1_epi32(quad);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], c0, wv);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], c1, wv);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    int64_t i = row0 + r;
+    __m512i corr = _mm512_set1_epi32(c.aZero * c.wRowSum[i]);
+    __m512 sc = _mm512_set1_ps(c.rowScale[i]);
+    __m512 bs = _mm512_set1_ps(c.bias ? c.bias[i] : 0.0f);
+    for (int h = 0; h < 2; ++h) {
+      int64_t p = pix0 + h * 16;
+      if (p >= c.pix) break;
+      int64_t cnt = std::min<int64_t>(16, c.pix - p);
+      __mmask16 mask = static_cast<__mmask16>(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);
+      __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
+      if (c.bias) y = _mm512_add_ps(y, bs);
+      _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
+    }
+  }
+}
+
+}  // namespace
+
+ONNXTOOL_AVX512 void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1) {
+  for (int64_t pn = p0; pn < p1; ++pn) {
+    const uint8_t* cp = c.colPanels + pn * c.kp * 32;
+    int64_t i = 0;
+    for (; i + kMr <= c.m; i += kMr) convTile<kMr>(c.w + i * c.kp, c.kp, cp, c, i, pn * 32);
+    const int8_t* w = c.w + i * c.kp;
+    switch (c.m - i) {
+      case 7: convTile<7>(w, c.kp, cp, c, i, pn * 32); break;
+      case 6: convTile<6>(w, c.kp, cp, c, i, pn * 32); break;
+      case 5: convTile<5>(w, c.kp, cp, c, i, pn * 32); break;
+      case 4: convTile<4>(w, c.kp, cp, c, i, pn * 32); break;
+      case 3: convTile<3>(w, c.kp, cp, c, i, pn * 32); break;
+      case 2: convTile<2>(w, c.kp, cp, c, i, pn * 32); break;
+      case 1: convTile<1>(w, c.kp, cp, c, i, pn * 32); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace onnxtool::cpu::qgemm

@@ -161,33 +161,30 @@ void gemmPortable(const PackedB& b, const void* aPacked, int64_t m, const Epilog
   }
 }
 
+void parallelPanels(int64_t panels, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  // A thread start costs tens of microseconds: small products stay on one thread.
+  // TODO: the executor's thread pool when it lands (issue 11).
+  int t = static_cast<int>(std::min<int64_t>(threads, panels));
+  if (t <= 1 || work < (int64_t{1} << 20)) {
+    fn(0, panels);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(t - 1));
+  for (int i = 1; i < t; ++i) pool.emplace_back(fn, panels * i / t, panels * (i + 1) / t);
+  fn(0, panels / t);
+  for (auto& th : pool) th.join();
+}
+
 void gemm(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int threads) {
   if (m == 0 || b.n == 0) return;
-  auto run = [&](int64_t p0, int64_t p1) {
+  parallelPanels(b.panels, m * b.n * b.k, threads, [&](int64_t p0, int64_t p1) {
     switch (b.path) {
       case Path::Avx512Vnni: gemmAvx512Vnni(b, a, m, e, p0, p1); break;
       case Path::Avx2: gemmAvx2(b, a, m, e, p0, p1); break;
       case Path::Portable: gemmPortable(b, a, m, e, p0, p1); break;
     }
-  };
-  // Threads split the column panels; small products stay on one thread (a thread start costs
-  // tens of microseconds). TODO: the executor's thread pool when it lands (issue 11).
-  int64_t work = m * b.n * b.k;
-  int t = static_cast<int>(std::min<int64_t>(threads, b.panels));
-  if (t <= 1 || work < (int64_t{1} << 20)) {
-    run(0, b.panels);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(t - 1));
-  auto range = [&](int i) { return std::pair<int64_t, int64_t>{b.panels * i / t, b.panels * (i + 1) / t}; };
-  for (int i = 1; i < t; ++i) {
-    auto [p0, p1] = range(i);
-    pool.emplace_back(run, p0, p1);
-  }
-  auto [p0, p1] = range(0);
-  run(p0, p1);
-  for (auto& th : pool) th.join();
+  });
 }
 
 }  // namespace onnxtool::cpu::qgemm

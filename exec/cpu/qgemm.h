@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "exec/cpu/isa.h"
@@ -72,5 +73,25 @@ bool minMaxAvx2(const float* x, int64_t n, float& mn, float& mx);
 bool minMaxAvx512(const float* x, int64_t n, float& mn, float& mx);
 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum);
 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum);
+
+/// Runs fn(p0, p1) over [0, panels) split between up to `threads` threads (one when `work`, in
+/// multiply-adds, is too small to pay for a thread start).
+void parallelPanels(int64_t panels, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn);
+
+/// The direct NCHW convolution of the VNNI path: Y[M, pix] = W[M, kp] x col, col packed in panels
+/// of 32 pixels x 4 k (packColPanelsAvx512 from im2col rows [kp][ldcol], ldcol = panels * 32),
+/// y = float(acc - aZero * wRowSum[m]) * rowScale[m] (+ bias[m]). Symmetric weights only.
+struct DirectConvArgs {
+  const int8_t* w = nullptr;  ///< [M][kp], k past K zero
+  const int32_t* wRowSum = nullptr;
+  int64_t m = 0, kp = 0, pix = 0;
+  const uint8_t* colPanels = nullptr;
+  int32_t aZero = 0;
+  const float* rowScale = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
+void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1);
 
 }  // namespace onnxtool::cpu::qgemm

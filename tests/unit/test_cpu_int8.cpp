@@ -418,6 +418,7 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
       {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false},  // 1x1, two images, M past a panel
       {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},  // strided, asymmetric pads
       {{1, 2, 12, 12}, {6, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},   // dilated
+      {{2, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},  // big enough for two threads
   };
   for (const Case& c : cases) {
     auto m = emptyModel(13);
@@ -446,7 +447,7 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     feeds["x"] = testutil::T(testutil::f32(c.x, normals(static_cast<size_t>(xn), rng)));
     INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
     RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
-    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.im2row"));
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
     CHECK(prof.nodes.size() == 1);
   }
 }
