@@ -79,9 +79,9 @@ class QuantMatMulKernel : public CpuKernel {
  public:
   /// Dynamic when `fixedScale` is 0.
   QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
-                    float fixedScale, float fixedZero, int threads)
+                    float fixedScale, float fixedZero, int threads, bool relu = false)
       : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
-        fixedScale_(fixedScale), fixedZero_(fixedZero), threads_(threads) {
+        fixedScale_(fixedScale), fixedZero_(fixedZero), threads_(threads), relu_(relu) {
     if (fixedScale_ != 0)
       for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
   }
@@ -115,6 +115,7 @@ class QuantMatMulKernel : public CpuKernel {
     e.cf = static_cast<float*>(args.outputs[0]);
     e.colScale = fixedScale_ != 0 ? wScale_.data() : colScale;
     e.bias = bias_.empty() ? nullptr : bias_.data();
+    e.relu = relu_;
     e.ldc = b_.n;
     qgemm::gemm(b_, ws, m_, e, threads_);
   }
@@ -127,6 +128,7 @@ class QuantMatMulKernel : public CpuKernel {
   std::vector<float> wScale_, bias_;
   float fixedScale_, fixedZero_;
   int threads_;
+  bool relu_;
 };
 
 /// A quantized 2-D convolution (NCHW, group 1) from float x in one step, per image: quantize x
@@ -143,9 +145,9 @@ class QdqConvKernel : public CpuKernel {
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, int threads)
+                std::vector<float> bias, float scale, float zero, int threads, bool relu)
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), threads_(threads) {
+        zero_(zero), threads_(threads), relu_(relu) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -197,6 +199,7 @@ class QdqConvKernel : public CpuKernel {
         c.aZero = static_cast<int32_t>(zero_);
         c.rowScale = colScale_.data();
         c.bias = bias_.empty() ? nullptr : bias_.data();
+        c.relu = relu_;
         c.y = yi;
         qgemm::parallelPanels(panels_, g_.m * pix_ * k_, threads_, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
         continue;
@@ -213,6 +216,7 @@ class QdqConvKernel : public CpuKernel {
       e.cf = cbuf;
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
+      e.relu = relu_;
       e.ldc = g_.m;
       qgemm::gemm(b_, a, pix_, e, threads_);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
@@ -293,6 +297,7 @@ class QdqConvKernel : public CpuKernel {
   std::vector<float> colScale_, bias_;
   float scale_, zero_;
   int threads_;
+  bool relu_;
   bool direct_ = false;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
   size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
@@ -356,6 +361,19 @@ bool scalarOf(const Tensor* t, float& v, DType& dt) {
   if (const float* f = constData<float>(t, DType::Float)) return v = *f, true;
   if (const uint8_t* u = constData<uint8_t>(t, DType::UInt8)) return v = *u, true;
   return false;
+}
+
+/// A Relu that is the only reader of the step's output joins the step (max(0, y) in the epilogue).
+bool fuseRelu(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf) {
+  const Node* r = singleReader(st.output, g);
+  if (!isOp(r, "Relu") || !r->output(0)) return false;
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(r->output(0));
+  if (!a || !b || a->dims != b->dims || b->dtype != DType::Float) return false;
+  st.covered.push_back(r);
+  st.last = r;
+  st.output = r->output(0);
+  return true;
 }
 
 /// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
@@ -428,8 +446,9 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.input = x;
   st.output = op->output(0);
   st.def = &kQdqConvDef;
+  bool relu = fuseRelu(g, st, typeOf);
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, threads);
+                                              std::move(bias), sx, zx, threads, relu);
   return st;
 }
 
@@ -524,8 +543,9 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
         }
       }
     }
+    bool relu = fuseRelu(g, st, typeOf);
     st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
-                                                    std::move(wScale), std::move(bias), sx, zx, threads);
+                                                    std::move(wScale), std::move(bias), sx, zx, threads, relu);
     fusedOps.insert(op);
     steps.push_back(std::move(st));
   }

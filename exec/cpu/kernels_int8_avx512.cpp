@@ -59,6 +59,7 @@ ONNXTOOL_AVX512 void tile(const uint8_t* a, int64_t lda, const int8_t* bp, int64
       } else {
         __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, e.colScale + j));
         if (e.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, e.bias + j));
+        if (e.relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
         _mm512_mask_storeu_ps(e.cf + i * e.ldc + j, mask, y);
       }
     }
@@ -198,6 +199,7 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       __mmask16 mask = static_cast<__mmask16>(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);
       __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
+      if (c.relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
     }
   }

@@ -155,6 +155,7 @@ void gemmPortable(const PackedB& b, const void* aPacked, int64_t m, const Epilog
       } else {
         float y = static_cast<float>(acc) * e.colScale[j];
         if (e.bias) y = y + e.bias[j];
+        if (e.relu) y = std::max(y, 0.0f);
         e.cf[i * e.ldc + j] = y;
       }
     }

@@ -59,6 +59,7 @@ struct Epilogue {
   float* cf = nullptr;               ///< float output: float(acc) * colScale[n] (+ bias[n])
   const float* colScale = nullptr;
   const float* bias = nullptr;
+  bool relu = false;                 ///< float output: max(0, y) last (a fused Relu)
   int64_t ldc = 0;
 };
 
@@ -89,6 +90,7 @@ struct DirectConvArgs {
   int32_t aZero = 0;
   const float* rowScale = nullptr;
   const float* bias = nullptr;
+  bool relu = false;
   float* y = nullptr;
 };
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);

@@ -412,13 +412,14 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     std::vector<int64_t> x, w;  // [N, C, H, W], [M, C, KH, KW]
     std::vector<int64_t> strides, pads, dilations;
     bool bias;
+    bool relu = false;  // Conv -> Relu: the Relu joins the epilogue
   };
   const Case cases[] = {
-      {{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},     // same padding: taps on the border read the zero point
+      {{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // same padding: taps on the border read the zero point
       {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false},  // 1x1, two images, M past a panel
       {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},  // strided, asymmetric pads
       {{1, 2, 12, 12}, {6, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},   // dilated
-      {{2, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},  // big enough for two threads
+      {{2, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // big enough for two threads
   };
   for (const Case& c : cases) {
     auto m = emptyModel(13);
@@ -438,7 +439,13 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     conv->setAttr(Attribute::ofInts("strides", c.strides));
     conv->setAttr(Attribute::ofInts("pads", c.pads));
     conv->setAttr(Attribute::ofInts("dilations", c.dilations));
-    g.addOutput(conv->output(0));
+    Value* y = conv->output(0);
+    if (c.relu) {
+      Node* relu = g.addNode("Relu", {y}, {"relu"});
+      relu->name = "relu";
+      y = relu->output(0);
+    }
+    g.addOutput(y);
     std::map<std::string, ValueRange> ranges;
     ranges["x"] = {-1.5f, 2.5f};  // narrower than the data: saturation both ways
     REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
