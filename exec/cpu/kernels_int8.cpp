@@ -107,7 +107,7 @@ class QuantMatMulKernel : public CpuKernel {
       }
       for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     }
-    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum);
+    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
     qgemm::Epilogue e;
     e.aZero = static_cast<int32_t>(zero);
     e.bZero = bZero_.empty() ? nullptr : bZero_.data();
@@ -184,7 +184,7 @@ class QdqConvKernel : public CpuKernel {
     const int64_t chw = g_.c * g_.h * g_.w;
     int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch);
+      qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
       float* yi = y + img * g_.m * pix_;
       if (direct_) {
         uint8_t* col = ws + qxBytes_;
@@ -318,7 +318,93 @@ bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, q
   return true;
 }
 
+/// QuantizeLinear to uint8 with one scale and zero point (run-time inputs).
+class QuantizeLinearKernel : public CpuKernel {
+ public:
+  QuantizeLinearKernel(int64_t n, bool vnni) : n_(n), vnni_(vnni) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float scale = *static_cast<const float*>(args.inputs[1]);
+    float zero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0.0f;
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    int32_t sum = 0;
+    if (vnni_) {
+      qgemm::quantizeRowAvx512(x, n_, scale, zero, y, sum, true);
+      return;
+    }
+    for (int64_t i = 0; i < n_; ++i) {
+      float r = std::nearbyint(x[i] / scale);
+      if (std::isnan(r)) r = 0;
+      y[i] = static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
+    }
+  }
+
+ private:
+  int64_t n_;
+  bool vnni_;
+};
+
+/// DequantizeLinear of uint8 or int8 to float: one scale (and zero point), or one per index along
+/// `axis` (1-D).
+template <typename T>
+class DequantizeLinearKernel : public CpuKernel {
+ public:
+  DequantizeLinearKernel(int64_t outer, int64_t channels, int64_t inner) : outer_(outer), channels_(channels), inner_(inner) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    const T* zero = args.inputs.size() > 2 ? static_cast<const T*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t c = 0; c < channels_; ++c) {
+        const float s = scale[c], z = zero ? static_cast<float>(zero[c]) : 0.0f;
+        const int64_t base = (o * channels_ + c) * inner_;
+        for (int64_t i = 0; i < inner_; ++i) y[base + i] = (static_cast<float>(x[base + i]) - z) * s;
+      }
+  }
+
+ private:
+  int64_t outer_, channels_, inner_;
+};
+
+template <typename T>
+std::unique_ptr<CpuKernel> createDequantize(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (n.attrInt("block_size", 0) != 0 || (n.attrInt("output_dtype", 0) != 0 && n.attrInt("output_dtype", 0) != 1)) return nullptr;
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.out(0).dtype != DType::Float) return nullptr;
+  const auto& xd = info.in(0).dims;
+  const auto& sd = info.in(1).dims;
+  if (info.hasInput(2) && (info.in(2).dtype != info.in(0).dtype || info.in(2).dims != sd)) return nullptr;
+  if (info.in(1).numElements() == 1 && sd.size() <= 1)
+    return std::make_unique<DequantizeLinearKernel<T>>(1, 1, info.in(0).numElements());
+  if (sd.size() != 1) return nullptr;
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = n.attrInt("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || xd[static_cast<size_t>(axis)] != sd[0]) return nullptr;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xd[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= xd[static_cast<size_t>(d)];
+  return std::make_unique<DequantizeLinearKernel<T>>(outer, sd[0], inner);
+}
+
 }  // namespace
+
+std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (n.attrInt("block_size", 0) != 0 || n.attrInt("precision", 0) != 0) return nullptr;
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.in(1).numElements() != 1) return nullptr;
+  if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
+  if (info.out(0).dtype != DType::UInt8) return nullptr;
+  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()) == qgemm::Path::Avx512Vnni);
+}
+
+std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
+std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info) { return createDequantize<int8_t>(info); }
 
 std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info) {
   const auto& a = info.in(0).dims;

@@ -27,6 +27,10 @@
 namespace onnxtool::cpu {
 
 std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info);
+/// QuantizeLinear float -> uint8, per tensor; DequantizeLinear uint8/int8 -> float, per tensor or axis.
+std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info);
 
 /// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
 /// replacing every node in `covered`.

@@ -113,13 +113,16 @@ ONNXTOOL_AVX2 bool minMaxAvx2(const float* x, int64_t n, float& mn, float& mx) {
   return true;
 }
 
-ONNXTOOL_AVX2 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum) {
+ONNXTOOL_AVX2 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum,
+                                   bool nanToZeroPoint) {
   const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero);
   const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.0f);
   __m256i sum = _mm256_setzero_si256();
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (nanToZeroPoint) q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));  // NaN -> 0
+    // max(NaN, 0) is 0: a NaN left here quantizes to 0, as DynamicQuantizeLinear does
     q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, vz), lo), hi);
     __m256i qi = _mm256_cvttps_epi32(q);
     sum = _mm256_add_epi32(sum, qi);
@@ -128,14 +131,18 @@ ONNXTOOL_AVX2 void quantizeRowAvx2(const float* x, int64_t k, float scale, float
   }
   alignas(32) int32_t s[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(s), sum);
-  int32_t total = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+  // Unsigned: a whole image may be one row (the sum is only used for GEMM rows, where it fits).
+  uint32_t total = 0;
+  for (int q = 0; q < 8; ++q) total += static_cast<uint32_t>(s[q]);
   for (; i < k; ++i) {
-    float q = std::nearbyint(x[i] / scale) + zero;
+    float r = std::nearbyint(x[i] / scale);
+    if (nanToZeroPoint && std::isnan(r)) r = 0;
+    float q = r + zero;
     int16_t v = std::isnan(q) ? 0 : static_cast<int16_t>(std::clamp(q, 0.0f, 255.0f));
     dst[i] = v;
-    total += v;
+    total += static_cast<uint32_t>(v);
   }
-  rowSum = total;
+  rowSum = static_cast<int32_t>(total);
 }
 
 }  // namespace onnxtool::cpu::qgemm

@@ -118,7 +118,8 @@ ONNXTOOL_AVX512 bool minMaxAvx512(const float* x, int64_t n, float& mn, float& m
   return true;
 }
 
-ONNXTOOL_AVX512 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum) {
+ONNXTOOL_AVX512 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum,
+                                       bool nanToZeroPoint) {
   const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zero);
   const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
   __m512i sum = _mm512_setzero_si512();
@@ -127,6 +128,8 @@ ONNXTOOL_AVX512 void quantizeRowAvx512(const float* x, int64_t k, float scale, f
     __m512 v = _mm512_maskz_loadu_ps(mk, x + i);
     // Exactly the reference: nearbyint(x / scale) + zero, clamped to [0, 255].
     __m512 q = _mm512_roundscale_ps(_mm512_div_ps(v, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (nanToZeroPoint) q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q);  // NaN -> 0
+    // max(NaN, 0) is 0: a NaN left here quantizes to 0, as DynamicQuantizeLinear does
     q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, vz), lo), hi);
     __m512i qi = _mm512_maskz_cvttps_epi32(mk, q);
     sum = _mm512_add_epi32(sum, qi);

@@ -112,28 +112,31 @@ bool minMax(Path path, const float* x, int64_t n, float& mn, float& mx) {
   return true;
 }
 
-void quantizeA(Path path, const float* x, int64_t m, int64_t k, float scale, float zero, void* dst, int32_t* rowSum) {
+void quantizeA(Path path, const float* x, int64_t m, int64_t k, float scale, float zero, void* dst, int32_t* rowSum,
+               bool nanToZeroPoint) {
   int64_t kp = roundUp(k, kGroup(path));
   for (int64_t i = 0; i < m; ++i) {
     const float* row = x + i * k;
     if (path == Path::Avx512Vnni) {
       uint8_t* d = static_cast<uint8_t*>(dst) + i * kp;
-      quantizeRowAvx512(row, k, scale, zero, d, rowSum[i]);
+      quantizeRowAvx512(row, k, scale, zero, d, rowSum[i], nanToZeroPoint);
       std::memset(d + k, 0, static_cast<size_t>(kp - k));
     } else if (path == Path::Avx2) {
       int16_t* d = static_cast<int16_t*>(dst) + i * kp;
-      quantizeRowAvx2(row, k, scale, zero, d, rowSum[i]);
+      quantizeRowAvx2(row, k, scale, zero, d, rowSum[i], nanToZeroPoint);
       for (int64_t kk = k; kk < kp; ++kk) d[kk] = 0;
     } else {
       uint8_t* d = static_cast<uint8_t*>(dst) + i * kp;
-      int32_t s = 0;
+      int64_t s = 0;  // a whole image may be one row: no int32 overflow
       for (int64_t kk = 0; kk < k; ++kk) {
-        float q = std::nearbyint(row[kk] / scale) + zero;
+        float r = std::nearbyint(row[kk] / scale);
+        if (nanToZeroPoint && std::isnan(r)) r = 0;
+        float q = r + zero;
         uint8_t v = std::isnan(q) ? 0 : static_cast<uint8_t>(std::clamp(q, 0.0f, 255.0f));
         d[kk] = v;
         s += v;
       }
-      rowSum[i] = s;
+      rowSum[i] = static_cast<int32_t>(s);
     }
   }
 }

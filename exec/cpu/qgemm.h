@@ -49,7 +49,10 @@ void packA(Path path, const uint8_t* a, int64_t m, int64_t k, int64_t lda, void*
 /// DynamicQuantizeLinear of x [n]: min(0, min x), max(0, max x). Returns false when x holds a NaN.
 bool minMax(Path path, const float* x, int64_t n, float& mn, float& mx);
 /// q = saturate(nearbyint(x / scale) + zero) into the packed layout of A [m, k], with row sums.
-void quantizeA(Path path, const float* x, int64_t m, int64_t k, float scale, float zero, void* dst, int32_t* rowSum);
+/// A NaN quotient gives 0 (DynamicQuantizeLinear) or, with `nanToZeroPoint`, the zero point
+/// (QuantizeLinear rounds NaN to 0 before adding it).
+void quantizeA(Path path, const float* x, int64_t m, int64_t k, float scale, float zero, void* dst, int32_t* rowSum,
+               bool nanToZeroPoint = false);
 
 struct Epilogue {
   int32_t aZero = 0;
@@ -72,8 +75,8 @@ void gemmAvx2(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int
 void gemmAvx512Vnni(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int64_t p0, int64_t p1);
 bool minMaxAvx2(const float* x, int64_t n, float& mn, float& mx);
 bool minMaxAvx512(const float* x, int64_t n, float& mn, float& mx);
-void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum);
-void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum);
+void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum, bool nanToZeroPoint);
+void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum, bool nanToZeroPoint);
 
 /// Runs fn(p0, p1) over [0, panels) split between up to `threads` threads (one when `work`, in
 /// multiply-adds, is too small to pay for a thread start).

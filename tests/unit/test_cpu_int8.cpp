@@ -397,7 +397,9 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> MatMul/Gemm with int8
     std::map<std::string, RtValue> feeds;
     int64_t cnt = 1;
     for (int64_t d : c.xDims) cnt *= d;
-    feeds["x"] = testutil::T(testutil::f32(c.xDims, normals(static_cast<size_t>(cnt), rng)));
+    std::vector<float> xv = normals(static_cast<size_t>(cnt), rng);
+    xv[0] = std::nanf("");  // QuantizeLinear makes it the zero point: a 0 for the MatMul
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, xv));
     INFO((c.gemm ? "Gemm" : "MatMul") << " K " << c.xDims.back() << " N " << c.n);
     // Exact integer sums vs the float MatMul of the dequantized values: float rounding apart.
     RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
@@ -457,4 +459,61 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
     CHECK(prof.nodes.size() == 1);
   }
+}
+
+TEST_CASE("cpu QuantizeLinear (uint8) and DequantizeLinear (uint8/int8, per tensor and per axis) match the reference",
+          "[cpu][int8]") {
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+    // QuantizeLinear with NaN (-> the zero point), +-inf, ties and saturation both ways.
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    std::vector<float> xv = normals(static_cast<size_t>(n), rng);
+    for (auto& v : xv) v *= 3;
+    if (n >= 4) xv[0] = std::nanf(""), xv[1] = testutil::kInf, xv[2] = -testutil::kInf, xv[3] = 0.25f;  // 0.25 / 0.5 = 0.5: a tie
+    Value* x = graphInput(g, "x", DType::Float, {n});
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({n}, xv));
+    Value* s = graphInput(g, "s", DType::Float, {});
+    feeds["s"] = testutil::T(testutil::f32({}, {0.5f}));
+    Value* z = graphInput(g, "z", DType::UInt8, {});
+    feeds["z"] = testutil::T(testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))}));
+    Node* q = g.addNode("QuantizeLinear", {x, s, z}, {"q"});
+    q->name = "q";
+    g.addOutput(q->output(0));
+    INFO("QuantizeLinear n " << n);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+  }
+  for (bool isSigned : {false, true})
+    for (int mode = 0; mode < 3; ++mode) {  // per tensor, per axis 1, per axis -1 (last)
+      auto m = emptyModel(13);
+      Graph& g = *m->graph;
+      std::vector<int64_t> dims = {2, 5, 7};
+      DType dt = isSigned ? DType::Int8 : DType::UInt8;
+      std::vector<uint8_t> raw(70);
+      for (auto& v : raw) v = static_cast<uint8_t>(isSigned ? s8(rng) : u8(rng));
+      std::map<std::string, RtValue> feeds;
+      Value* x = graphInput(g, "x", dt, dims);
+      feeds["x"] = testutil::T(testutil::tensorOf(dt, dims, raw));
+      int64_t channels = mode == 0 ? 1 : mode == 1 ? 5 : 7;
+      std::vector<int64_t> pd = mode == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{channels};
+      std::vector<float> sv(static_cast<size_t>(channels));
+      for (auto& v : sv) v = std::abs(normals(1, rng)[0]) + 0.01f;
+      std::vector<uint8_t> zv(static_cast<size_t>(channels));
+      for (auto& v : zv) v = static_cast<uint8_t>(isSigned ? s8(rng) : u8(rng));
+      Tensor ts = testutil::f32(pd, sv);
+      ts.name = "s";
+      Tensor tz = testutil::tensorOf(dt, pd, zv);
+      tz.name = "z";
+      Value* vs = g.addInitializer(std::move(ts));
+      Node* d = g.addNode("DequantizeLinear", {x, vs, g.addInitializer(std::move(tz))}, {"y"});
+      d->name = "dq";
+      if (mode == 2) d->setAttr(Attribute::ofInt("axis", -1));
+      g.addOutput(d->output(0));
+      INFO("DequantizeLinear " << (isSigned ? "int8" : "uint8") << " mode " << mode);
+      RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+      CHECK(ranKernel(prof, isSigned ? "cpu.dequantizelinear.s8.f32" : "cpu.dequantizelinear.u8.f32"));
+    }
 }
