@@ -116,6 +116,7 @@ int runQuantize(const QuantizeOptions& o) {
       fmt::print(stderr, "calibrating {} activations on {} samples...\n", activations.size(), samples.size());
     CalibrationMethod cm;
     if (o.method == "entropy") cm.kind = CalibrationMethod::Kind::Entropy;
+    if (o.method == "mse") cm.kind = CalibrationMethod::Kind::Mse;
     if (o.method.rfind("percentile", 0) == 0) {
       cm.kind = CalibrationMethod::Kind::Percentile;
       if (o.method.size() > 10) {
@@ -198,11 +199,13 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
       ->check(nonNegative());
   sub->add_option("--method", o->method,
-                  "Calibration: minmax (default), entropy (KL divergence over histograms) or percentile[:P] (keep P% "
-                  "of the values, default 99.999)")
+                  "Calibration: minmax (default), entropy (KL divergence over histograms), percentile[:P] (keep P% "
+                  "of the values, default 99.999) or mse (the range whose uint8 quantization has the least mean "
+                  "squared error, clipping included)")
       ->check([](const std::string& m) {
-        return m == "minmax" || m == "entropy" || m.rfind("percentile", 0) == 0 ? std::string()
-                                                                               : "expected minmax, entropy or percentile[:P]";
+        return m == "minmax" || m == "entropy" || m == "mse" || m.rfind("percentile", 0) == 0
+                   ? std::string()
+                   : "expected minmax, entropy, mse or percentile[:P]";
       });
   sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
   sub->add_option("--eval-sets", o->evalSets,
