@@ -1,5 +1,6 @@
 // quantize.cpp: `onnxtool quantize`: shrink a model with int8 weights (standard ONNX ops only) and
 // report what accuracy that cost, measured on the reference executor.
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "lib/error.h"
 #include "lib/input_shapes.h"
 #include "quant/dynamic.h"
+#include "quant/qoperator.h"
 #include "quant/static_qdq.h"
 
 namespace onnxtool::app {
@@ -32,6 +34,7 @@ struct QuantizeOptions : InputOptions {
   std::string calibration;        // --calibration DATA
   size_t calibrationSamples = 0;  // --calibration-samples N (0: all)
   std::string method = "minmax";
+  std::string format = "qdq";
   int64_t minElements = 16;
   int evalSets = 2;
   bool json = false;
@@ -96,6 +99,10 @@ int runQuantize(const QuantizeOptions& o) {
   if (o.isStatic && o.calibration.empty())
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
   if (!o.isStatic && !o.calibration.empty()) fail(ErrorKind::InvalidInput, "--calibration applies to --static");
+  if (!o.isStatic && o.format == "qoperator")
+    fail(ErrorKind::InvalidInput,
+         "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
+         "DynamicQuantizeLinear and MatMulInteger)");
   auto specs = parseInputShapes(o.shapes);
   auto model = loadModel(o.input);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
@@ -107,10 +114,15 @@ int runQuantize(const QuantizeOptions& o) {
   DynamicQuantizeReport r;
   std::vector<std::map<std::string, RtValue>> evalSets;
   std::string mode = "int8-dynamic";
+  std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
+  int64_t converted = 0;
   if (o.isStatic) {
     mode = "int8-static-qdq";
     auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
     auto activations = activationsToCalibrate(*model);
+    if (o.format == "qoperator")  // QLinearMatMul/QLinearConv also need their outputs' ranges
+      for (const std::string& y : outputsToCalibrate(*model))
+        if (std::find(activations.begin(), activations.end(), y) == activations.end()) activations.push_back(y);
     bool tty = ::isatty(2);
     if (!(spdlog::get_level() >= spdlog::level::err) && tty)
       fmt::print(stderr, "calibrating {} activations on {} samples...\n", activations.size(), samples.size());
@@ -129,6 +141,12 @@ int runQuantize(const QuantizeOptions& o) {
     }
     auto ranges = calibrateRanges(*model, activations, samples, cm);
     StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements);
+    if (o.format == "qoperator") {
+      mode = "int8-static-qoperator";
+      QOperatorReport qr = convertQdqToQOperator(*model, ranges);
+      keptQdq = qr.kept;
+      converted = qr.nodesConverted;
+    }
     r.nodesQuantized = sr.nodesQuantized;
     r.weightsQuantized = sr.weightsQuantized;
     r.floatWeightBytes = sr.floatWeightBytes;
@@ -144,6 +162,7 @@ int runQuantize(const QuantizeOptions& o) {
     if (original) evalSets = randomSets(*original, o);
   }
   for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
+  for (const std::string& s : keptQdq) spdlog::info("kept in the QDQ form: {}", s);
   std::vector<OutputAccuracy> acc;
   if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compare(*original, *model, evalSets);
   uint64_t size = saveModel(*model, o.output);
@@ -163,6 +182,8 @@ int runQuantize(const QuantizeOptions& o) {
              {"input_size", model->fileSize},
              {"output_size", size},
              {"skipped", r.skipped},
+             {"qoperator_nodes", converted},
+             {"kept_qdq", keptQdq},
              {"evaluation", {{"input_sets", acc.empty() ? 0 : evalSets.size()}, {"random", !o.isStatic}, {"outputs", outs}}}};
     std::FILE* out = o.output == "-" ? stderr : stdout;
     std::fputs((doc.dump(2) + "\n").c_str(), out);
@@ -198,6 +219,10 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->type_name("DATA");
   sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
       ->check(nonNegative());
+  sub->add_option("--format", o->format,
+                  "With --static: qdq (default: QuantizeLinear/DequantizeLinear pairs around float ops) or qoperator "
+                  "(QLinearMatMul/QLinearConv with calibrated output scales; Gemm with a bias stays QDQ)")
+      ->check(CLI::IsMember({"qdq", "qoperator"}));
   sub->add_option("--method", o->method,
                   "Calibration: minmax (default), entropy (KL divergence over histograms), percentile[:P] (keep P% "
                   "of the values, default 99.999) or mse (the range whose uint8 quantization has the least mean "

@@ -111,6 +111,41 @@ def static_checks(c, tmp):
         kept = [n.op_type for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
         c.check(kept.count("DequantizeLinear") == 6 and kept.count("QuantizeLinear") == 3,
                 f"optimize -O3 keeps the QDQ pairs: {r.stderr[-300:]}")
+    # --format qoperator: QLinearConv with calibrated output scales (the Gemm with a bias stays QDQ)
+    dst = os.path.join(tmp, "cnn.qop.onnx")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--static", "--calibration", npz, "--format", "qoperator", "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    if c.check(r.returncode == 0 and doc.get("mode") == "int8-static-qoperator" and doc.get("qoperator_nodes") == 2,
+               f"--format qoperator: {r.stderr} {doc.get('qoperator_nodes')}"):
+        m = onnx.load(dst)
+        try:
+            onnx.checker.check_model(m, full_check=True)
+            c.check(True, "")
+        except Exception as e:  # noqa: BLE001
+            c.check(False, f"qoperator: onnx.checker: {e}")
+        ops = [n.op_type for n in m.graph.node]
+        c.check(ops.count("QLinearConv") == 2 and "Conv" not in ops and ops.count("Gemm") == 1, f"qoperator ops: {ops}")
+        used = {i for n in m.graph.node for i in n.input}
+        c.check(all(t.name in used for t in m.graph.initializer), "no unused initializers left")
+        c.check(len(doc.get("kept_qdq", [])) == 1 and "Gemm" in doc["kept_qdq"][0], f"kept QDQ: {doc.get('kept_qdq')}")
+        got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        c.check(cosine(want, got) >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
+                f"qoperator: held-out cosine to float {cosine(want, got):.6f}")
+        # ours (reference and cpu executors) vs ONNX Runtime on the same QOperator model: requantized
+        # outputs may differ by one rounding step, which stays far below 2% of the output
+        np.save(os.path.join(tmp, "qop_in.npy"), held_out["input"])
+        for ex in ("ref", "cpu"):
+            out = os.path.join(tmp, f"qop_{ex}")
+            r = run(["run", dst, "--executor", ex, "-i", "input=" + os.path.join(tmp, "qop_in.npy"), "-O", out])
+            if c.check(r.returncode == 0, f"qoperator run --executor {ex}: {r.stderr}"):
+                ours = np.load(os.path.join(out, "probs.npy"))
+                err = float(np.abs(ours - got).max())
+                c.check(err <= 0.02 * float(np.abs(got).max()) and cosine(ours, got) >= 0.9999,
+                        f"qoperator {ex} vs ONNX Runtime: max diff {err}, cosine {cosine(ours, got)}")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--dynamic", "--format", "qoperator"])
+    c.check(r.returncode == 2 and "applies to --static" in r.stderr, f"--dynamic --format qoperator: exit 2: {r.stderr}")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--static", "--calibration", npz, "--format", "qop"])
+    c.check(r.returncode == 2, f"--format qop: exit 2: {r.stderr}")
     # percentile: one outlier no longer stretches the input's scale (minmax: 1000/255)
     spiky = rng.random((4, 1, 1, 28, 28)).astype(np.float32)
     spiky[0, 0, 0, 3, 3] = 1000.0
