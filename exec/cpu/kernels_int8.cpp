@@ -367,6 +367,58 @@ class DequantizeLinearKernel : public CpuKernel {
   int64_t outer_, channels_, inner_;
 };
 
+/// QLinearMatMul, A uint8 [..., M, K] with a per-tensor scale and zero point (run-time inputs),
+/// B a constant int8 [K, N] (per-tensor or per-column scale and zero point), y uint8 per tensor:
+/// int32 products on the int8 GEMM, then the reference's requantization: multiplier
+/// float(float(a_scale * b_scale[n]) / y_scale), y = saturate(nearbyint(acc * multiplier + y_zero)) in double.
+class QLinearMatMulKernel : public CpuKernel {
+ public:
+  QLinearMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> bScale, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), bScale_(std::move(bScale)), threads_(threads) {}
+  size_t workspaceBytes() const override {
+    return aBytes() + alignUp(static_cast<size_t>(m_) * 4) + alignUp(static_cast<size_t>(m_ * b_.n) * 4) +
+           static_cast<size_t>(b_.n) * sizeof(double);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const uint8_t* a = static_cast<const uint8_t*>(args.inputs[0]);
+    const float sa = *static_cast<const float*>(args.inputs[1]);
+    const int32_t za = args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0;
+    const float sy = *static_cast<const float*>(args.inputs[6]);
+    const double zy = args.inputs.size() > 7 && args.inputs[7] ? *static_cast<const uint8_t*>(args.inputs[7]) : 0;
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + aBytes());
+    auto* acc = reinterpret_cast<int32_t*>(ws + aBytes() + alignUp(static_cast<size_t>(m_) * 4));
+    auto* mult = reinterpret_cast<double*>(reinterpret_cast<uint8_t*>(acc) + alignUp(static_cast<size_t>(m_ * b_.n) * 4));
+    qgemm::packA(b_.path, a, m_, b_.k, b_.k, ws, rowSum);
+    qgemm::Epilogue e;
+    e.aZero = za;
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.c32 = acc;
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+    for (int64_t j = 0; j < b_.n; ++j) {
+      float p = sa * bScale_[static_cast<size_t>(j)];
+      mult[j] = static_cast<double>(p / sy);
+    }
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    for (int64_t i = 0; i < m_; ++i)
+      for (int64_t j = 0; j < b_.n; ++j) {
+        double v = std::nearbyint(static_cast<double>(acc[i * b_.n + j]) * mult[j] + zy);
+        y[i * b_.n + j] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  size_t aBytes() const { return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)); }
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  std::vector<float> bScale_;
+  int threads_;
+};
+
 template <typename T>
 std::unique_ptr<CpuKernel> createDequantize(const CpuNodeInfo& info) {
   const Node& n = *info.node;
@@ -401,6 +453,27 @@ std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info) {
   if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
   if (info.out(0).dtype != DType::UInt8) return nullptr;
   return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()) == qgemm::Path::Avx512Vnni);
+}
+
+std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
+  if (info.inputs.size() < 8 || !info.hasInput(1) || !info.hasInput(3) || !info.hasInput(4) || !info.hasInput(6)) return nullptr;
+  const auto& a = info.in(0).dims;
+  if (a.size() < 2 || info.out(0).dtype != DType::UInt8) return nullptr;
+  auto scalarOfType = [&](size_t i, DType dt) { return info.hasInput(i) && info.in(i).dtype == dt && info.in(i).numElements() == 1; };
+  if (!scalarOfType(1, DType::Float) || !scalarOfType(6, DType::Float)) return nullptr;
+  if ((info.hasInput(2) && !scalarOfType(2, DType::UInt8)) || (info.hasInput(7) && !scalarOfType(7, DType::UInt8))) return nullptr;
+  if (!info.hasInput(2) || !info.hasInput(7)) return nullptr;
+  int64_t k = a.back();
+  qgemm::PackedB packed;
+  std::vector<int32_t> bZero;
+  if (!weightOf(info.constants.at(3), info.hasInput(5) ? info.constants.at(5) : nullptr, info.hasInput(5), k, packed, bZero))
+    return nullptr;
+  std::vector<float> bScale;
+  const Tensor* bs = info.constants.at(4);
+  if (!bs || bs->dims.size() > 1 || !perColumn<float>(bs, DType::Float, packed.n, bScale)) return nullptr;
+  int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
+  if (info.out(0).numElements() != m * packed.n) return nullptr;
+  return std::make_unique<QLinearMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(bScale), info.threads);
 }
 
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }

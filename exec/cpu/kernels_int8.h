@@ -31,6 +31,8 @@ std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info);
+/// QLinearMatMul uint8 x constant int8 -> uint8, per-tensor activation and output parameters.
+std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info);
 
 /// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
 /// replacing every node in `covered`.

@@ -517,3 +517,54 @@ TEST_CASE("cpu QuantizeLinear (uint8) and DequantizeLinear (uint8/int8, per tens
       CHECK(ranKernel(prof, isSigned ? "cpu.dequantizelinear.s8.f32" : "cpu.dequantizelinear.u8.f32"));
     }
 }
+
+TEST_CASE("cpu QLinearMatMul (uint8 x constant int8 -> uint8) matches the reference kernel exactly", "[cpu][int8]") {
+  std::mt19937 rng(47);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  struct Case {
+    std::vector<int64_t> aDims;
+    int64_t n;
+    bool perColumn, bZero;
+  };
+  const Case cases[] = {{{3, 5}, 7, false, false}, {{2, 9, 17}, 33, true, false}, {{1, 64}, 40, true, true}, {{70, 130}, 65, true, false}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    int64_t k = c.aDims.back(), aCount = 1;
+    for (int64_t d : c.aDims) aCount *= d;
+    std::vector<uint8_t> a(static_cast<size_t>(aCount));
+    for (auto& v : a) v = static_cast<uint8_t>(u8(rng));
+    std::map<std::string, RtValue> feeds;
+    Value* va = graphInput(g, "a", DType::UInt8, c.aDims);
+    feeds["a"] = testutil::T(testutil::tensorOf(DType::UInt8, c.aDims, a));
+    auto init = [&](const std::string& name, Tensor t) {
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    // Scales that make the products land across the whole uint8 range (and saturate some).
+    float sa = 0.02f, sy = 0.05f * static_cast<float>(std::sqrt(static_cast<double>(k)));
+    std::vector<int8_t> b(static_cast<size_t>(k * c.n));
+    for (auto& v : b) v = static_cast<int8_t>(s8(rng));
+    int64_t nScale = c.perColumn ? c.n : 1;
+    std::vector<float> bs(static_cast<size_t>(nScale));
+    for (auto& v : bs) v = 0.01f + 0.01f * static_cast<float>(u8(rng)) / 255.0f;
+    std::vector<int8_t> bz(static_cast<size_t>(nScale), 0);
+    if (c.bZero)
+      for (auto& v : bz) v = static_cast<int8_t>(s8(rng) / 8);
+    std::vector<int64_t> sd = c.perColumn ? std::vector<int64_t>{c.n} : std::vector<int64_t>{};
+    std::vector<Value*> ins = {va,
+                               init("sa", testutil::f32({}, {sa})),
+                               init("za", testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))})),
+                               init("b", testutil::tensorOf(DType::Int8, {k, c.n}, b)),
+                               init("sb", testutil::f32(sd, bs)),
+                               init("zb", testutil::tensorOf(DType::Int8, sd, bz)),
+                               init("sy", testutil::f32({}, {sy})),
+                               init("zy", testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{128}))};
+    Node* q = g.addNode("QLinearMatMul", ins, {"y"});
+    q->name = "qlm";
+    g.addOutput(q->output(0));
+    INFO("A rank " << c.aDims.size() << " K " << k << " N " << c.n << " per column " << c.perColumn);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.qlinearmatmul.u8s8"));
+  }
+}
