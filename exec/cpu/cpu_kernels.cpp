@@ -43,6 +43,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Identity", 1, kLast, DType::Undefined, "cpu.identity.view", OutputReuse::View, createView},
     {"", "MatMulInteger", 10, kLast, DType::UInt8, "cpu.matmulinteger.u8s8", OutputReuse::None, createMatMulInteger},
     {"", "QLinearMatMul", 10, kLast, DType::UInt8, "cpu.qlinearmatmul.u8s8", OutputReuse::None, createQLinearMatMul},
+    {"", "QLinearConv", 10, kLast, DType::UInt8, "cpu.qlinearconv.u8s8", OutputReuse::None, createQLinearConv},
     {"", "QuantizeLinear", 10, kLast, DType::Float, "cpu.quantizelinear.f32.u8", OutputReuse::None, createQuantizeLinear},
     {"", "DequantizeLinear", 10, kLast, DType::UInt8, "cpu.dequantizelinear.u8.f32", OutputReuse::None, createDequantizeLinearU8},
     {"", "DequantizeLinear", 10, kLast, DType::Int8, "cpu.dequantizelinear.s8.f32", OutputReuse::None, createDequantizeLinearS8},

@@ -143,15 +143,23 @@ class QdqConvKernel : public CpuKernel {
   struct Geometry {
     int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL;
   };
+  /// QLinearConv: uint8 input and output; y = saturate(nearbyint(double(int32(acc + bias[m]))
+  /// * mult[m] + yZero)), the reference's requantization.
+  struct Requantize {
+    bool on = false;
+    std::vector<int32_t> bias;  ///< [M] or empty
+    std::vector<float> mult;    ///< [M]: float(x_scale * w_scale[m]) / y_scale
+    double yZero = 0;
+  };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, int threads, bool relu)
+                std::vector<float> bias, float scale, float zero, int threads, bool relu, Requantize rq)
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), threads_(threads), relu_(relu) {
+        zero_(zero), threads_(threads), relu_(relu), rq_(std::move(rq)) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
-    qxBytes_ = alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    qxBytes_ = rq_.on && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
       panels_ = (pix_ + 31) / 32;
@@ -173,7 +181,8 @@ class QdqConvKernel : public CpuKernel {
     }
   }
   size_t workspaceBytes() const override {
-    if (direct_) return qxBytes_ + 2 * colBytes_;
+    size_t acc = rq_.on ? alignUp(static_cast<size_t>(pix_ * g_.m) * sizeof(int32_t)) : 0;
+    if (direct_) return qxBytes_ + 2 * colBytes_ + acc;
     return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
   }
   void compute(const CpuComputeArgs& args) const override {
@@ -184,7 +193,17 @@ class QdqConvKernel : public CpuKernel {
     const int64_t chw = g_.c * g_.h * g_.w;
     int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
+      if (rq_.on) {  // QLinearConv: the input is uint8 already (AVX2 reads int16: widen it)
+        const uint8_t* xi = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;
+        if (path_ == qgemm::Path::Avx2) {
+          auto* q16 = reinterpret_cast<int16_t*>(qx);
+          for (int64_t i = 0; i < chw; ++i) q16[i] = xi[i];
+        } else {
+          qx = const_cast<uint8_t*>(xi);  // read only
+        }
+      } else {
+        qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
+      }
       float* yi = y + img * g_.m * pix_;
       if (direct_) {
         uint8_t* col = ws + qxBytes_;
@@ -201,7 +220,9 @@ class QdqConvKernel : public CpuKernel {
         c.bias = bias_.empty() ? nullptr : bias_.data();
         c.relu = relu_;
         c.y = yi;
+        if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
         qgemm::parallelPanels(panels_, g_.m * pix_ * k_, threads_, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
       uint8_t* a = ws + qxBytes_;
@@ -213,6 +234,13 @@ class QdqConvKernel : public CpuKernel {
       e.aZero = static_cast<int32_t>(zero_);
       e.bZero = bZero_.empty() ? nullptr : bZero_.data();
       e.rowSumA = rowSum;
+      if (rq_.on) {  // [pixels, M] int32, requantized into NCHW
+        e.c32 = reinterpret_cast<int32_t*>(cbuf);
+        e.ldc = g_.m;
+        qgemm::gemm(b_, a, pix_, e, threads_);
+        requantize(e.c32, 1, g_.m, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
+        continue;
+      }
       e.cf = cbuf;
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
@@ -230,6 +258,19 @@ class QdqConvKernel : public CpuKernel {
   double flops() const override { return 2.0 * g_.n * g_.m * k_ * pix_; }
 
  private:
+  /// acc[m * mStride + p * pStride] -> y [M, pixels] uint8.
+  void requantize(const int32_t* acc, int64_t mStride, int64_t pStride, uint8_t* y) const {
+    for (int64_t mm = 0; mm < g_.m; ++mm) {
+      const double mult = rq_.mult[static_cast<size_t>(mm)];
+      const int64_t b = rq_.bias.empty() ? 0 : rq_.bias[static_cast<size_t>(mm)];
+      for (int64_t p = 0; p < pix_; ++p) {
+        auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(acc[mm * mStride + p * pStride] + b)));
+        double r = std::nearbyint(static_cast<double>(v) * mult + rq_.yZero);
+        y[mm * pix_ + p] = static_cast<uint8_t>(std::clamp(r, 0.0, 255.0));
+      }
+    }
+  }
+
   /// im2col rows [kp][ld] of uint8: row (c, ki, kj) holds the tap over every output pixel.
   void im2col(const uint8_t* q, uint8_t* col, int64_t ld) const {
     const uint8_t pad = static_cast<uint8_t>(zero_);
@@ -298,10 +339,33 @@ class QdqConvKernel : public CpuKernel {
   float scale_, zero_;
   int threads_;
   bool relu_;
+  Requantize rq_;
   bool direct_ = false;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
   size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };
+
+/// The geometry of a 2-D, group-1 convolution with explicit pads (or VALID); false otherwise.
+bool convGeometry(const Node& op, const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
+                  QdqConvKernel::Geometry& geo) {
+  for (const Attribute& a : op.attributes)
+    if (!a.refAttrName.empty()) return false;
+  if (op.attrInt("group", 1) != 1 || x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  std::string autoPad = op.attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID") return false;
+  geo.n = x[0], geo.c = x[1], geo.h = x[2], geo.w = x[3];
+  geo.m = w[0], geo.kh = w[2], geo.kw = w[3];
+  geo.oh = y[2], geo.ow = y[3];
+  if (w[1] != geo.c || y[1] != geo.m || y[0] != geo.n) return false;
+  auto strides = op.attrInts("strides", {1, 1}), dil = op.attrInts("dilations", {1, 1});
+  auto pads = op.attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return false;
+  auto ks = op.attrInts("kernel_shape", {geo.kh, geo.kw});
+  if (ks.size() != 2 || ks[0] != geo.kh || ks[1] != geo.kw) return false;
+  geo.sh = strides[0], geo.sw = strides[1], geo.dh = dil[0], geo.dw = dil[1];
+  geo.padT = autoPad == "VALID" ? 0 : pads[0], geo.padL = autoPad == "VALID" ? 0 : pads[1];
+  return true;
+}
 
 /// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
 /// constant int8 [K, N] with a constant scalar or per-column zero point.
@@ -476,6 +540,47 @@ std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
   return std::make_unique<QLinearMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(bScale), info.threads);
 }
 
+std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
+  if (info.inputs.size() < 8 || info.out(0).dtype != DType::UInt8) return nullptr;
+  for (size_t i = 1; i < 8; ++i)
+    if (!info.hasInput(i) || !info.constants.at(i)) return nullptr;
+  float sx, sy, zx, zy;
+  auto scalar = [&](size_t i, DType dt, float& v) {
+    const Tensor* t = info.constants.at(i);
+    if (t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
+    if (dt == DType::Float) {
+      const float* p = constData<float>(t, dt);
+      return p ? (v = *p, true) : false;
+    }
+    const uint8_t* p = constData<uint8_t>(t, dt);
+    return p ? (v = *p, true) : false;
+  };
+  if (!scalar(1, DType::Float, sx) || !scalar(2, DType::UInt8, zx) || !scalar(6, DType::Float, sy) || !scalar(7, DType::UInt8, zy))
+    return nullptr;
+  const Tensor* wq = info.constants.at(3);
+  const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+  if (!wd) return nullptr;
+  QdqConvKernel::Geometry geo{};
+  if (!convGeometry(*info.node, info.in(0).dims, wq->dims, info.out(0).dims, geo)) return nullptr;
+  std::vector<float> wScale;
+  std::vector<int32_t> bZero;
+  const Tensor* wsT = info.constants.at(4);
+  if (wsT->dims.size() > 1 || !perColumn<float>(wsT, DType::Float, geo.m, wScale)) return nullptr;
+  if (info.constants.at(5)->dims.size() > 1 || !perColumn<int8_t>(info.constants.at(5), DType::Int8, geo.m, bZero)) return nullptr;
+  if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  QdqConvKernel::Requantize rq;
+  rq.on = true;
+  rq.yZero = zy;
+  for (float ws : wScale) rq.mult.push_back(sx * ws / sy);
+  if (info.hasInput(8)) {
+    const int32_t* b = info.constants.at(8) ? constData<int32_t>(info.constants.at(8), DType::Int32) : nullptr;
+    if (!b || info.constants.at(8)->numElements().value_or(0) != geo.m) return nullptr;
+    rq.bias.assign(b, b + geo.m);
+  }
+  return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
+                                         std::vector<float>{}, sx, zx, info.threads, false, std::move(rq));
+}
+
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
 std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info) { return createDequantize<int8_t>(info); }
 
@@ -558,11 +663,7 @@ const Value* quantizedActivation(const Graph& g, const Value* v, const std::func
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                      const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
-  for (const Attribute& a : op->attributes)
-    if (!a.refAttrName.empty()) return std::nullopt;
-  if (!op->output(0) || op->inputs().size() < 2 || op->attrInt("group", 1) != 1) return std::nullopt;
-  std::string autoPad = op->attrString("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID") return std::nullopt;
+  if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
   const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
   if (!x) return std::nullopt;
@@ -575,15 +676,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   const int8_t* wd = constData<int8_t>(wq, DType::Int8);
   if (!wd || wq->dims.size() != 4) return std::nullopt;
   QdqConvKernel::Geometry geo{};
-  geo.n = xt->dims[0], geo.c = xt->dims[1], geo.h = xt->dims[2], geo.w = xt->dims[3];
-  geo.m = wq->dims[0], geo.kh = wq->dims[2], geo.kw = wq->dims[3];
-  geo.oh = yt->dims[2], geo.ow = yt->dims[3];
-  if (wq->dims[1] != geo.c || yt->dims[1] != geo.m || yt->dims[0] != geo.n) return std::nullopt;
-  auto strides = op->attrInts("strides", {1, 1}), dil = op->attrInts("dilations", {1, 1});
-  auto pads = op->attrInts("pads", {0, 0, 0, 0});
-  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return std::nullopt;
-  geo.sh = strides[0], geo.sw = strides[1], geo.dh = dil[0], geo.dw = dil[1];
-  geo.padT = autoPad == "VALID" ? 0 : pads[0], geo.padL = autoPad == "VALID" ? 0 : pads[1];
+  if (!convGeometry(*op, xt->dims, wq->dims, yt->dims, geo)) return std::nullopt;
   const int64_t n = geo.m;
   int64_t axis = dw->attrInt("axis", 1);
   if (axis < 0) axis += 4;
@@ -607,7 +700,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.def = &kQdqConvDef;
   bool relu = fuseRelu(g, st, typeOf);
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, threads, relu);
+                                              std::move(bias), sx, zx, threads, relu, QdqConvKernel::Requantize{});
   return st;
 }
 

@@ -33,6 +33,8 @@ std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info);
 /// QLinearMatMul uint8 x constant int8 -> uint8, per-tensor activation and output parameters.
 std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info);
+/// QLinearConv 2-D, group 1, uint8 x constant int8 -> uint8, constant scales and zero points.
+std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info);
 
 /// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
 /// replacing every node in `covered`.

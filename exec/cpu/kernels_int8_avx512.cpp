@@ -193,13 +193,17 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
   for (int r = 0; r < R; ++r) {
     int64_t i = row0 + r;
     __m512i corr = _mm512_set1_epi32(c.aZero * c.wRowSum[i]);
-    __m512 sc = _mm512_set1_ps(c.rowScale[i]);
+    __m512 sc = _mm512_set1_ps(c.rowScale ? c.rowScale[i] : 0.0f);
     __m512 bs = _mm512_set1_ps(c.bias ? c.bias[i] : 0.0f);
     for (int h = 0; h < 2; ++h) {
       int64_t p = pix0 + h * 16;
       if (p >= c.pix) break;
       int64_t cnt = std::min<int64_t>(16, c.pix - p);
       __mmask16 mask = static_cast<__mmask16>(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);
+      if (c.c32) {
+        _mm512_mask_storeu_epi32(c.c32 + i * c.pix + p, mask, _mm512_sub_epi32(acc[r][h], corr));
+        continue;
+      }
       __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
       if (c.relu) y = _mm512_max_ps(y, _mm512_setzero_ps());

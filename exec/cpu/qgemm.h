@@ -95,6 +95,7 @@ struct DirectConvArgs {
   const float* bias = nullptr;
   bool relu = false;
   float* y = nullptr;
+  int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
 };
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
 void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1);

@@ -16,6 +16,7 @@
 #include "exec/value_ops.h"
 #include "lib/ir.h"
 #include "quant/dynamic.h"
+#include "quant/qoperator.h"
 #include "quant/static_qdq.h"
 #include "ref_test_util.h"
 
@@ -566,5 +567,49 @@ TEST_CASE("cpu QLinearMatMul (uint8 x constant int8 -> uint8) matches the refere
     INFO("A rank " << c.aDims.size() << " K " << k << " N " << c.n << " per column " << c.perColumn);
     RunProfile prof = compareWithRef(*m, feeds, 0, 0);
     CHECK(ranKernel(prof, "cpu.qlinearmatmul.u8s8"));
+  }
+}
+
+TEST_CASE("cpu QLinearConv (from quantize --format qoperator) matches the reference kernel exactly", "[cpu][int8]") {
+  std::mt19937 rng(53);
+  struct Case {
+    std::vector<int64_t> x, w, strides, pads;
+    bool bias;
+  };
+  const Case cases[] = {{{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true},
+                        {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+                        {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, true},
+                        {{1, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, true}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    Value* x = graphInput(g, "x", DType::Float, c.x);
+    int64_t wn = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+    Tensor tw = testutil::f32(c.w, normals(static_cast<size_t>(wn), rng));
+    tw.name = "w";
+    std::vector<Value*> ins = {x, g.addInitializer(std::move(tw))};
+    if (c.bias) {
+      Tensor tb = testutil::f32({c.w[0]}, normals(static_cast<size_t>(c.w[0]), rng));
+      tb.name = "b";
+      ins.push_back(g.addInitializer(std::move(tb)));
+    }
+    Node* conv = g.addNode("Conv", ins, {"y"});
+    conv->name = "conv";
+    conv->setAttr(Attribute::ofInts("strides", c.strides));
+    conv->setAttr(Attribute::ofInts("pads", c.pads));
+    g.addOutput(conv->output(0));
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-1.5f, 2.5f};
+    ranges["y"] = {-6.0f, 5.0f};  // narrower than the outputs: requantization saturates both ways
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
+    REQUIRE(convertQdqToQOperator(*m, ranges).nodesConverted == 1);
+    std::map<std::string, RtValue> feeds;
+    int64_t xn = c.x[0] * c.x[1] * c.x[2] * c.x[3];
+    feeds["x"] = testutil::T(testutil::f32(c.x, normals(static_cast<size_t>(xn), rng)));
+    INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.qlinearconv.u8s8"));
+    CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+    CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
   }
 }
