@@ -19,6 +19,7 @@
 #include "lib/error.h"
 #include "lib/input_shapes.h"
 #include "quant/dynamic.h"
+#include "quant/int4.h"
 #include "quant/qoperator.h"
 #include "quant/static_qdq.h"
 
@@ -30,7 +31,8 @@ using json = nlohmann::ordered_json;
 
 struct QuantizeOptions : InputOptions {
   std::string input, output;
-  bool int8 = false, dynamic = false, isStatic = false;
+  bool int8 = false, dynamic = false, isStatic = false, int4 = false;
+  int64_t blockSize = 32;
   std::string calibration;        // --calibration DATA
   size_t calibrationSamples = 0;  // --calibration-samples N (0: all)
   std::string method = "minmax";
@@ -94,8 +96,13 @@ std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const std::v
 }
 
 int runQuantize(const QuantizeOptions& o) {
-  if (!o.int8) fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic or --int8 --static --calibration DATA");
-  if (o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
+  if (!o.int8 && !o.int4)
+    fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic, --int8 --static --calibration DATA or --int4");
+  if (o.int4 && (o.int8 || o.dynamic || o.isStatic))
+    fail(ErrorKind::InvalidInput, "--int4 is weight-only: it takes none of --int8, --dynamic, --static");
+  if (o.int8 && o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
+  if (o.int4 && (o.blockSize < 16 || (o.blockSize & (o.blockSize - 1)) != 0))
+    fail(ErrorKind::InvalidInput, "--block-size {}: expected a power of 2, 16 or more", o.blockSize);
   if (o.isStatic && o.calibration.empty())
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
   if (!o.isStatic && !o.calibration.empty()) fail(ErrorKind::InvalidInput, "--calibration applies to --static");
@@ -155,6 +162,13 @@ int runQuantize(const QuantizeOptions& o) {
     // Evaluated on the calibration samples: the data the model is meant for, where random inputs
     // could fall outside every calibrated range.
     for (size_t i = 0; i < samples.size() && static_cast<int>(i) < o.evalSets; ++i) evalSets.push_back(samples[i]);
+  } else if (o.int4) {
+    mode = "int4-weight-only";
+    Int4QuantizeOptions qo;
+    qo.blockSize = o.blockSize;
+    qo.minElements = o.minElements;
+    r = quantizeInt4(*model, qo);
+    if (original) evalSets = randomSets(*original, o);
   } else {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
@@ -188,9 +202,9 @@ int runQuantize(const QuantizeOptions& o) {
     std::FILE* out = o.output == "-" ? stderr : stdout;
     std::fputs((doc.dump(2) + "\n").c_str(), out);
   } else if (!quiet) {
-    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB int8; {} kept float\n",
+    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB {}; {} kept float\n",
                r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
-               r.skipped.size());
+               o.int4 ? "int4" : "int8", r.skipped.size());
     for (const OutputAccuracy& a : acc)
       fmt::print(stderr, "accuracy of '{}' on {} {} input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
                  a.name, evalSets.size(), o.isStatic ? "calibration" : "random", evalSets.size() == 1 ? "" : "s", a.cosine,
@@ -207,6 +221,10 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)")->required();
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
   sub->add_flag("--int8", o->int8, "Quantize to int8");
+  sub->add_flag("--int4", o->int4,
+                "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size rows per "
+                "column (blocked DequantizeLinear, opset 21+); activations stay float");
+  sub->add_option("--block-size", o->blockSize, "With --int4: rows of K per scale (default 32; a power of 2, 16 or more)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
                 "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");

@@ -193,6 +193,64 @@ def static_checks(c, tmp):
     c.check(r.returncode == 3 and "opset 13" in r.stderr, f"static below opset 13: exit 3: {r.returncode} {r.stderr}")
 
 
+def int4_checks(c, tmp):
+    """--int4: blocked int4 weights behind DequantizeLinear(axis 0, block_size), opset 21."""
+    src, dst = os.path.join(tmp, "mlp21.onnx"), os.path.join(tmp, "mlp21.int4.onnx")
+    onnx.save(mlp(opset=21), src)
+    r = run(["quantize", src, "-o", dst, "--int4", "--block-size", "16", "--min-elements", "256", "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    if not c.check(r.returncode == 0 and doc.get("mode") == "int4-weight-only", f"--int4: {r.stderr}"):
+        return
+    c.check(doc.get("nodes_quantized") == 4 and doc.get("weights_quantized") == 3, f"int4: 4 nodes, 3 weights: {doc}")
+    c.check(doc["int8_weight_bytes"] <= 0.3 * doc["float_weight_bytes"],
+            f"int4 weights <= 0.3x float: {doc['int8_weight_bytes']} / {doc['float_weight_bytes']}")
+    m = onnx.load(dst)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+        c.check(True, "")
+    except Exception as e:  # noqa: BLE001
+        c.check(False, f"int4: onnx.checker: {e}")
+    dqs = [n for n in m.graph.node if n.op_type == "DequantizeLinear"]
+    c.check(len(dqs) == 3 and all({a.name: a.i for a in n.attribute}.get("block_size") == 16 for n in dqs),
+            f"three blocked DequantizeLinear (block_size 16): {[n.attribute for n in dqs]}")
+    inits = {t.name: t for t in m.graph.initializer}
+    w1 = [t for t in inits.values() if t.data_type == TensorProto.INT4]
+    c.check(len(w1) == 3 and "w1" not in inits, f"int4 initializers replace the float ones: {sorted(inits)}")
+    # the int4 values and scales reproduce the weight: |w - q*s| <= s/2 (s = max|block|/7)
+    w = numpy_helper.to_array(onnx.load(src).graph.initializer[0])  # w1 [64, 128]
+    q = numpy_helper.to_array(inits["w1_int4"]).astype(np.float32)
+    s = numpy_helper.to_array(inits["w1_scale"])
+    deq = q * np.repeat(s, 16, axis=0)[: w.shape[0]]
+    c.check(q.min() >= -7 and q.max() <= 7 and np.all(np.abs(deq - w) <= np.repeat(s, 16, axis=0) / 2 + 1e-6),
+            "int4 w1 within half a step of the float weight")
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal((5, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no MatMulNBits rewrite: the float DQ path
+    got = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for name, a, b in zip(["dyn", "small"], want, got):
+        # four int4 layers in a row on 64..128-wide random weights: a few % of error per layer
+        c.check(cosine(a, b) >= 0.98, f"int4 output {name}: cosine to float {cosine(a, b):.5f}")
+    np.save(os.path.join(tmp, "i4x.npy"), feeds["x"])
+    np.save(os.path.join(tmp, "i4o.npy"), feeds["other"])
+    for ex in ("ref", "cpu"):
+        out = os.path.join(tmp, f"i4_{ex}")
+        r = run(["run", dst, "--executor", ex, "-i", "x=" + os.path.join(tmp, "i4x.npy"), "-i",
+                 "other=" + os.path.join(tmp, "i4o.npy"), "-O", out])
+        if c.check(r.returncode == 0, f"int4 run --executor {ex}: {r.stderr}"):
+            for name, b in zip(["dyn", "small"], got):
+                ours = np.load(os.path.join(out, name + ".npy"))
+                c.check(np.allclose(ours, b, rtol=1e-4, atol=1e-5), f"int4 {ex} vs ONNX Runtime, {name}: {np.abs(ours - b).max()}")
+    for args, code, text in ((["--int4", "--block-size", "24"], 2, "power of 2"), (["--int4", "--int8", "--dynamic"], 2, "weight-only")):
+        r = run(["quantize", src, "-o", dst] + args)
+        c.check(r.returncode == code and text in r.stderr, f"quantize {args}: exit {r.returncode}: {r.stderr}")
+    old = os.path.join(tmp, "mlp17.onnx")
+    onnx.save(mlp(opset=17), old)
+    r = run(["quantize", old, "-o", dst, "--int4"])
+    c.check(r.returncode == 3 and "opset 21" in r.stderr, f"--int4 below opset 21: exit 3: {r.returncode} {r.stderr}")
+
+
 def main():
     c = Checker("quantize")
     with tempfile.TemporaryDirectory() as tmp:
@@ -249,6 +307,7 @@ def main():
         c.check(r.returncode == 0 and r.stderr == "", f"-q: {r.stderr!r}")
         # --static: QDQ around MatMul/Gemm activations with calibrated ranges, int8 per-channel weights
         static_checks(c, tmp)
+        int4_checks(c, tmp)
         # exit codes
         old = os.path.join(tmp, "op10.onnx")
         onnx.save(mlp(opset=10), old)
