@@ -222,8 +222,8 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
   sub->add_flag("--int8", o->int8, "Quantize to int8");
   sub->add_flag("--int4", o->int4,
-                "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size rows per "
-                "column (blocked DequantizeLinear, opset 21+); activations stay float");
+                "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size values along "
+                "K per output column (blocked DequantizeLinear, opset 21+); activations stay float");
   sub->add_option("--block-size", o->blockSize, "With --int4: values along K per scale (default 32; a power of 2, 16 or more)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
