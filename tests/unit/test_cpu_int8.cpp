@@ -16,6 +16,7 @@
 #include "exec/value_ops.h"
 #include "lib/ir.h"
 #include "quant/dynamic.h"
+#include "quant/int4.h"
 #include "quant/qoperator.h"
 #include "quant/static_qdq.h"
 #include "ref_test_util.h"
@@ -611,5 +612,54 @@ TEST_CASE("cpu QLinearConv (from quantize --format qoperator) matches the refere
     CHECK(ranKernel(prof, "cpu.qlinearconv.u8s8"));
     CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
     CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
+  }
+}
+
+TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked, int8 per axis) as a prepared float weight",
+          "[cpu][int8]") {
+  std::mt19937 rng(59);
+  for (int variant = 0; variant < 3; ++variant) {  // int4 block 16, int4 block 32 with K not a multiple, int8 per axis
+    auto m = emptyModel(21);
+    Graph& g = *m->graph;
+    const int64_t k = variant == 1 ? 70 : 64, n = 24;
+    Value* x = graphInput(g, "x", DType::Float, {3, k});
+    Tensor tw = testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
+    tw.name = "w";
+    Value* w = g.addInitializer(std::move(tw));
+    Node* mm = g.addNode("MatMul", {x, w}, {"y"});
+    mm->name = "mm";
+    g.addOutput(mm->output(0));
+    if (variant < 2) {
+      Int4QuantizeOptions o;
+      o.blockSize = variant == 0 ? 16 : 32;
+      REQUIRE(quantizeInt4(*m, o).nodesQuantized == 1);
+    } else {  // int8 weights, per column, behind a DequantizeLinear; float activations
+      std::vector<int8_t> q(static_cast<size_t>(k * n));
+      std::uniform_int_distribution<int> s8(-128, 127);
+      for (auto& v : q) v = static_cast<int8_t>(s8(rng));
+      Tensor tq = testutil::tensorOf(DType::Int8, {k, n}, q);
+      tq.name = "wq";
+      std::vector<float> sc(static_cast<size_t>(n));
+      for (auto& v : sc) v = 0.01f + 0.001f * static_cast<float>(s8(rng) + 128);
+      Tensor ts = testutil::f32({n}, sc);
+      ts.name = "ws";
+      std::vector<int8_t> zp(static_cast<size_t>(n));
+      for (auto& v : zp) v = static_cast<int8_t>(s8(rng) / 16);
+      Tensor tz = testutil::tensorOf(DType::Int8, {n}, zp);
+      tz.name = "wz";
+      Value* vq = g.addInitializer(std::move(tq));
+      Value* vs = g.addInitializer(std::move(ts));
+      Node* dq = g.addNode("DequantizeLinear", {vq, vs, g.addInitializer(std::move(tz))}, {"wd"}, "", mm);
+      dq->name = "dq";
+      dq->setAttr(Attribute::ofInt("axis", 1));
+      mm->setInput(1, dq->output(0));
+      g.removeInitializer(w);
+    }
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({3, k}, normals(static_cast<size_t>(3 * k), rng)));
+    INFO("variant " << variant);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
+    CHECK(ranKernel(prof, "cpu.dqmatmul.f32.prepacked"));
+    CHECK(prof.nodes.size() == 1);  // the DequantizeLinear ran once, at prepare
   }
 }
