@@ -1,5 +1,6 @@
 // quantize.cpp: `onnxtool quantize`: shrink a model with int8 weights (standard ONNX ops only) and
 // report what accuracy that cost, measured on the reference executor.
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +19,8 @@
 #include "lib/error.h"
 #include "lib/input_shapes.h"
 #include "quant/dynamic.h"
+#include "quant/int4.h"
+#include "quant/qoperator.h"
 #include "quant/static_qdq.h"
 
 namespace onnxtool::app {
@@ -28,10 +31,12 @@ using json = nlohmann::ordered_json;
 
 struct QuantizeOptions : InputOptions {
   std::string input, output;
-  bool int8 = false, dynamic = false, isStatic = false;
+  bool int8 = false, dynamic = false, isStatic = false, int4 = false;
+  int64_t blockSize = 32;
   std::string calibration;        // --calibration DATA
   size_t calibrationSamples = 0;  // --calibration-samples N (0: all)
   std::string method = "minmax";
+  std::string format = "qdq";
   int64_t minElements = 16;
   int evalSets = 2;
   bool json = false;
@@ -91,11 +96,20 @@ std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const std::v
 }
 
 int runQuantize(const QuantizeOptions& o) {
-  if (!o.int8) fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic or --int8 --static --calibration DATA");
-  if (o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
+  if (!o.int8 && !o.int4)
+    fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic, --int8 --static --calibration DATA or --int4");
+  if (o.int4 && (o.int8 || o.dynamic || o.isStatic))
+    fail(ErrorKind::InvalidInput, "--int4 is weight-only: it takes none of --int8, --dynamic, --static");
+  if (o.int8 && o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
+  if (o.int4 && (o.blockSize < 16 || (o.blockSize & (o.blockSize - 1)) != 0))
+    fail(ErrorKind::InvalidInput, "--block-size {}: expected a power of 2, 16 or more", o.blockSize);
   if (o.isStatic && o.calibration.empty())
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
   if (!o.isStatic && !o.calibration.empty()) fail(ErrorKind::InvalidInput, "--calibration applies to --static");
+  if (!o.isStatic && o.format == "qoperator")
+    fail(ErrorKind::InvalidInput,
+         "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
+         "DynamicQuantizeLinear and MatMulInteger)");
   auto specs = parseInputShapes(o.shapes);
   auto model = loadModel(o.input);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
@@ -107,15 +121,21 @@ int runQuantize(const QuantizeOptions& o) {
   DynamicQuantizeReport r;
   std::vector<std::map<std::string, RtValue>> evalSets;
   std::string mode = "int8-dynamic";
+  std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
+  int64_t converted = 0;
   if (o.isStatic) {
     mode = "int8-static-qdq";
     auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
     auto activations = activationsToCalibrate(*model);
+    if (o.format == "qoperator")  // QLinearMatMul/QLinearConv also need their outputs' ranges
+      for (const std::string& y : outputsToCalibrate(*model))
+        if (std::find(activations.begin(), activations.end(), y) == activations.end()) activations.push_back(y);
     bool tty = ::isatty(2);
     if (!(spdlog::get_level() >= spdlog::level::err) && tty)
       fmt::print(stderr, "calibrating {} activations on {} samples...\n", activations.size(), samples.size());
     CalibrationMethod cm;
     if (o.method == "entropy") cm.kind = CalibrationMethod::Kind::Entropy;
+    if (o.method == "mse") cm.kind = CalibrationMethod::Kind::Mse;
     if (o.method.rfind("percentile", 0) == 0) {
       cm.kind = CalibrationMethod::Kind::Percentile;
       if (o.method.size() > 10) {
@@ -128,6 +148,12 @@ int runQuantize(const QuantizeOptions& o) {
     }
     auto ranges = calibrateRanges(*model, activations, samples, cm);
     StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements);
+    if (o.format == "qoperator") {
+      mode = "int8-static-qoperator";
+      QOperatorReport qr = convertQdqToQOperator(*model, ranges);
+      keptQdq = qr.kept;
+      converted = qr.nodesConverted;
+    }
     r.nodesQuantized = sr.nodesQuantized;
     r.weightsQuantized = sr.weightsQuantized;
     r.floatWeightBytes = sr.floatWeightBytes;
@@ -136,6 +162,13 @@ int runQuantize(const QuantizeOptions& o) {
     // Evaluated on the calibration samples: the data the model is meant for, where random inputs
     // could fall outside every calibrated range.
     for (size_t i = 0; i < samples.size() && static_cast<int>(i) < o.evalSets; ++i) evalSets.push_back(samples[i]);
+  } else if (o.int4) {
+    mode = "int4-weight-only";
+    Int4QuantizeOptions qo;
+    qo.blockSize = o.blockSize;
+    qo.minElements = o.minElements;
+    r = quantizeInt4(*model, qo);
+    if (original) evalSets = randomSets(*original, o);
   } else {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
@@ -143,6 +176,7 @@ int runQuantize(const QuantizeOptions& o) {
     if (original) evalSets = randomSets(*original, o);
   }
   for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
+  for (const std::string& s : keptQdq) spdlog::info("kept in the QDQ form: {}", s);
   std::vector<OutputAccuracy> acc;
   if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compare(*original, *model, evalSets);
   uint64_t size = saveModel(*model, o.output);
@@ -162,13 +196,15 @@ int runQuantize(const QuantizeOptions& o) {
              {"input_size", model->fileSize},
              {"output_size", size},
              {"skipped", r.skipped},
+             {"qoperator_nodes", converted},
+             {"kept_qdq", keptQdq},
              {"evaluation", {{"input_sets", acc.empty() ? 0 : evalSets.size()}, {"random", !o.isStatic}, {"outputs", outs}}}};
     std::FILE* out = o.output == "-" ? stderr : stdout;
     std::fputs((doc.dump(2) + "\n").c_str(), out);
   } else if (!quiet) {
-    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB int8; {} kept float\n",
+    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB {}; {} kept float\n",
                r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
-               r.skipped.size());
+               o.int4 ? "int4" : "int8", r.skipped.size());
     for (const OutputAccuracy& a : acc)
       fmt::print(stderr, "accuracy of '{}' on {} {} input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
                  a.name, evalSets.size(), o.isStatic ? "calibration" : "random", evalSets.size() == 1 ? "" : "s", a.cosine,
@@ -185,6 +221,10 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)")->required();
   sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
   sub->add_flag("--int8", o->int8, "Quantize to int8");
+  sub->add_flag("--int4", o->int4,
+                "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size values along "
+                "K per output column (blocked DequantizeLinear, opset 21+); activations stay float");
+  sub->add_option("--block-size", o->blockSize, "With --int4: values along K per scale (default 32; a power of 2, 16 or more)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
                 "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
@@ -197,12 +237,18 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->type_name("DATA");
   sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
       ->check(nonNegative());
+  sub->add_option("--format", o->format,
+                  "With --static: qdq (default: QuantizeLinear/DequantizeLinear pairs around float ops) or qoperator "
+                  "(QLinearMatMul/QLinearConv with calibrated output scales; Gemm with a bias stays QDQ)")
+      ->check(CLI::IsMember({"qdq", "qoperator"}));
   sub->add_option("--method", o->method,
-                  "Calibration: minmax (default), entropy (KL divergence over histograms) or percentile[:P] (keep P% "
-                  "of the values, default 99.999)")
+                  "Calibration: minmax (default), entropy (KL divergence over histograms), percentile[:P] (keep P% "
+                  "of the values, default 99.999) or mse (the range whose uint8 quantization has the least mean "
+                  "squared error, clipping included)")
       ->check([](const std::string& m) {
-        return m == "minmax" || m == "entropy" || m.rfind("percentile", 0) == 0 ? std::string()
-                                                                               : "expected minmax, entropy or percentile[:P]";
+        return m == "minmax" || m == "entropy" || m == "mse" || m.rfind("percentile", 0) == 0
+                   ? std::string()
+                   : "expected minmax, entropy, mse or percentile[:P]";
       });
   sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
   sub->add_option("--eval-sets", o->evalSets,

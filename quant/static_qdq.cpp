@@ -117,6 +117,24 @@ double entropyThreshold(const std::vector<double>& hist) {
   return static_cast<double>(best) + 0.5;
 }
 
+/// Mean squared error (times the count) of quantizing the histogram `h` over [lo, lo + w*bins)
+/// (values at bin centres) to uint8 over the range [a, b], as quantizeStaticQdq would.
+double quantizationError(const std::vector<uint64_t>& h, double lo, double w, double a, double b) {
+  double qlo = std::min(0.0, a), qhi = std::max(0.0, b);
+  double scale = (qhi - qlo) / 255.0;
+  if (!(scale > 0)) return std::numeric_limits<double>::infinity();
+  double zp = std::clamp(std::nearbyint(-qlo / scale), 0.0, 255.0);
+  double err = 0;
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (!h[i]) continue;
+    double x = lo + w * (static_cast<double>(i) + 0.5);
+    double q = std::clamp(std::nearbyint(x / scale) + zp, 0.0, 255.0);
+    double d = (q - zp) * scale - x;
+    err += static_cast<double>(h[i]) * d * d;
+  }
+  return err;
+}
+
 }  // namespace
 
 std::vector<std::string> activationsToCalibrate(const Model& model) {
@@ -205,6 +223,21 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
     size_t b = w > 0 ? std::min(kBins - 1, static_cast<size_t>((x - r.min) / w)) : 0;
     hist[name][b]++;
   });
+  if (method.kind == CalibrationMethod::Kind::Mse) {
+    constexpr int kSteps = static_cast<int>(kBins);  // candidate ranges end on bin edges
+    for (auto& [name, r] : ranges) {
+      if (r.max <= r.min) continue;
+      double w = (static_cast<double>(r.max) - r.min) / kBins;
+      double best = std::numeric_limits<double>::infinity(), bestT = 1;
+      for (int s = kSteps; s >= 1; --s) {
+        double t = static_cast<double>(s) / kSteps;
+        double e = quantizationError(hist[name], r.min, w, r.min * t, r.max * t);
+        if (e < best) best = e, bestT = t;
+      }
+      r = {static_cast<float>(r.min * bestT), static_cast<float>(r.max * bestT)};
+    }
+    return ranges;
+  }
   double tail = (100.0 - method.percentile) / 200.0;  // share cut off each end
   for (auto& [name, r] : ranges) {
     const std::vector<uint64_t>& h = hist[name];

@@ -29,7 +29,9 @@ struct CalibrationMethod {
   /// Entropy: the threshold t minimising the KL divergence between the histogram of |x| clipped
   /// at t and its 128-level quantization (the int8 calibration TensorRT describes), range
   /// [max(min, -t), min(max, t)].
-  enum class Kind { MinMax, Percentile, Entropy } kind = Kind::MinMax;
+  /// Mse: the range [t*min, t*max] (t in (0, 1], one step per bin) whose uint8 quantization has the
+  /// least mean squared error over the 2048-bin histogram of the values (clipping error included).
+  enum class Kind { MinMax, Percentile, Entropy, Mse } kind = Kind::MinMax;
   /// Percentile: the range keeps this share of the values, cutting (100-P)/2 % off each tail
   /// (from a 2048-bin histogram over the min/max range; outliers stop stretching the scale).
   double percentile = 99.999;

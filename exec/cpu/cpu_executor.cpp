@@ -22,11 +22,14 @@
 #include <new>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <deque>
 
 #include <fmt/format.h>
 
 #include "exec/cpu/cpu_kernel.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_int8.h"
 #include "exec/kernel.h"
 #include "exec/ref/ref_executor.h"
 #include "lib/error.h"
@@ -133,7 +136,12 @@ class Specialization {
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
     for (Value* v : g.sparseInitializers()) slotFor(v);
-    for (const auto& n : g.nodes()) planNode(*n, threads);
+    planInt8Fusions(g, threads);
+    for (const auto& n : g.nodes()) {
+      auto f = fusedAt_.find(n.get());
+      if (f != fusedAt_.end()) planFused(*f->second);
+      else if (!fusedAway_.count(n.get())) planNode(*n, threads);
+    }
     for (const auto& e : g.outputs()) {
       int s = e.value ? slotFor(e.value) : -1;
       outputSlots_.push_back(s);
@@ -194,6 +202,40 @@ class Specialization {
         if (!n.subgraphs().empty()) st.kernelName += " (subgraphs on ref)";
       }
     }
+    steps_.push_back(std::move(st));
+  }
+
+  /// Chains of nodes that run as one fused int8 step (kernels_int8.h): each at its last node.
+  void planInt8Fusions(const Graph& g, int threads) {
+    std::deque<StaticTensorType> types;
+    auto typeOf = [&](const Value* v) -> const StaticTensorType* {
+      auto t = staticType(v->type());
+      if (!t) return nullptr;
+      types.push_back(std::move(*t));
+      return &types.back();
+    };
+    auto constantOf = [&](const Value* v) -> const Tensor* {
+      return v && v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr;
+    };
+    fused_ = cpu::findInt8Fusions(g, typeOf, constantOf, threads);
+    for (auto& f : fused_) {
+      fusedAt_[f.last] = &f;
+      for (const Node* n : f.covered) fusedAway_.insert(n);
+    }
+  }
+
+  void planFused(cpu::FusedInt8Step& f) {
+    Step st;
+    st.node = f.last;
+    st.opset = opsetFor(*model_, *f.last);
+    int idx = static_cast<int>(steps_.size());
+    st.in.push_back(slotFor(f.input));
+    int out = slotFor(f.output);
+    slots_[static_cast<size_t>(out)].def = idx;
+    st.out.push_back(out);
+    st.kernel = std::move(f.kernel);
+    st.def = f.def;
+    st.kernelName = std::string(st.def->name);
     steps_.push_back(std::move(st));
   }
 
@@ -359,6 +401,9 @@ class Specialization {
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
+  std::vector<cpu::FusedInt8Step> fused_;
+  std::unordered_map<const Node*, cpu::FusedInt8Step*> fusedAt_;
+  std::unordered_set<const Node*> fusedAway_;
   std::vector<Region> regions_;
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;

@@ -2,6 +2,7 @@
 // self-registration) and its lookup. Ops not listed, or declined by `create`, run on the
 // reference kernels.
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_int8.h"
 
 namespace onnxtool::cpu {
 
@@ -40,6 +41,12 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},
     {"", "Unsqueeze", 1, kLast, DType::Undefined, "cpu.unsqueeze.view", OutputReuse::View, createView},
     {"", "Identity", 1, kLast, DType::Undefined, "cpu.identity.view", OutputReuse::View, createView},
+    {"", "MatMulInteger", 10, kLast, DType::UInt8, "cpu.matmulinteger.u8s8", OutputReuse::None, createMatMulInteger},
+    {"", "QLinearMatMul", 10, kLast, DType::UInt8, "cpu.qlinearmatmul.u8s8", OutputReuse::None, createQLinearMatMul},
+    {"", "QLinearConv", 10, kLast, DType::UInt8, "cpu.qlinearconv.u8s8", OutputReuse::None, createQLinearConv},
+    {"", "QuantizeLinear", 10, kLast, DType::Float, "cpu.quantizelinear.f32.u8", OutputReuse::None, createQuantizeLinear},
+    {"", "DequantizeLinear", 10, kLast, DType::UInt8, "cpu.dequantizelinear.u8.f32", OutputReuse::None, createDequantizeLinearU8},
+    {"", "DequantizeLinear", 10, kLast, DType::Int8, "cpu.dequantizelinear.s8.f32", OutputReuse::None, createDequantizeLinearS8},
 };
 
 }  // namespace

@@ -40,6 +40,29 @@ def cosine(a, b):
     return float(a @ b / np.sqrt((a @ a) * (b @ b)))
 
 
+def cpu_matches_ort(c, model, feeds, tmp, label):
+    """The cpu executor's int8 kernels (on every ISA path: ONNXTOOL_ISA) give ONNX Runtime's outputs
+    on the same quantized model, within a small fraction of one activation quantization step."""
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    names = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
+    args = []
+    for k, v in feeds.items():
+        f = os.path.join(tmp, f"feed_{k}.npy")
+        np.save(f, v)
+        args += ["-i", f"{k}={f}"]
+    for isa in ("", "avx2", "portable"):
+        out = os.path.join(tmp, f"cpu_out_{isa or 'best'}")
+        env = dict(os.environ, ONNXTOOL_ISA=isa)
+        r = run(["run", model, "--executor", "cpu", "-O", out] + args, env=env)
+        if not c.check(r.returncode == 0, f"{label}: run --executor cpu (ISA {isa or 'best'}): {r.stderr}"):
+            continue
+        for name, w in zip(names, want):
+            got = np.load(os.path.join(out, name.replace("/", "_") + ".npy"))
+            err = float(np.abs(got - w).max())
+            tol = 1e-3 * float(np.abs(w).max()) + 1e-6
+            c.check(got.shape == w.shape and err <= tol, f"{label} (ISA {isa or 'best'}): output {name} vs ONNX Runtime: max diff {err} > {tol}")
+
+
 SMALL = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "models", "small_cnn.onnx")
 
 
@@ -75,6 +98,7 @@ def static_checks(c, tmp):
         per_axis = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and any(at.name == "axis" for at in n.attribute)]
         c.check(len(per_axis) == 3, "weights dequantize per output channel")
         got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        cpu_matches_ort(c, dst, held_out, tmp, f"static ({os.path.basename(data)})")
         cs = cosine(want, got)
         c.check(cs >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
                 f"static ({os.path.basename(data)}): held-out cosine {cs:.6f}")
@@ -87,12 +111,47 @@ def static_checks(c, tmp):
         kept = [n.op_type for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
         c.check(kept.count("DequantizeLinear") == 6 and kept.count("QuantizeLinear") == 3,
                 f"optimize -O3 keeps the QDQ pairs: {r.stderr[-300:]}")
+    # --format qoperator: QLinearConv with calibrated output scales (the Gemm with a bias stays QDQ)
+    dst = os.path.join(tmp, "cnn.qop.onnx")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--static", "--calibration", npz, "--format", "qoperator", "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    if c.check(r.returncode == 0 and doc.get("mode") == "int8-static-qoperator" and doc.get("qoperator_nodes") == 2,
+               f"--format qoperator: {r.stderr} {doc.get('qoperator_nodes')}"):
+        m = onnx.load(dst)
+        try:
+            onnx.checker.check_model(m, full_check=True)
+            c.check(True, "")
+        except Exception as e:  # noqa: BLE001
+            c.check(False, f"qoperator: onnx.checker: {e}")
+        ops = [n.op_type for n in m.graph.node]
+        c.check(ops.count("QLinearConv") == 2 and "Conv" not in ops and ops.count("Gemm") == 1, f"qoperator ops: {ops}")
+        used = {i for n in m.graph.node for i in n.input}
+        c.check(all(t.name in used for t in m.graph.initializer), "no unused initializers left")
+        c.check(len(doc.get("kept_qdq", [])) == 1 and "Gemm" in doc["kept_qdq"][0], f"kept QDQ: {doc.get('kept_qdq')}")
+        got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        c.check(cosine(want, got) >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
+                f"qoperator: held-out cosine to float {cosine(want, got):.6f}")
+        # ours (reference and cpu executors) vs ONNX Runtime on the same QOperator model: requantized
+        # outputs may differ by one rounding step, which stays far below 2% of the output
+        np.save(os.path.join(tmp, "qop_in.npy"), held_out["input"])
+        for ex in ("ref", "cpu"):
+            out = os.path.join(tmp, f"qop_{ex}")
+            r = run(["run", dst, "--executor", ex, "-i", "input=" + os.path.join(tmp, "qop_in.npy"), "-O", out])
+            if c.check(r.returncode == 0, f"qoperator run --executor {ex}: {r.stderr}"):
+                ours = np.load(os.path.join(out, "probs.npy"))
+                err = float(np.abs(ours - got).max())
+                c.check(err <= 0.02 * float(np.abs(got).max()) and cosine(ours, got) >= 0.9999,
+                        f"qoperator {ex} vs ONNX Runtime: max diff {err}, cosine {cosine(ours, got)}")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--dynamic", "--format", "qoperator"])
+    c.check(r.returncode == 2 and "applies to --static" in r.stderr, f"--dynamic --format qoperator: exit 2: {r.stderr}")
+    r = run(["quantize", SMALL, "-o", dst, "--int8", "--static", "--calibration", npz, "--format", "qop"])
+    c.check(r.returncode == 2, f"--format qop: exit 2: {r.stderr}")
     # percentile: one outlier no longer stretches the input's scale (minmax: 1000/255)
     spiky = rng.random((4, 1, 1, 28, 28)).astype(np.float32)
     spiky[0, 0, 0, 3, 3] = 1000.0
     np.savez(os.path.join(tmp, "spiky.npz"), input=spiky)
     scales = {}
-    for method in ("minmax", "percentile:99.9"):
+    for method in ("minmax", "percentile:99.9", "mse"):
         out = os.path.join(tmp, f"spiky_{method[:3]}.onnx")
         r = run(["quantize", SMALL, "-o", out, "--int8", "--static", "--calibration", os.path.join(tmp, "spiky.npz"),
                  "--method", method, "--eval-sets", "0"])
@@ -101,6 +160,10 @@ def static_checks(c, tmp):
             scales[method] = float(inits["input_scale"])
     c.check(abs(scales.get("minmax", 0) - 1000 / 255) < 1e-3 and 0 < scales.get("percentile:99.9", 1) < 0.01,
             f"input scales: {scales}")
+    # mse: with 3136 values, clipping the one at 1000 would cost more squared error than rounding
+    # the rest to steps of 3.9 does: the full range stays (tests/unit/test_quant_calibration.cpp
+    # has a case where clipping wins)
+    c.check(abs(scales.get("mse", 0) - 1000 / 255) < 1e-3, f"mse input scale: {scales.get('mse')}")
     # entropy on a smooth (uniform) input keeps the whole range, and the model its accuracy
     out = os.path.join(tmp, "entropy.onnx")
     r = run(["quantize", SMALL, "-o", out, "--int8", "--static", "--calibration", npz, "--method", "entropy", "--json"])
@@ -128,6 +191,64 @@ def static_checks(c, tmp):
     r = run(["quantize", old, "-o", os.path.join(tmp, "y.onnx"), "--int8", "--static", "--calibration",
              os.path.join(tmp, "mlp_calib.npz")])
     c.check(r.returncode == 3 and "opset 13" in r.stderr, f"static below opset 13: exit 3: {r.returncode} {r.stderr}")
+
+
+def int4_checks(c, tmp):
+    """--int4: blocked int4 weights behind DequantizeLinear(axis 0, block_size), opset 21."""
+    src, dst = os.path.join(tmp, "mlp21.onnx"), os.path.join(tmp, "mlp21.int4.onnx")
+    onnx.save(mlp(opset=21), src)
+    r = run(["quantize", src, "-o", dst, "--int4", "--block-size", "16", "--min-elements", "256", "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    if not c.check(r.returncode == 0 and doc.get("mode") == "int4-weight-only", f"--int4: {r.stderr}"):
+        return
+    c.check(doc.get("nodes_quantized") == 4 and doc.get("weights_quantized") == 3, f"int4: 4 nodes, 3 weights: {doc}")
+    c.check(doc["int8_weight_bytes"] <= 0.3 * doc["float_weight_bytes"],
+            f"int4 weights <= 0.3x float: {doc['int8_weight_bytes']} / {doc['float_weight_bytes']}")
+    m = onnx.load(dst)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+        c.check(True, "")
+    except Exception as e:  # noqa: BLE001
+        c.check(False, f"int4: onnx.checker: {e}")
+    dqs = [n for n in m.graph.node if n.op_type == "DequantizeLinear"]
+    c.check(len(dqs) == 3 and all({a.name: a.i for a in n.attribute}.get("block_size") == 16 for n in dqs),
+            f"three blocked DequantizeLinear (block_size 16): {[n.attribute for n in dqs]}")
+    inits = {t.name: t for t in m.graph.initializer}
+    w1 = [t for t in inits.values() if t.data_type == TensorProto.INT4]
+    c.check(len(w1) == 3 and "w1" not in inits, f"int4 initializers replace the float ones: {sorted(inits)}")
+    # the int4 values and scales reproduce the weight: |w - q*s| <= s/2 (s = max|block|/7)
+    w = numpy_helper.to_array(onnx.load(src).graph.initializer[0])  # w1 [64, 128]
+    q = numpy_helper.to_array(inits["w1_int4"]).astype(np.float32)
+    s = numpy_helper.to_array(inits["w1_scale"])
+    deq = q * np.repeat(s, 16, axis=0)[: w.shape[0]]
+    c.check(q.min() >= -7 and q.max() <= 7 and np.all(np.abs(deq - w) <= np.repeat(s, 16, axis=0) / 2 + 1e-6),
+            "int4 w1 within half a step of the float weight")
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal((5, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no MatMulNBits rewrite: the float DQ path
+    got = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for name, a, b in zip(["dyn", "small"], want, got):
+        # four int4 layers in a row on 64..128-wide random weights: a few % of error per layer
+        c.check(cosine(a, b) >= 0.98, f"int4 output {name}: cosine to float {cosine(a, b):.5f}")
+    np.save(os.path.join(tmp, "i4x.npy"), feeds["x"])
+    np.save(os.path.join(tmp, "i4o.npy"), feeds["other"])
+    for ex in ("ref", "cpu"):
+        out = os.path.join(tmp, f"i4_{ex}")
+        r = run(["run", dst, "--executor", ex, "-i", "x=" + os.path.join(tmp, "i4x.npy"), "-i",
+                 "other=" + os.path.join(tmp, "i4o.npy"), "-O", out])
+        if c.check(r.returncode == 0, f"int4 run --executor {ex}: {r.stderr}"):
+            for name, b in zip(["dyn", "small"], got):
+                ours = np.load(os.path.join(out, name + ".npy"))
+                c.check(np.allclose(ours, b, rtol=1e-4, atol=1e-5), f"int4 {ex} vs ONNX Runtime, {name}: {np.abs(ours - b).max()}")
+    for args, code, text in ((["--int4", "--block-size", "24"], 2, "power of 2"), (["--int4", "--int8", "--dynamic"], 2, "weight-only")):
+        r = run(["quantize", src, "-o", dst] + args)
+        c.check(r.returncode == code and text in r.stderr, f"quantize {args}: exit {r.returncode}: {r.stderr}")
+    old = os.path.join(tmp, "mlp17.onnx")
+    onnx.save(mlp(opset=17), old)
+    r = run(["quantize", old, "-o", dst, "--int4"])
+    c.check(r.returncode == 3 and "opset 21" in r.stderr, f"--int4 below opset 21: exit 3: {r.returncode} {r.stderr}")
 
 
 def main():
@@ -168,6 +289,7 @@ def main():
                 c.check(ya.shape == yb.shape, f"batch {n}, output {name}: shapes {ya.shape} {yb.shape}")
                 got[name][0].append(ya.ravel())
                 got[name][1].append(yb.ravel())
+        cpu_matches_ort(c, dst, feeds, tmp, "dynamic")
         for name, (ya, yb) in got.items():  # over all batches: 'small' has 2 values a row
             cs = cosine(np.concatenate(ya), np.concatenate(yb))
             c.check(cs >= 0.999, f"output {name}: cosine similarity to the float model {cs:.6f}")
@@ -185,6 +307,7 @@ def main():
         c.check(r.returncode == 0 and r.stderr == "", f"-q: {r.stderr!r}")
         # --static: QDQ around MatMul/Gemm activations with calibrated ranges, int8 per-channel weights
         static_checks(c, tmp)
+        int4_checks(c, tmp)
         # exit codes
         old = os.path.join(tmp, "op10.onnx")
         onnx.save(mlp(opset=10), old)

@@ -1,0 +1,1069 @@
+// kernels_int8.cpp: MatMulInteger (uint8 x constant int8) and the fused dynamically quantized
+// MatMul (see kernels_int8.h) on the int8 GEMM of qgemm.h, on the path activeIsa() allows.
+#include "exec/cpu/kernels_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "exec/cpu/isa.h"
+#include "exec/cpu/kernels.h"
+#include "exec/cpu/qgemm.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
+template <typename T>
+const T* constData(const Tensor* t, DType dt) {
+  if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
+  return reinterpret_cast<const T*>(t->raw.data());
+}
+
+/// A zero point or scale given as a scalar or one value per column, expanded to [n].
+template <typename T, typename U>
+bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
+  const T* d = constData<T>(t, dt);
+  if (!d) return false;
+  int64_t cnt = t->numElements().value_or(-1);
+  if (cnt == 1 && t->dims.size() <= 1) {
+    out.assign(static_cast<size_t>(n), static_cast<U>(d[0]));
+    return true;
+  }
+  if (cnt != n || t->dims.size() != 1) return false;
+  out.assign(d, d + n);
+  return true;
+}
+
+/// MatMulInteger, A uint8 [..., M, K] (batch folded into M), B a constant int8 [K, N] packed at
+/// prepare, a scalar a_zero_point read at run time, a constant b_zero_point (scalar or [N]).
+class MatMulIntegerKernel : public CpuKernel {
+ public:
+  MatMulIntegerKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), threads_(threads) {}
+  size_t workspaceBytes() const override {
+    return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + static_cast<size_t>(m_) * sizeof(int32_t);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const uint8_t* a = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + alignUp(qgemm::packedABytes(b_.path, m_, b_.k)));
+    qgemm::packA(b_.path, a, m_, b_.k, b_.k, ws, rowSum);
+    qgemm::Epilogue e;
+    e.aZero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0;
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.c32 = static_cast<int32_t*>(args.outputs[0]);
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  int threads_;
+};
+
+/// A quantized MatMul from float x in one step: quantize x into the workspace (dynamically, as
+/// DynamicQuantizeLinear, or with a calibrated constant scale and zero point, as QuantizeLinear),
+/// int8 GEMM, float epilogue float(acc) * (xScale * wScale[n]) (+ bias[n]).
+class QuantMatMulKernel : public CpuKernel {
+ public:
+  /// Dynamic when `fixedScale` is 0.
+  QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
+                    float fixedScale, float fixedZero, int threads, bool relu = false)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
+        fixedScale_(fixedScale), fixedZero_(fixedZero), threads_(threads), relu_(relu) {
+    if (fixedScale_ != 0)
+      for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
+  }
+  size_t workspaceBytes() const override {
+    return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)) +
+           static_cast<size_t>(b_.n) * sizeof(float);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    size_t aBytes = alignUp(qgemm::packedABytes(b_.path, m_, b_.k));
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + aBytes);
+    auto* colScale = reinterpret_cast<float*>(ws + aBytes + alignUp(static_cast<size_t>(m_) * sizeof(int32_t)));
+    float scale = fixedScale_, zero = fixedZero_;
+    if (scale == 0) {  // DynamicQuantizeLinear, in the reference's float operations
+      float mn = 0, mx = 0;
+      if (qgemm::minMax(b_.path, x, m_ * b_.k, mn, mx)) {
+        scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+        zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
+      } else {  // a NaN: the scale is NaN, every quantized value 0, every output NaN
+        scale = std::numeric_limits<float>::quiet_NaN();
+        zero = 0;
+      }
+      for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
+    }
+    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
+    qgemm::Epilogue e;
+    e.aZero = static_cast<int32_t>(zero);
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.cf = static_cast<float*>(args.outputs[0]);
+    e.colScale = fixedScale_ != 0 ? wScale_.data() : colScale;
+    e.bias = bias_.empty() ? nullptr : bias_.data();
+    e.relu = relu_;
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  std::vector<float> wScale_, bias_;
+  float fixedScale_, fixedZero_;
+  int threads_;
+  bool relu_;
+};
+
+/// A quantized 2-D convolution (NCHW, group 1) from float x in one step, per image: quantize x
+/// with the calibrated (scale, zero point), then
+///  - VNNI path, symmetric weights: im2col rows (out-of-image taps hold the zero point: the
+///    quantized 0.0 of the padding), packed in panels of 32 pixels, Y[M, pixels] = W x col with
+///    the weights broadcast: NCHW rows straight out of the epilogue;
+///  - other paths: im2row into the packed A layout [OH*OW, C*KH*KW], int8 GEMM against the
+///    prepacked W^T, float epilogue, then transpose [pixels, M] into NCHW.
+class QdqConvKernel : public CpuKernel {
+ public:
+  struct Geometry {
+    int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL;
+  };
+  /// QLinearConv: uint8 input and output; y = saturate(nearbyint(double(int32(acc + bias[m]))
+  /// * mult[m] + yZero)), the reference's requantization.
+  struct Requantize {
+    bool on = false;
+    std::vector<int32_t> bias;  ///< [M] or empty
+    std::vector<float> mult;    ///< [M]: float(x_scale * w_scale[m]) / y_scale
+    double yZero = 0;
+  };
+  /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
+  QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
+                std::vector<float> bias, float scale, float zero, int threads, bool relu, Requantize rq)
+      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
+        zero_(zero), threads_(threads), relu_(relu), rq_(std::move(rq)) {
+    k_ = g_.c * g_.kh * g_.kw;
+    pix_ = g_.oh * g_.ow;
+    direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
+    qxBytes_ = rq_.on && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    if (direct_) {
+      kp_ = (k_ + 3) / 4 * 4;
+      panels_ = (pix_ + 31) / 32;
+      w_.assign(static_cast<size_t>(g_.m * kp_), 0);
+      wRowSum_.assign(static_cast<size_t>(g_.m), 0);
+      for (int64_t i = 0; i < g_.m; ++i)
+        for (int64_t q = 0; q < k_; ++q) {
+          w_[static_cast<size_t>(i * kp_ + q)] = w[i * k_ + q];
+          wRowSum_[static_cast<size_t>(i)] += w[i * k_ + q];
+        }
+      colBytes_ = alignUp(static_cast<size_t>(kp_ * panels_ * 32));
+    } else {
+      std::vector<int8_t> kn(static_cast<size_t>(k_ * g_.m));  // W [M, K] -> B [K, M]
+      for (int64_t j = 0; j < g_.m; ++j)
+        for (int64_t q = 0; q < k_; ++q) kn[static_cast<size_t>(q * g_.m + j)] = w[j * k_ + q];
+      b_ = qgemm::packB(path_, kn.data(), k_, g_.m);
+      aBytes_ = alignUp(qgemm::packedABytes(path_, pix_, k_));
+      rowSumBytes_ = alignUp(static_cast<size_t>(pix_) * sizeof(int32_t));
+    }
+  }
+  size_t workspaceBytes() const override {
+    size_t acc = rq_.on ? alignUp(static_cast<size_t>(pix_ * g_.m) * sizeof(int32_t)) : 0;
+    if (direct_) return qxBytes_ + 2 * colBytes_ + acc;
+    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    uint8_t* qx = ws;
+    const int64_t chw = g_.c * g_.h * g_.w;
+    int32_t scratch = 0;
+    for (int64_t img = 0; img < g_.n; ++img) {
+      if (rq_.on) {  // QLinearConv: the input is uint8 already (AVX2 reads int16: widen it)
+        const uint8_t* xi = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;
+        if (path_ == qgemm::Path::Avx2) {
+          auto* q16 = reinterpret_cast<int16_t*>(qx);
+          for (int64_t i = 0; i < chw; ++i) q16[i] = xi[i];
+        } else {
+          qx = const_cast<uint8_t*>(xi);  // read only
+        }
+      } else {
+        qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
+      }
+      float* yi = y + img * g_.m * pix_;
+      if (direct_) {
+        uint8_t* col = ws + qxBytes_;
+        uint8_t* panels = col + colBytes_;
+        im2col(qx, col, panels_ * 32);
+        qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
+        qgemm::DirectConvArgs c;
+        c.w = w_.data();
+        c.wRowSum = wRowSum_.data();
+        c.m = g_.m, c.kp = kp_, c.pix = pix_;
+        c.colPanels = panels;
+        c.aZero = static_cast<int32_t>(zero_);
+        c.rowScale = colScale_.data();
+        c.bias = bias_.empty() ? nullptr : bias_.data();
+        c.relu = relu_;
+        c.y = yi;
+        if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
+        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, threads_, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
+        continue;
+      }
+      uint8_t* a = ws + qxBytes_;
+      auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
+      auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
+      if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      else im2row(qx, a, rowSum);
+      qgemm::Epilogue e;
+      e.aZero = static_cast<int32_t>(zero_);
+      e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+      e.rowSumA = rowSum;
+      if (rq_.on) {  // [pixels, M] int32, requantized into NCHW
+        e.c32 = reinterpret_cast<int32_t*>(cbuf);
+        e.ldc = g_.m;
+        qgemm::gemm(b_, a, pix_, e, threads_);
+        requantize(e.c32, 1, g_.m, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
+        continue;
+      }
+      e.cf = cbuf;
+      e.colScale = colScale_.data();
+      e.bias = bias_.empty() ? nullptr : bias_.data();
+      e.relu = relu_;
+      e.ldc = g_.m;
+      qgemm::gemm(b_, a, pix_, e, threads_);
+      // [pixels, M] -> [M, pixels], in blocks that stay in cache.
+      constexpr int64_t kBlk = 32;
+      for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
+        for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+          for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
+            for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) yi[mm * pix_ + p] = cbuf[p * g_.m + mm];
+    }
+  }
+  double flops() const override { return 2.0 * g_.n * g_.m * k_ * pix_; }
+
+ private:
+  /// acc[m * mStride + p * pStride] -> y [M, pixels] uint8.
+  void requantize(const int32_t* acc, int64_t mStride, int64_t pStride, uint8_t* y) const {
+    for (int64_t mm = 0; mm < g_.m; ++mm) {
+      const double mult = rq_.mult[static_cast<size_t>(mm)];
+      const int64_t b = rq_.bias.empty() ? 0 : rq_.bias[static_cast<size_t>(mm)];
+      for (int64_t p = 0; p < pix_; ++p) {
+        auto v = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(acc[mm * mStride + p * pStride] + b)));
+        double r = std::nearbyint(static_cast<double>(v) * mult + rq_.yZero);
+        y[mm * pix_ + p] = static_cast<uint8_t>(std::clamp(r, 0.0, 255.0));
+      }
+    }
+  }
+
+  /// im2col rows [kp][ld] of uint8: row (c, ki, kj) holds the tap over every output pixel.
+  void im2col(const uint8_t* q, uint8_t* col, int64_t ld) const {
+    const uint8_t pad = static_cast<uint8_t>(zero_);
+    for (int64_t ch = 0; ch < g_.c; ++ch)
+      for (int64_t ki = 0; ki < g_.kh; ++ki)
+        for (int64_t kj = 0; kj < g_.kw; ++kj) {
+          uint8_t* row = col + ((ch * g_.kh + ki) * g_.kw + kj) * ld;
+          const uint8_t* qc = q + ch * g_.h * g_.w;
+          // Output columns whose input column is inside the image: [lo, hi).
+          int64_t off = kj * g_.dw - g_.padL;
+          int64_t lo = off >= 0 ? 0 : (-off + g_.sw - 1) / g_.sw;
+          int64_t hi = g_.w - off <= 0 ? 0 : std::min(g_.ow, (g_.w - off + g_.sw - 1) / g_.sw);
+          lo = std::min(lo, hi);
+          for (int64_t oy = 0; oy < g_.oh; ++oy) {
+            uint8_t* dst = row + oy * g_.ow;
+            int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+            if (iy < 0 || iy >= g_.h) {
+              std::memset(dst, pad, static_cast<size_t>(g_.ow));
+              continue;
+            }
+            const uint8_t* src = qc + iy * g_.w + off;
+            std::memset(dst, pad, static_cast<size_t>(lo));
+            if (g_.sw == 1) std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+            else
+              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g_.sw];
+            std::memset(dst + hi, pad, static_cast<size_t>(g_.ow - hi));
+          }
+          std::memset(row + pix_, 0, static_cast<size_t>(ld - pix_));
+        }
+    for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
+  }
+
+  template <typename T>
+  void im2row(const T* q, T* a, int32_t* rowSum) const {
+    const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(path_, 1, k_)) / (path_ == qgemm::Path::Avx2 ? 2 : 1);
+    const T pad = static_cast<T>(zero_);
+    for (int64_t oy = 0; oy < g_.oh; ++oy)
+      for (int64_t ox = 0; ox < g_.ow; ++ox) {
+        T* row = a + (oy * g_.ow + ox) * kp;
+        int32_t sum = 0;
+        int64_t idx = 0;
+        for (int64_t ch = 0; ch < g_.c; ++ch) {
+          const T* qc = q + ch * g_.h * g_.w;
+          for (int64_t ki = 0; ki < g_.kh; ++ki) {
+            int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+            bool rowIn = iy >= 0 && iy < g_.h;
+            for (int64_t kj = 0; kj < g_.kw; ++kj) {
+              int64_t ix = ox * g_.sw - g_.padL + kj * g_.dw;
+              T v = rowIn && ix >= 0 && ix < g_.w ? qc[iy * g_.w + ix] : pad;
+              row[idx++] = v;
+              sum += v;
+            }
+          }
+        }
+        for (; idx < kp; ++idx) row[idx] = 0;
+        rowSum[oy * g_.ow + ox] = sum;
+      }
+  }
+
+  Geometry g_;
+  qgemm::Path path_;
+  qgemm::PackedB b_;
+  std::vector<int8_t> w_;
+  std::vector<int32_t> wRowSum_, bZero_;
+  std::vector<float> colScale_, bias_;
+  float scale_, zero_;
+  int threads_;
+  bool relu_;
+  Requantize rq_;
+  bool direct_ = false;
+  int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
+  size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
+};
+
+/// The geometry of a 2-D, group-1 convolution with explicit pads (or VALID); false otherwise.
+bool convGeometry(const Node& op, const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
+                  QdqConvKernel::Geometry& geo) {
+  for (const Attribute& a : op.attributes)
+    if (!a.refAttrName.empty()) return false;
+  if (op.attrInt("group", 1) != 1 || x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  std::string autoPad = op.attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID") return false;
+  geo.n = x[0], geo.c = x[1], geo.h = x[2], geo.w = x[3];
+  geo.m = w[0], geo.kh = w[2], geo.kw = w[3];
+  geo.oh = y[2], geo.ow = y[3];
+  if (w[1] != geo.c || y[1] != geo.m || y[0] != geo.n) return false;
+  auto strides = op.attrInts("strides", {1, 1}), dil = op.attrInts("dilations", {1, 1});
+  auto pads = op.attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return false;
+  auto ks = op.attrInts("kernel_shape", {geo.kh, geo.kw});
+  if (ks.size() != 2 || ks[0] != geo.kh || ks[1] != geo.kw) return false;
+  geo.sh = strides[0], geo.sw = strides[1], geo.dh = dil[0], geo.dw = dil[1];
+  geo.padT = autoPad == "VALID" ? 0 : pads[0], geo.padL = autoPad == "VALID" ? 0 : pads[1];
+  return true;
+}
+
+/// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
+/// constant int8 [K, N] with a constant scalar or per-column zero point.
+bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, qgemm::PackedB& packed, std::vector<int32_t>& bZero) {
+  const int8_t* bd = constData<int8_t>(b, DType::Int8);
+  if (!bd || b->dims.size() != 2 || b->dims[0] != k) return false;
+  int64_t n = b->dims[1];
+  bZero.clear();
+  if (hasBZero) {
+    if (!perColumn<int8_t>(bZeroT, DType::Int8, n, bZero)) return false;
+    if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  }
+  packed = qgemm::packB(qgemm::pathFor(activeIsa()), bd, k, n);
+  return true;
+}
+
+/// QuantizeLinear to uint8 with one scale and zero point (run-time inputs).
+class QuantizeLinearKernel : public CpuKernel {
+ public:
+  QuantizeLinearKernel(int64_t n, bool vnni) : n_(n), vnni_(vnni) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float scale = *static_cast<const float*>(args.inputs[1]);
+    float zero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0.0f;
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    int32_t sum = 0;
+    if (vnni_) {
+      qgemm::quantizeRowAvx512(x, n_, scale, zero, y, sum, true);
+      return;
+    }
+    for (int64_t i = 0; i < n_; ++i) {
+      float r = std::nearbyint(x[i] / scale);
+      if (std::isnan(r)) r = 0;
+      y[i] = static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
+    }
+  }
+
+ private:
+  int64_t n_;
+  bool vnni_;
+};
+
+/// DequantizeLinear of uint8 or int8 to float: one scale (and zero point), or one per index along
+/// `axis` (1-D).
+template <typename T>
+class DequantizeLinearKernel : public CpuKernel {
+ public:
+  DequantizeLinearKernel(int64_t outer, int64_t channels, int64_t inner) : outer_(outer), channels_(channels), inner_(inner) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const T* x = static_cast<const T*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    const T* zero = args.inputs.size() > 2 ? static_cast<const T*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t c = 0; c < channels_; ++c) {
+        const float s = scale[c], z = zero ? static_cast<float>(zero[c]) : 0.0f;
+        const int64_t base = (o * channels_ + c) * inner_;
+        for (int64_t i = 0; i < inner_; ++i) y[base + i] = (static_cast<float>(x[base + i]) - z) * s;
+      }
+  }
+
+ private:
+  int64_t outer_, channels_, inner_;
+};
+
+/// QLinearMatMul, A uint8 [..., M, K] with a per-tensor scale and zero point (run-time inputs),
+/// B a constant int8 [K, N] (per-tensor or per-column scale and zero point), y uint8 per tensor:
+/// int32 products on the int8 GEMM, then the reference's requantization: multiplier
+/// float(float(a_scale * b_scale[n]) / y_scale), y = saturate(nearbyint(acc * multiplier + y_zero)) in double.
+class QLinearMatMulKernel : public CpuKernel {
+ public:
+  QLinearMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> bScale, int threads)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), bScale_(std::move(bScale)), threads_(threads) {}
+  size_t workspaceBytes() const override {
+    return aBytes() + alignUp(static_cast<size_t>(m_) * 4) + alignUp(static_cast<size_t>(m_ * b_.n) * 4) +
+           static_cast<size_t>(b_.n) * sizeof(double);
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    const uint8_t* a = static_cast<const uint8_t*>(args.inputs[0]);
+    const float sa = *static_cast<const float*>(args.inputs[1]);
+    const int32_t za = args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0;
+    const float sy = *static_cast<const float*>(args.inputs[6]);
+    const double zy = args.inputs.size() > 7 && args.inputs[7] ? *static_cast<const uint8_t*>(args.inputs[7]) : 0;
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    auto* rowSum = reinterpret_cast<int32_t*>(ws + aBytes());
+    auto* acc = reinterpret_cast<int32_t*>(ws + aBytes() + alignUp(static_cast<size_t>(m_) * 4));
+    auto* mult = reinterpret_cast<double*>(reinterpret_cast<uint8_t*>(acc) + alignUp(static_cast<size_t>(m_ * b_.n) * 4));
+    qgemm::packA(b_.path, a, m_, b_.k, b_.k, ws, rowSum);
+    qgemm::Epilogue e;
+    e.aZero = za;
+    e.bZero = bZero_.empty() ? nullptr : bZero_.data();
+    e.rowSumA = rowSum;
+    e.c32 = acc;
+    e.ldc = b_.n;
+    qgemm::gemm(b_, ws, m_, e, threads_);
+    for (int64_t j = 0; j < b_.n; ++j) {
+      float p = sa * bScale_[static_cast<size_t>(j)];
+      mult[j] = static_cast<double>(p / sy);
+    }
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    for (int64_t i = 0; i < m_; ++i)
+      for (int64_t j = 0; j < b_.n; ++j) {
+        double v = std::nearbyint(static_cast<double>(acc[i * b_.n + j]) * mult[j] + zy);
+        y[i * b_.n + j] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
+
+ private:
+  size_t aBytes() const { return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)); }
+  qgemm::PackedB b_;
+  int64_t m_;
+  std::vector<int32_t> bZero_;
+  std::vector<float> bScale_;
+  int threads_;
+};
+
+template <typename T>
+std::unique_ptr<CpuKernel> createDequantize(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (n.attrInt("block_size", 0) != 0 || (n.attrInt("output_dtype", 0) != 0 && n.attrInt("output_dtype", 0) != 1)) return nullptr;
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.out(0).dtype != DType::Float) return nullptr;
+  const auto& xd = info.in(0).dims;
+  const auto& sd = info.in(1).dims;
+  if (info.hasInput(2) && (info.in(2).dtype != info.in(0).dtype || info.in(2).dims != sd)) return nullptr;
+  if (info.in(1).numElements() == 1 && sd.size() <= 1)
+    return std::make_unique<DequantizeLinearKernel<T>>(1, 1, info.in(0).numElements());
+  if (sd.size() != 1) return nullptr;
+  auto rank = static_cast<int64_t>(xd.size());
+  int64_t axis = n.attrInt("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || xd[static_cast<size_t>(axis)] != sd[0]) return nullptr;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xd[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= xd[static_cast<size_t>(d)];
+  return std::make_unique<DequantizeLinearKernel<T>>(outer, sd[0], inner);
+}
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (n.attrInt("block_size", 0) != 0 || n.attrInt("precision", 0) != 0) return nullptr;
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.in(1).numElements() != 1) return nullptr;
+  if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
+  if (info.out(0).dtype != DType::UInt8) return nullptr;
+  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()) == qgemm::Path::Avx512Vnni);
+}
+
+std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
+  if (info.inputs.size() < 8 || !info.hasInput(1) || !info.hasInput(3) || !info.hasInput(4) || !info.hasInput(6)) return nullptr;
+  const auto& a = info.in(0).dims;
+  if (a.size() < 2 || info.out(0).dtype != DType::UInt8) return nullptr;
+  auto scalarOfType = [&](size_t i, DType dt) { return info.hasInput(i) && info.in(i).dtype == dt && info.in(i).numElements() == 1; };
+  if (!scalarOfType(1, DType::Float) || !scalarOfType(6, DType::Float)) return nullptr;
+  if ((info.hasInput(2) && !scalarOfType(2, DType::UInt8)) || (info.hasInput(7) && !scalarOfType(7, DType::UInt8))) return nullptr;
+  if (!info.hasInput(2) || !info.hasInput(7)) return nullptr;
+  int64_t k = a.back();
+  qgemm::PackedB packed;
+  std::vector<int32_t> bZero;
+  if (!weightOf(info.constants.at(3), info.hasInput(5) ? info.constants.at(5) : nullptr, info.hasInput(5), k, packed, bZero))
+    return nullptr;
+  std::vector<float> bScale;
+  const Tensor* bs = info.constants.at(4);
+  if (!bs || bs->dims.size() > 1 || !perColumn<float>(bs, DType::Float, packed.n, bScale)) return nullptr;
+  int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
+  if (info.out(0).numElements() != m * packed.n) return nullptr;
+  return std::make_unique<QLinearMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(bScale), info.threads);
+}
+
+std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
+  if (info.inputs.size() < 8 || info.out(0).dtype != DType::UInt8) return nullptr;
+  for (size_t i = 1; i < 8; ++i)
+    if (!info.hasInput(i) || !info.constants.at(i)) return nullptr;
+  float sx, sy, zx, zy;
+  auto scalar = [&](size_t i, DType dt, float& v) {
+    const Tensor* t = info.constants.at(i);
+    if (t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
+    if (dt == DType::Float) {
+      const float* p = constData<float>(t, dt);
+      return p ? (v = *p, true) : false;
+    }
+    const uint8_t* p = constData<uint8_t>(t, dt);
+    return p ? (v = *p, true) : false;
+  };
+  if (!scalar(1, DType::Float, sx) || !scalar(2, DType::UInt8, zx) || !scalar(6, DType::Float, sy) || !scalar(7, DType::UInt8, zy))
+    return nullptr;
+  const Tensor* wq = info.constants.at(3);
+  const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+  if (!wd) return nullptr;
+  QdqConvKernel::Geometry geo{};
+  if (!convGeometry(*info.node, info.in(0).dims, wq->dims, info.out(0).dims, geo)) return nullptr;
+  std::vector<float> wScale;
+  std::vector<int32_t> bZero;
+  const Tensor* wsT = info.constants.at(4);
+  if (wsT->dims.size() > 1 || !perColumn<float>(wsT, DType::Float, geo.m, wScale)) return nullptr;
+  if (info.constants.at(5)->dims.size() > 1 || !perColumn<int8_t>(info.constants.at(5), DType::Int8, geo.m, bZero)) return nullptr;
+  if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  QdqConvKernel::Requantize rq;
+  rq.on = true;
+  rq.yZero = zy;
+  for (float ws : wScale) rq.mult.push_back(sx * ws / sy);
+  if (info.hasInput(8)) {
+    const int32_t* b = info.constants.at(8) ? constData<int32_t>(info.constants.at(8), DType::Int32) : nullptr;
+    if (!b || info.constants.at(8)->numElements().value_or(0) != geo.m) return nullptr;
+    rq.bias.assign(b, b + geo.m);
+  }
+  return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
+                                         std::vector<float>{}, sx, zx, info.threads, false, std::move(rq));
+}
+
+std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
+std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info) { return createDequantize<int8_t>(info); }
+
+std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info) {
+  const auto& a = info.in(0).dims;
+  if (a.size() < 2 || !info.hasInput(1) || info.in(1).dtype != DType::Int8) return nullptr;
+  int64_t k = a.back();
+  if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
+  qgemm::PackedB packed;
+  std::vector<int32_t> bZero;
+  bool hasBZero = info.hasInput(3);
+  if (!weightOf(info.constants.at(1), hasBZero ? info.constants.at(3) : nullptr, hasBZero, k, packed, bZero)) return nullptr;
+  int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
+  if (info.out(0).numElements() != m * packed.n) return nullptr;
+  return std::make_unique<MatMulIntegerKernel>(std::move(packed), m, std::move(bZero), info.threads);
+}
+
+namespace {
+
+const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "cpu.dynqmatmul.u8s8.fused", OutputReuse::None,
+                               nullptr};
+const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused", OutputReuse::None, nullptr};
+
+bool onlyUse(const Value* v, const Node* by, const Graph& g) {
+  if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
+  return v->uses()[0].node == by && by->graph() == &g;
+}
+
+const Node* singleReader(const Value* v, const Graph& g) {
+  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
+  const Node* n = v->uses()[0].node;
+  return n->graph() == &g ? n : nullptr;
+}
+
+bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
+
+/// A constant scalar: its value as float (float, uint8 or int8 tensors of one element).
+bool scalarOf(const Tensor* t, float& v, DType& dt) {
+  if (!t || t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
+  dt = t->dtype();
+  if (const float* f = constData<float>(t, DType::Float)) return v = *f, true;
+  if (const uint8_t* u = constData<uint8_t>(t, DType::UInt8)) return v = *u, true;
+  return false;
+}
+
+/// A Relu that is the only reader of the step's output joins the step (max(0, y) in the epilogue).
+bool fuseRelu(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf) {
+  const Node* r = singleReader(st.output, g);
+  if (!isOp(r, "Relu") || !r->output(0)) return false;
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(r->output(0));
+  if (!a || !b || a->dims != b->dims || b->dtype != DType::Float) return false;
+  st.covered.push_back(r);
+  st.last = r;
+  st.output = r->output(0);
+  return true;
+}
+
+/// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
+/// on both): x, the scale and the zero point; nullptr when the activation is not in that form.
+const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const Tensor*(const Value*)>& constantOf,
+                                 float& sx, float& zx) {
+  const Node* dx = v ? v->producer() : nullptr;
+  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) return nullptr;
+  const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
+  if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) return nullptr;
+  float sq, zq;
+  DType dts, dtz, dts2, dtz2;
+  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
+      !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
+    return nullptr;
+  if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
+      !(sx > 0) || !std::isfinite(sx))
+    return nullptr;
+  return qx->input(0);
+}
+
+/// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
+/// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
+std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+  if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
+  float sx, zx;
+  const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
+  if (!x) return std::nullopt;
+  const StaticTensorType* xt = typeOf(x);
+  const StaticTensorType* yt = typeOf(op->output(0));
+  if (!xt || !yt || xt->dtype != DType::Float || xt->dims.size() != 4 || yt->dims.size() != 4) return std::nullopt;
+  const Node* dw = op->input(1)->producer();
+  if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
+  const Tensor* wq = constantOf(dw->input(0));
+  const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+  if (!wd || wq->dims.size() != 4) return std::nullopt;
+  QdqConvKernel::Geometry geo{};
+  if (!convGeometry(*op, xt->dims, wq->dims, yt->dims, geo)) return std::nullopt;
+  const int64_t n = geo.m;
+  int64_t axis = dw->attrInt("axis", 1);
+  if (axis < 0) axis += 4;
+  const Tensor* wsT = constantOf(dw->input(1));
+  bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+  std::vector<float> wScale;
+  if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, n, wScale)) return std::nullopt;
+  std::vector<int32_t> bZero;
+  if (dw->input(2)) {
+    if (!perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, n, bZero)) return std::nullopt;
+    if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+  }
+  std::vector<float> bias;
+  if (op->input(2) && !perColumn<float>(constantOf(op->input(2)), DType::Float, n, bias)) return std::nullopt;
+  for (float& w : wScale) w = sx * w;
+  FusedInt8Step st;
+  st.last = op;
+  st.covered = {op};
+  st.input = x;
+  st.output = op->output(0);
+  st.def = &kQdqConvDef;
+  bool relu = fuseRelu(g, st, typeOf);
+  st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
+                                              std::move(bias), sx, zx, threads, relu, QdqConvKernel::Requantize{});
+  return st;
+}
+
+/// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
+/// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
+void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
+  std::set<const Node*> fusedOps;
+  std::vector<FusedInt8Step> steps;
+  for (const auto& nn : g.nodes()) {
+    const Node* op = nn.get();
+    if (isOp(op, "Conv")) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf, threads)) {
+        fusedOps.insert(op);
+        steps.push_back(std::move(*st));
+      }
+      continue;
+    }
+    bool gemm = isOp(op, "Gemm");
+    if (!gemm && !isOp(op, "MatMul")) continue;
+    if (!op->output(0) || op->inputs().size() < 2) continue;
+    if (gemm && (op->attrInt("transA", 0) != 0 || op->attrFloat("alpha", 1.0f) != 1.0f ||
+                 (op->input(2) && op->attrFloat("beta", 1.0f) != 1.0f)))
+      continue;
+    bool attrsByRef = false;
+    for (const Attribute& a : op->attributes) attrsByRef |= !a.refAttrName.empty();
+    if (attrsByRef) continue;
+    float sx, zx;
+    const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
+    if (!x) continue;
+    const StaticTensorType* xt = typeOf(x);
+    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
+    // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.
+    const Node* dw = op->input(1)->producer();
+    if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) continue;
+    const Tensor* wq = constantOf(dw->input(0));
+    const int8_t* wd = constData<int8_t>(wq, DType::Int8);
+    if (!wd || wq->dims.size() != 2) continue;
+    bool transB = gemm && op->attrInt("transB", 0) != 0;
+    const int64_t k = xt->dims.back();
+    const int64_t n = transB ? wq->dims[0] : wq->dims[1];
+    if ((transB ? wq->dims[1] : wq->dims[0]) != k) continue;
+    int64_t axis = dw->attrInt("axis", 1);
+    if (axis < 0) axis += 2;
+    const Tensor* wsT = constantOf(dw->input(1));
+    std::vector<float> wScale;
+    bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+    if (!perTensor && axis != (transB ? 0 : 1)) continue;
+    if (!perColumn<float>(wsT, DType::Float, n, wScale)) continue;
+    std::vector<int32_t> bZero;
+    if (dw->input(2)) {
+      if (!perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, n, bZero)) continue;
+      if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
+    }
+    std::vector<float> bias;
+    if (gemm && op->input(2)) {
+      const Tensor* bt = constantOf(op->input(2));
+      if (!bt || !(bt->dims.size() == 1 || (bt->dims.size() == 2 && bt->dims[0] == 1)) || bt->numElements().value_or(0) != n ||
+          !constData<float>(bt, DType::Float))
+        continue;
+      const float* bd = constData<float>(bt, DType::Float);
+      bias.assign(bd, bd + n);
+    }
+    const StaticTensorType* yt = typeOf(op->output(0));
+    const int64_t m = k == 0 ? 0 : xt->numElements() / k;
+    if (!yt || yt->dtype != DType::Float || yt->numElements() != m * n) continue;
+    std::vector<int8_t> kn;
+    if (transB) {
+      kn.resize(static_cast<size_t>(k * n));
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t q = 0; q < k; ++q) kn[static_cast<size_t>(q * n + j)] = wd[j * k + q];
+      wd = kn.data();
+    }
+    FusedInt8Step st;
+    st.last = op;
+    st.covered = {op};
+    st.input = x;
+    st.output = op->output(0);
+    st.def = &kQdqDef;
+    if (!gemm) {  // MatMul -> Add(bias [N]): the bias joins the epilogue
+      const Node* add = singleReader(op->output(0), g);
+      if (isOp(add, "Add") && add->inputs().size() == 2) {
+        const Value* bv = add->input(0) == op->output(0) ? add->input(1) : add->input(0);
+        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const StaticTensorType* at = typeOf(add->output(0));
+        if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
+          st.covered.push_back(add);
+          st.last = add;
+          st.output = add->output(0);
+        } else {
+          bias.clear();
+        }
+      }
+    }
+    bool relu = fuseRelu(g, st, typeOf);
+    st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
+                                                    std::move(wScale), std::move(bias), sx, zx, threads, relu);
+    fusedOps.insert(op);
+    steps.push_back(std::move(st));
+  }
+  // The QuantizeLinear/DequantizeLinear nodes every reader of which is fused go too.
+  std::set<const Node*> gone(fusedOps);
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& nn : g.nodes()) {
+      const Node* q = nn.get();
+      if (gone.count(q) || !(isOp(q, "DequantizeLinear") || isOp(q, "QuantizeLinear")) || !q->output(0) ||
+          q->output(0)->isGraphOutput() || !q->output(0)->hasUses())
+        continue;
+      bool all = std::all_of(q->output(0)->uses().begin(), q->output(0)->uses().end(),
+                             [&](const Use& u) { return gone.count(u.node) > 0; });
+      if (all) gone.insert(q), grew = true;
+    }
+  }
+  for (auto& st : steps) {
+    for (const Node* q : gone)
+      if (!fusedOps.count(q)) st.covered.push_back(q);
+    out.push_back(std::move(st));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8 data; float scale per tensor, per
+/// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
+/// float(float(x - zero) * scale). False for anything else.
+bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out) {
+  const Tensor* x = constantOf(dq.input(0));
+  const Tensor* s = constantOf(dq.input(1));
+  const Tensor* z = dq.input(2) ? constantOf(dq.input(2)) : nullptr;
+  if (!x || !s || (dq.input(2) && !z) || s->dtype() != DType::Float || dq.attrInt("output_dtype", 0) > 1) return false;
+  DType dt = x->dtype();
+  if (dt != DType::Int4 && dt != DType::UInt4 && dt != DType::Int8 && dt != DType::UInt8) return false;
+  if (z && (z->dtype() != dt || z->dims != s->dims)) return false;
+  const int64_t n = x->numElements().value_or(-1);
+  if (n < 0 || x->raw.size() != x->expectedBytes().value_or(UINT64_MAX) || !constData<float>(s, DType::Float)) return false;
+  if (z && z->raw.size() != z->expectedBytes().value_or(UINT64_MAX)) return false;
+  auto element = [&](const Tensor& t, int64_t i) -> float {
+    const auto* p = reinterpret_cast<const uint8_t*>(t.raw.data());
+    switch (t.dtype()) {
+      case DType::Int8: return static_cast<float>(static_cast<int8_t>(p[i]));
+      case DType::UInt8: return static_cast<float>(p[i]);
+      case DType::UInt4: return static_cast<float>((p[i / 2] >> (i % 2 ? 4 : 0)) & 0x0F);
+      default: {  // Int4: sign-extend the nibble
+        int v = (p[i / 2] >> (i % 2 ? 4 : 0)) & 0x0F;
+        return static_cast<float>(v >= 8 ? v - 16 : v);
+      }
+    }
+  };
+  const auto rank = static_cast<int64_t>(x->dims.size());
+  int64_t axis = dq.attrInt("axis", 1), block = dq.attrInt("block_size", 0);
+  const int64_t sn = s->numElements().value_or(0);
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * x->dims[static_cast<size_t>(d + 1)];
+  enum { PerTensor, PerAxis, Blocked } mode = PerTensor;
+  if (sn != 1 || s->dims.size() > 1) {
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    if (block <= 0) {
+      if (s->dims.size() != 1 || s->dims[0] != x->dims[static_cast<size_t>(axis)]) return false;
+      mode = PerAxis;
+    } else {
+      if (static_cast<int64_t>(s->dims.size()) != rank) return false;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t want = d == axis ? (x->dims[static_cast<size_t>(d)] + block - 1) / block : x->dims[static_cast<size_t>(d)];
+        if (s->dims[static_cast<size_t>(d)] != want) return false;
+      }
+      mode = Blocked;
+    }
+  }
+  std::vector<int64_t> sStrides(s->dims.size(), 1);
+  for (int64_t d = static_cast<int64_t>(s->dims.size()) - 2; d >= 0; --d)
+    sStrides[static_cast<size_t>(d)] = sStrides[static_cast<size_t>(d + 1)] * s->dims[static_cast<size_t>(d + 1)];
+  const float* sd = constData<float>(s, DType::Float);
+  out.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = 0;
+    if (mode == PerAxis) {
+      p = (i / strides[static_cast<size_t>(axis)]) % x->dims[static_cast<size_t>(axis)];
+    } else if (mode == Blocked) {
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t c = (i / strides[static_cast<size_t>(d)]) % x->dims[static_cast<size_t>(d)];
+        if (d == axis) c /= block;
+        p += c * sStrides[static_cast<size_t>(d)];
+      }
+    }
+    float v = element(*x, i);
+    if (z) v = v - element(*z, p);
+    out[static_cast<size_t>(i)] = v * sd[p];
+  }
+  return true;
+}
+
+/// MatMul whose B is the float output of the wrapped weight: the fp32 MatMul kernel reading a
+/// weight dequantized once at prepare.
+class PrepackedWeightMatMul : public CpuKernel {
+ public:
+  PrepackedWeightMatMul(std::vector<float> w, std::unique_ptr<CpuKernel> inner) : w_(std::move(w)), inner_(std::move(inner)) {}
+  size_t workspaceBytes() const override { return inner_->workspaceBytes(); }
+  void compute(const CpuComputeArgs& args) const override {
+    const void* ins[2] = {args.inputs[0], w_.data()};
+    inner_->compute({std::span<const void* const>(ins, 2), args.outputs, args.workspace});
+  }
+  double flops() const override { return inner_->flops(); }
+
+ private:
+  std::vector<float> w_;
+  std::unique_ptr<CpuKernel> inner_;
+};
+
+const CpuKernelDef kDqMatMulDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.dqmatmul.f32.prepacked", OutputReuse::None, nullptr};
+
+/// MatMul(x, DequantizeLinear(constant weight)) left over by the int8 fusions (weight-only int4,
+/// or int8 weights with float activations): the weight dequantized once at prepare.
+void findWeightOnlyFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                           const std::function<const Tensor*(const Value*)>& constantOf, int threads,
+                           const std::set<const Node*>& taken, std::vector<FusedInt8Step>& out) {
+  for (const auto& nn : g.nodes()) {
+    const Node* op = nn.get();
+    if (!isOp(op, "MatMul") || taken.count(op) || !op->input(0) || !op->input(1) || !op->output(0)) continue;
+    const Node* dq = op->input(1)->producer();
+    if (!isOp(dq, "DequantizeLinear") || dq->graph() != &g || taken.count(dq)) continue;
+    const StaticTensorType* xt = typeOf(op->input(0));
+    const StaticTensorType* wt = typeOf(op->input(1));
+    const StaticTensorType* yt = typeOf(op->output(0));
+    if (!xt || !wt || !yt || xt->dtype != DType::Float || wt->dtype != DType::Float || wt->dims.size() != 2) continue;
+    std::vector<float> w;
+    if (!dequantizeConstant(*dq, constantOf, w) || static_cast<int64_t>(w.size()) != wt->numElements()) continue;
+    CpuNodeInfo info;
+    info.node = op;
+    info.inputs = {xt, wt};
+    info.outputs = {yt};
+    info.constants = {nullptr, nullptr};
+    info.threads = threads;
+    std::unique_ptr<CpuKernel> inner = createMatMul(info);
+    if (!inner) continue;
+    FusedInt8Step st;
+    st.last = op;
+    st.covered = {op};
+    // The DequantizeLinear goes when every reader is such a MatMul (checked below).
+    st.input = op->input(0);
+    st.output = op->output(0);
+    st.def = &kDqMatMulDef;
+    st.kernel = std::make_unique<PrepackedWeightMatMul>(std::move(w), std::move(inner));
+    out.push_back(std::move(st));
+  }
+  // A DequantizeLinear all of whose readers were fused needs no step.
+  std::set<const Node*> fused;
+  for (const auto& st : out)
+    if (st.def == &kDqMatMulDef) fused.insert(st.last);
+  for (auto& st : out) {
+    if (st.def != &kDqMatMulDef) continue;
+    const Node* dq = st.last->input(1)->producer();
+    const Value* v = dq->output(0);
+    if (v->isGraphOutput()) continue;
+    bool all = std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) { return fused.count(u.node) > 0; });
+    if (all) st.covered.push_back(dq);
+  }
+}
+
+}  // namespace
+
+std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                           const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+  std::vector<FusedInt8Step> out;
+  for (const auto& dn : g.nodes()) {
+    const Node* d = dn.get();
+    if (!isOp(d, "DynamicQuantizeLinear") || d->outputs().size() != 3) continue;
+    const Value *x = d->input(0), *xq = d->output(0), *xs = d->output(1), *xz = d->output(2);
+    if (!x || !xq || !xs || !xz || xq->isGraphOutput() || xs->isGraphOutput() || xz->isGraphOutput()) continue;
+    const StaticTensorType* xt = typeOf(x);
+    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2) continue;
+    const int64_t k = xt->dims.back();
+    const int64_t m = k == 0 ? 0 : xt->numElements() / k;
+    std::vector<FusedInt8Step> chains;
+    std::set<const Node*> scaleMuls, mmis;
+    bool ok = true;
+    for (const Use& u : xq->uses()) {
+      const Node* mmi = u.node;
+      if (!isOp(mmi, "MatMulInteger") || mmi->graph() != &g || u.index != 0 || mmi->input(2) != xz || mmi->input(1) == xq) {
+        ok = false;
+        break;
+      }
+      qgemm::PackedB packed;
+      std::vector<int32_t> bZero;
+      const Value* bz = mmi->input(3);
+      if (!weightOf(constantOf(mmi->input(1)), bz ? constantOf(bz) : nullptr, bz != nullptr, k, packed, bZero)) {
+        ok = false;
+        break;
+      }
+      const int64_t n = packed.n;
+      const Node* cast = singleReader(mmi->output(0), g);
+      if (!isOp(cast, "Cast") || cast->attrInt("to", 0) != static_cast<int64_t>(DType::Float)) {
+        ok = false;
+        break;
+      }
+      const Node* mul = singleReader(cast->output(0), g);
+      if (!isOp(mul, "Mul") || mul->inputs().size() != 2) {
+        ok = false;
+        break;
+      }
+      const Value* scaleV = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
+      const Node* sm = scaleV ? scaleV->producer() : nullptr;
+      std::vector<float> wScale;
+      if (!isOp(sm, "Mul") || sm->graph() != &g || !onlyUse(scaleV, mul, g) || sm->inputs().size() != 2) {
+        ok = false;
+        break;
+      }
+      const Value* ws = sm->input(0) == xs ? sm->input(1) : sm->input(1) == xs ? sm->input(0) : nullptr;
+      if (!ws || !perColumn<float>(constantOf(ws), DType::Float, n, wScale)) {
+        ok = false;
+        break;
+      }
+      const StaticTensorType* yt = typeOf(mul->output(0));
+      if (!yt || yt->numElements() != m * n || yt->dims.back() != n) {
+        ok = false;
+        break;
+      }
+      FusedInt8Step st;
+      st.covered = {d, mmi, cast, sm, mul};
+      st.last = mul;
+      st.output = mul->output(0);
+      std::vector<float> bias;
+      const Node* add = singleReader(mul->output(0), g);
+      if (isOp(add, "Add") && add->inputs().size() == 2) {
+        const Value* bv = add->input(0) == mul->output(0) ? add->input(1) : add->input(0);
+        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const StaticTensorType* at = typeOf(add->output(0));
+        if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
+          st.covered.push_back(add);
+          st.last = add;
+          st.output = add->output(0);
+        } else {
+          bias.clear();
+        }
+      }
+      st.input = x;
+      st.kernel = std::make_unique<QuantMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(wScale), std::move(bias),
+                                                      0.0f, 0.0f, threads);
+      st.def = &kDynamicDef;
+      scaleMuls.insert(sm);
+      mmis.insert(mmi);
+      chains.push_back(std::move(st));
+    }
+    if (!ok || chains.empty()) continue;
+    // Every reader of the scale and the zero point must be a chain's.
+    for (const Use& u : xs->uses())
+      if (!scaleMuls.count(u.node) || u.node->graph() != &g) ok = false;
+    for (const Use& u : xz->uses())
+      if (!mmis.count(u.node) || u.node->graph() != &g) ok = false;
+    if (!ok) continue;
+    for (auto& c : chains) out.push_back(std::move(c));
+  }
+  findQdqFusions(g, typeOf, constantOf, threads, out);
+  std::set<const Node*> taken;
+  for (const auto& st : out) taken.insert(st.covered.begin(), st.covered.end());
+  findWeightOnlyFusions(g, typeOf, constantOf, threads, taken, out);
+  return out;
+}
+
+}  // namespace onnxtool::cpu

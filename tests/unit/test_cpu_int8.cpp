@@ -1,0 +1,665 @@
+// test_cpu_int8.cpp: the cpu executor's int8 kernels. The int8 GEMM (exec/cpu/qgemm.h) on every
+// path this CPU can run (portable, AVX2, AVX-512 VNNI), at 1 and 2 threads, against a plain
+// int32 loop on randomised shapes around the tile sizes, with full-range operands (the u8 x s8
+// pair sums that saturate int16), zero points, both epilogues and guard columns; the vectorised
+// DynamicQuantizeLinear pieces against the reference formula; and, through the executor,
+// MatMulInteger and the fused dynamically quantized MatMul against the reference executor.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "exec/cpu/isa.h"
+#include "exec/cpu/qgemm.h"
+#include "exec/executor.h"
+#include "exec/value_ops.h"
+#include "lib/ir.h"
+#include "quant/dynamic.h"
+#include "quant/int4.h"
+#include "quant/qoperator.h"
+#include "quant/static_qdq.h"
+#include "ref_test_util.h"
+
+using namespace onnxtool;
+using namespace onnxtool::cpu;
+
+namespace {
+
+std::vector<qgemm::Path> availablePaths() {
+  std::vector<qgemm::Path> paths = {qgemm::Path::Portable};
+  Isa isa = detectedIsa();
+  if (isa >= Isa::Avx2) paths.push_back(qgemm::Path::Avx2);
+  if (qgemm::pathFor(isa) == qgemm::Path::Avx512Vnni) paths.push_back(qgemm::Path::Avx512Vnni);
+  return paths;
+}
+
+/// One product checked against the plain loop: int32 output and float epilogue, with guard
+/// columns right of each row that must stay untouched.
+void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, bool bZeros, std::mt19937& rng,
+               bool extremes = false) {
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  std::vector<uint8_t> a(static_cast<size_t>(m * k));
+  std::vector<int8_t> b(static_cast<size_t>(k * n));
+  for (auto& v : a) v = static_cast<uint8_t>(extremes ? 255 : u8(rng));
+  for (auto& v : b) v = static_cast<int8_t>(extremes ? (s8(rng) < 0 ? -128 : 127) : s8(rng));
+  int32_t aZero = extremes ? 0 : u8(rng);
+  std::vector<int32_t> bZero;
+  if (bZeros)
+    for (int64_t j = 0; j < n; ++j) bZero.push_back(s8(rng));
+  std::vector<float> colScale(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+  std::uniform_real_distribution<float> uf(-1, 1);
+  for (auto& v : colScale) v = uf(rng) * 1e-3f;
+  for (auto& v : bias) v = uf(rng);
+  // The expected values.
+  std::vector<int32_t> want(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += (a[static_cast<size_t>(i * k + q)] - aZero) * (b[static_cast<size_t>(q * n + j)] - (bZeros ? bZero[static_cast<size_t>(j)] : 0));
+      want[static_cast<size_t>(i * n + j)] = acc;
+    }
+  qgemm::PackedB packed = qgemm::packB(path, b.data(), k, n);
+  std::vector<uint8_t> ws(qgemm::packedABytes(path, m, k) + 64);
+  std::vector<int32_t> rowSum(static_cast<size_t>(m));
+  qgemm::packA(path, a.data(), m, k, k, ws.data(), rowSum.data());
+  const int64_t ldc = n + 3;  // guard columns
+  const int32_t guard = 0x7eadbeef;
+  std::vector<int32_t> c32(static_cast<size_t>(m * ldc), guard);
+  qgemm::Epilogue e;
+  e.aZero = aZero;
+  e.bZero = bZeros ? bZero.data() : nullptr;
+  e.rowSumA = rowSum.data();
+  e.c32 = c32.data();
+  e.ldc = ldc;
+  qgemm::gemm(packed, ws.data(), m, e, threads);
+  INFO("path " << qgemm::pathName(path) << " threads " << threads << " m " << m << " k " << k << " n " << n << " bZero "
+               << bZeros);
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      if (c32[static_cast<size_t>(i * ldc + j)] != want[static_cast<size_t>(i * n + j)] && bad++ < 3) {
+        INFO("at " << i << "," << j);
+        CHECK(c32[static_cast<size_t>(i * ldc + j)] == want[static_cast<size_t>(i * n + j)]);
+      }
+    for (int64_t j = n; j < ldc; ++j) bad += c32[static_cast<size_t>(i * ldc + j)] != guard;
+  }
+  CHECK(bad == 0);
+  // Float epilogue: float(acc) * colScale + bias, the same float operations as Cast -> Mul -> Add.
+  std::vector<float> cf(static_cast<size_t>(m * ldc), 1234.5f);
+  e.c32 = nullptr;
+  e.cf = cf.data();
+  e.colScale = colScale.data();
+  e.bias = bias.data();
+  qgemm::gemm(packed, ws.data(), m, e, threads);
+  bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float y = static_cast<float>(want[static_cast<size_t>(i * n + j)]) * colScale[static_cast<size_t>(j)];
+      y = y + bias[static_cast<size_t>(j)];
+      bad += cf[static_cast<size_t>(i * ldc + j)] != y;
+    }
+    for (int64_t j = n; j < ldc; ++j) bad += cf[static_cast<size_t>(i * ldc + j)] != 1234.5f;
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("int8 GEMM matches the int32 loop on every path and thread count", "[cpu][int8]") {
+  std::mt19937 rng(13);
+  const int64_t ms[] = {1, 2, 5, 6, 7, 8, 9, 13, 17}, ks[] = {1, 2, 3, 4, 5, 7, 8, 31, 64, 67},
+                ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 65};
+  std::uniform_int_distribution<size_t> pm(0, std::size(ms) - 1), pk(0, std::size(ks) - 1), pn(0, std::size(ns) - 1);
+  for (qgemm::Path path : availablePaths()) {
+    for (int threads : {1, 2}) {
+      for (int iter = 0; iter < 30; ++iter) checkGemm(path, threads, ms[pm(rng)], ks[pk(rng)], ns[pn(rng)], iter % 3 == 0, rng);
+      // Large enough that two threads split the panels (and K past a few hundred groups).
+      checkGemm(path, threads, 70, 515, 100, false, rng);
+      checkGemm(path, threads, 33, 1030, 129, true, rng);
+      // 255 x 127 and 255 x -128 everywhere: pair sums beyond int16.
+      checkGemm(path, threads, 9, 130, 40, false, rng, true);
+    }
+  }
+}
+
+TEST_CASE("int8 GEMM: zero rows, K = 0", "[cpu][int8]") {
+  std::mt19937 rng(5);
+  for (qgemm::Path path : availablePaths()) {
+    checkGemm(path, 1, 0, 8, 16, false, rng);
+    checkGemm(path, 1, 3, 0, 16, true, rng);
+  }
+}
+
+TEST_CASE("vectorised DynamicQuantizeLinear pieces match the reference formula", "[cpu][int8]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.3f, 2.0f);
+  for (qgemm::Path path : availablePaths()) {
+    for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 257}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = nd(rng);
+      if (n > 3) x[2] = 0.5f * 3 / 255.0f * 7;  // a value on a rounding tie for some scales
+      float mn = 0, mx = 0, wantMn = 0, wantMx = 0;
+      REQUIRE(qgemm::minMax(path, x.data(), n, mn, mx));
+      for (float v : x) wantMn = std::min(wantMn, v), wantMx = std::max(wantMx, v);
+      CHECK(mn == wantMn);
+      CHECK(mx == wantMx);
+      float scale = (mx - mn) / 255.0f;
+      float zero = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
+      // Quantize as one row and read back (AVX2 stores int16, the others uint8).
+      std::vector<uint8_t> dst(qgemm::packedABytes(path, 1, n));
+      int32_t rowSum = -1;
+      qgemm::quantizeA(path, x.data(), 1, n, scale, zero, dst.data(), &rowSum);
+      int32_t wantSum = 0;
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        float q = std::clamp(std::nearbyint(x[static_cast<size_t>(i)] / scale) + zero, 0.0f, 255.0f);
+        int got = path == qgemm::Path::Avx2 ? reinterpret_cast<const int16_t*>(dst.data())[i] : dst[static_cast<size_t>(i)];
+        bad += got != static_cast<int>(q);
+        wantSum += static_cast<int32_t>(q);
+      }
+      INFO("path " << qgemm::pathName(path) << " n " << n);
+      CHECK(bad == 0);
+      CHECK(rowSum == wantSum);
+    }
+    float x[3] = {1.0f, std::nanf(""), -2.0f};
+    float mn, mx;
+    CHECK_FALSE(qgemm::minMax(path, x, 3, mn, mx));
+  }
+}
+
+namespace {
+
+Value* graphInput(Graph& g, const std::string& name, DType dt, const std::vector<int64_t>& dims) {
+  Value* v = g.createValue(name);
+  TypeInfo ti;
+  ti.kind = TypeInfo::Kind::Tensor;
+  ti.elemType = static_cast<int32_t>(dt);
+  ti.shape.hasRank = true;
+  for (int64_t d : dims) ti.shape.dims.push_back(Dim::ofValue(d));
+  v->setType(ti);
+  g.addInput(v);
+  return v;
+}
+
+std::unique_ptr<Model> emptyModel(int64_t opset) {
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports = {{"", opset, {}}};
+  m->graph = std::make_unique<Graph>();
+  return m;
+}
+
+/// Runs on ref and on cpu (1 and 2 threads); outputs within tolerance; returns the cpu profile.
+RunProfile compareWithRef(const Model& m, const std::map<std::string, RtValue>& feeds, double rtol, double atol) {
+  auto want = makeExecutor("ref")->prepare(m, {})->run(feeds);
+  RunProfile prof;
+  for (int threads : {1, 2}) {
+    PrepareOptions po;
+    po.threads = threads;
+    auto got = makeExecutor("cpu")->prepare(m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], rtol, atol);
+      INFO("threads " << threads << ": " << r.message);
+      CHECK(r.ok);
+    }
+  }
+  return prof;
+}
+
+bool ranKernel(const RunProfile& p, const std::string& prefix) {
+  return std::any_of(p.nodes.begin(), p.nodes.end(), [&](const NodeRun& n) { return n.kernel.rfind(prefix, 0) == 0 && !n.fallback; });
+}
+
+std::vector<float> normals(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cpu MatMulInteger (uint8 x constant int8) matches the reference kernel", "[cpu][int8]") {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  struct Case {
+    std::vector<int64_t> aDims;
+    int64_t n;
+    int bZero;  // 0 none, 1 scalar, 2 per column
+  };
+  const Case cases[] = {{{3, 5}, 7, 0}, {{2, 9, 17}, 33, 1}, {{1, 64}, 40, 2}, {{13, 4}, 16, 2}, {{2, 3, 130}, 65, 1}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    int64_t k = c.aDims.back(), aCount = 1;
+    for (int64_t d : c.aDims) aCount *= d;
+    std::vector<uint8_t> a(static_cast<size_t>(aCount));
+    for (auto& v : a) v = static_cast<uint8_t>(u8(rng));
+    std::vector<int8_t> b(static_cast<size_t>(k * c.n));
+    for (auto& v : b) v = static_cast<int8_t>(s8(rng));
+    std::map<std::string, RtValue> feeds;
+    Value* va = graphInput(g, "a", DType::UInt8, c.aDims);
+    feeds["a"] = testutil::T(testutil::tensorOf(DType::UInt8, c.aDims, a));
+    Value* vaz = graphInput(g, "a_zero", DType::UInt8, {});
+    feeds["a_zero"] = testutil::T(testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))}));
+    Tensor tb = testutil::tensorOf(DType::Int8, {k, c.n}, b);
+    tb.name = "b";
+    std::vector<Value*> ins = {va, g.addInitializer(std::move(tb)), vaz};
+    if (c.bZero) {
+      std::vector<int8_t> z(static_cast<size_t>(c.bZero == 1 ? 1 : c.n));
+      for (auto& v : z) v = static_cast<int8_t>(s8(rng));
+      Tensor tz = testutil::tensorOf(DType::Int8, c.bZero == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{c.n}, z);
+      tz.name = "b_zero";
+      ins.push_back(g.addInitializer(std::move(tz)));
+    }
+    Node* n = g.addNode("MatMulInteger", ins, {"y"});
+    n->name = "mmi";
+    g.addOutput(n->output(0));
+    INFO("A " << c.aDims.size() << "-D, K " << k << " N " << c.n << " b_zero_point " << c.bZero);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.matmulinteger.u8s8"));
+  }
+}
+
+namespace {
+
+/// x [dims] -> MatMul(W [K, N]) (+ Add bias) -> y, dynamically quantized by quant/dynamic.
+std::unique_ptr<Model> quantizedMlp(const std::vector<int64_t>& xDims, int64_t n, bool bias, bool twoReaders, std::mt19937& rng) {
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  int64_t k = xDims.back();
+  Value* x = graphInput(g, "x", DType::Float, xDims);
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    int64_t cnt = 1;
+    for (int64_t d : dims) cnt *= d;
+    Tensor t = testutil::f32(dims, normals(static_cast<size_t>(cnt), rng));
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Node* mm = g.addNode("MatMul", {x, weight("w", {k, n})}, {"mm"});
+  mm->name = "matmul";
+  Value* y = mm->output(0);
+  if (bias) {
+    Node* add = g.addNode("Add", {y, weight("bias", {n})}, {"biased"});
+    add->name = "add";
+    y = add->output(0);
+  }
+  g.addOutput(y);
+  if (twoReaders) {  // a second MatMul on the same x shares its DynamicQuantizeLinear
+    Node* mm2 = g.addNode("MatMul", {x, weight("w2", {k, n + 3})}, {"mm2"});
+    mm2->name = "matmul2";
+    g.addOutput(mm2->output(0));
+  }
+  DynamicQuantizeReport r = quantizeDynamic(*m);
+  REQUIRE(r.nodesQuantized == (twoReaders ? 2 : 1));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cpu fuses DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add and matches the reference", "[cpu][int8]") {
+  std::mt19937 rng(29);
+  struct Case {
+    std::vector<int64_t> xDims;
+    int64_t n;
+    bool bias, twoReaders;
+  };
+  const Case cases[] = {{{4, 16}, 20, true, false},  {{1, 7, 33}, 17, false, false}, {{2, 5, 64}, 48, true, true},
+                        {{1, 1, 130}, 65, true, false}, {{3, 100}, 300, true, true}};
+  for (const Case& c : cases) {
+    auto m = quantizedMlp(c.xDims, c.n, c.bias, c.twoReaders, rng);
+    std::map<std::string, RtValue> feeds;
+    int64_t cnt = 1;
+    for (int64_t d : c.xDims) cnt *= d;
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, normals(static_cast<size_t>(cnt), rng)));
+    INFO("x rank " << c.xDims.size() << " K " << c.xDims.back() << " N " << c.n << " bias " << c.bias);
+    // The same integer products and float operations as the graph: equal up to float rounding.
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
+    CHECK(ranKernel(prof, "cpu.dynqmatmul.u8s8.fused"));
+    for (const NodeRun& n : prof.nodes) {
+      INFO("node " << n.node << " ran " << n.kernel);
+      CHECK(n.opType != "DynamicQuantizeLinear");  // fused away
+      CHECK(n.opType != "MatMulInteger");
+    }
+  }
+}
+
+TEST_CASE("cpu leaves a quantized chain unfused when an intermediate is a graph output", "[cpu][int8]") {
+  std::mt19937 rng(31);
+  auto m = quantizedMlp({3, 24}, 10, true, false, rng);
+  Graph& g = *m->graph;
+  Value* scale = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->opType == "DynamicQuantizeLinear") scale = n->output(1);
+  REQUIRE(scale);
+  g.addOutput(scale);
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({3, 24}, normals(72, rng)));
+  RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
+  CHECK_FALSE(ranKernel(prof, "cpu.dynqmatmul"));
+  CHECK(ranKernel(prof, "cpu.matmulinteger.u8s8"));  // still the int8 GEMM, unfused
+}
+
+namespace {
+
+/// x -> MatMul(W) -> Add(bias), or x -> Gemm(W^T, bias) with transB, quantized in the QDQ format
+/// with the range [lo, hi] for x.
+std::unique_ptr<Model> qdqModel(bool gemm, const std::vector<int64_t>& xDims, int64_t n, float lo, float hi, std::mt19937& rng) {
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  int64_t k = xDims.back();
+  Value* x = graphInput(g, "x", DType::Float, xDims);
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    int64_t cnt = 1;
+    for (int64_t d : dims) cnt *= d;
+    Tensor t = testutil::f32(dims, normals(static_cast<size_t>(cnt), rng));
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Value* y;
+  if (gemm) {
+    Node* n1 = g.addNode("Gemm", {x, weight("w", {n, k}), weight("bias", {n})}, {"y"});
+    n1->name = "gemm";
+    n1->setAttr(Attribute::ofInt("transB", 1));
+    y = n1->output(0);
+  } else {
+    Node* mm = g.addNode("MatMul", {x, weight("w", {k, n})}, {"mm"});
+    mm->name = "matmul";
+    Node* add = g.addNode("Add", {mm->output(0), weight("bias", {n})}, {"y"});
+    add->name = "add";
+    y = add->output(0);
+  }
+  g.addOutput(y);
+  std::map<std::string, ValueRange> ranges;
+  ranges["x"] = {lo, hi};
+  StaticQuantizeReport r = quantizeStaticQdq(*m, ranges);
+  REQUIRE(r.nodesQuantized == 1);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> MatMul/Gemm with int8 weights and matches the reference",
+          "[cpu][int8]") {
+  std::mt19937 rng(37);
+  struct Case {
+    bool gemm;
+    std::vector<int64_t> xDims;
+    int64_t n;
+    float lo, hi;
+  };
+  // Ranges narrower than the data (saturation) and asymmetric ones (zero points away from 128).
+  const Case cases[] = {{false, {4, 16}, 20, -2, 2},  {false, {2, 7, 33}, 17, -1, 3}, {true, {5, 64}, 48, -3, 3},
+                        {true, {1, 130}, 65, -0.5f, 4}, {false, {1, 3, 100}, 300, -4, 4}};
+  for (const Case& c : cases) {
+    auto m = qdqModel(c.gemm, c.xDims, c.n, c.lo, c.hi, rng);
+    std::map<std::string, RtValue> feeds;
+    int64_t cnt = 1;
+    for (int64_t d : c.xDims) cnt *= d;
+    std::vector<float> xv = normals(static_cast<size_t>(cnt), rng);
+    xv[0] = std::nanf("");  // QuantizeLinear makes it the zero point: a 0 for the MatMul
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, xv));
+    INFO((c.gemm ? "Gemm" : "MatMul") << " K " << c.xDims.back() << " N " << c.n);
+    // Exact integer sums vs the float MatMul of the dequantized values: float rounding apart.
+    RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+    CHECK(ranKernel(prof, "cpu.qdqmatmul.u8s8.fused"));
+    CHECK(prof.nodes.size() == 1);  // Q, DQ, DQ of the weight, MatMul (+ Add): one step
+  }
+}
+
+TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weights and matches the reference", "[cpu][int8]") {
+  std::mt19937 rng(41);
+  struct Case {
+    std::vector<int64_t> x, w;  // [N, C, H, W], [M, C, KH, KW]
+    std::vector<int64_t> strides, pads, dilations;
+    bool bias;
+    bool relu = false;  // Conv -> Relu: the Relu joins the epilogue
+  };
+  const Case cases[] = {
+      {{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // same padding: taps on the border read the zero point
+      {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false},  // 1x1, two images, M past a panel
+      {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},  // strided, asymmetric pads
+      {{1, 2, 12, 12}, {6, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},   // dilated
+      {{2, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // big enough for two threads
+  };
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    Value* x = graphInput(g, "x", DType::Float, c.x);
+    int64_t wn = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+    Tensor tw = testutil::f32(c.w, normals(static_cast<size_t>(wn), rng));
+    tw.name = "w";
+    std::vector<Value*> ins = {x, g.addInitializer(std::move(tw))};
+    if (c.bias) {
+      Tensor tb = testutil::f32({c.w[0]}, normals(static_cast<size_t>(c.w[0]), rng));
+      tb.name = "b";
+      ins.push_back(g.addInitializer(std::move(tb)));
+    }
+    Node* conv = g.addNode("Conv", ins, {"y"});
+    conv->name = "conv";
+    conv->setAttr(Attribute::ofInts("strides", c.strides));
+    conv->setAttr(Attribute::ofInts("pads", c.pads));
+    conv->setAttr(Attribute::ofInts("dilations", c.dilations));
+    Value* y = conv->output(0);
+    if (c.relu) {
+      Node* relu = g.addNode("Relu", {y}, {"relu"});
+      relu->name = "relu";
+      y = relu->output(0);
+    }
+    g.addOutput(y);
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-1.5f, 2.5f};  // narrower than the data: saturation both ways
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
+    std::map<std::string, RtValue> feeds;
+    int64_t xn = c.x[0] * c.x[1] * c.x[2] * c.x[3];
+    feeds["x"] = testutil::T(testutil::f32(c.x, normals(static_cast<size_t>(xn), rng)));
+    INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
+    CHECK(prof.nodes.size() == 1);
+  }
+}
+
+TEST_CASE("cpu QuantizeLinear (uint8) and DequantizeLinear (uint8/int8, per tensor and per axis) match the reference",
+          "[cpu][int8]") {
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+    // QuantizeLinear with NaN (-> the zero point), +-inf, ties and saturation both ways.
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    std::vector<float> xv = normals(static_cast<size_t>(n), rng);
+    for (auto& v : xv) v *= 3;
+    if (n >= 4) xv[0] = std::nanf(""), xv[1] = testutil::kInf, xv[2] = -testutil::kInf, xv[3] = 0.25f;  // 0.25 / 0.5 = 0.5: a tie
+    Value* x = graphInput(g, "x", DType::Float, {n});
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({n}, xv));
+    Value* s = graphInput(g, "s", DType::Float, {});
+    feeds["s"] = testutil::T(testutil::f32({}, {0.5f}));
+    Value* z = graphInput(g, "z", DType::UInt8, {});
+    feeds["z"] = testutil::T(testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))}));
+    Node* q = g.addNode("QuantizeLinear", {x, s, z}, {"q"});
+    q->name = "q";
+    g.addOutput(q->output(0));
+    INFO("QuantizeLinear n " << n);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+  }
+  for (bool isSigned : {false, true})
+    for (int mode = 0; mode < 3; ++mode) {  // per tensor, per axis 1, per axis -1 (last)
+      auto m = emptyModel(13);
+      Graph& g = *m->graph;
+      std::vector<int64_t> dims = {2, 5, 7};
+      DType dt = isSigned ? DType::Int8 : DType::UInt8;
+      std::vector<uint8_t> raw(70);
+      for (auto& v : raw) v = static_cast<uint8_t>(isSigned ? s8(rng) : u8(rng));
+      std::map<std::string, RtValue> feeds;
+      Value* x = graphInput(g, "x", dt, dims);
+      feeds["x"] = testutil::T(testutil::tensorOf(dt, dims, raw));
+      int64_t channels = mode == 0 ? 1 : mode == 1 ? 5 : 7;
+      std::vector<int64_t> pd = mode == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{channels};
+      std::vector<float> sv(static_cast<size_t>(channels));
+      for (auto& v : sv) v = std::abs(normals(1, rng)[0]) + 0.01f;
+      std::vector<uint8_t> zv(static_cast<size_t>(channels));
+      for (auto& v : zv) v = static_cast<uint8_t>(isSigned ? s8(rng) : u8(rng));
+      Tensor ts = testutil::f32(pd, sv);
+      ts.name = "s";
+      Tensor tz = testutil::tensorOf(dt, pd, zv);
+      tz.name = "z";
+      Value* vs = g.addInitializer(std::move(ts));
+      Node* d = g.addNode("DequantizeLinear", {x, vs, g.addInitializer(std::move(tz))}, {"y"});
+      d->name = "dq";
+      if (mode == 2) d->setAttr(Attribute::ofInt("axis", -1));
+      g.addOutput(d->output(0));
+      INFO("DequantizeLinear " << (isSigned ? "int8" : "uint8") << " mode " << mode);
+      RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+      CHECK(ranKernel(prof, isSigned ? "cpu.dequantizelinear.s8.f32" : "cpu.dequantizelinear.u8.f32"));
+    }
+}
+
+TEST_CASE("cpu QLinearMatMul (uint8 x constant int8 -> uint8) matches the reference kernel exactly", "[cpu][int8]") {
+  std::mt19937 rng(47);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  struct Case {
+    std::vector<int64_t> aDims;
+    int64_t n;
+    bool perColumn, bZero;
+  };
+  const Case cases[] = {{{3, 5}, 7, false, false}, {{2, 9, 17}, 33, true, false}, {{1, 64}, 40, true, true}, {{70, 130}, 65, true, false}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    int64_t k = c.aDims.back(), aCount = 1;
+    for (int64_t d : c.aDims) aCount *= d;
+    std::vector<uint8_t> a(static_cast<size_t>(aCount));
+    for (auto& v : a) v = static_cast<uint8_t>(u8(rng));
+    std::map<std::string, RtValue> feeds;
+    Value* va = graphInput(g, "a", DType::UInt8, c.aDims);
+    feeds["a"] = testutil::T(testutil::tensorOf(DType::UInt8, c.aDims, a));
+    auto init = [&](const std::string& name, Tensor t) {
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    // Scales that make the products land across the whole uint8 range (and saturate some).
+    float sa = 0.02f, sy = 0.05f * static_cast<float>(std::sqrt(static_cast<double>(k)));
+    std::vector<int8_t> b(static_cast<size_t>(k * c.n));
+    for (auto& v : b) v = static_cast<int8_t>(s8(rng));
+    int64_t nScale = c.perColumn ? c.n : 1;
+    std::vector<float> bs(static_cast<size_t>(nScale));
+    for (auto& v : bs) v = 0.01f + 0.01f * static_cast<float>(u8(rng)) / 255.0f;
+    std::vector<int8_t> bz(static_cast<size_t>(nScale), 0);
+    if (c.bZero)
+      for (auto& v : bz) v = static_cast<int8_t>(s8(rng) / 8);
+    std::vector<int64_t> sd = c.perColumn ? std::vector<int64_t>{c.n} : std::vector<int64_t>{};
+    std::vector<Value*> ins = {va,
+                               init("sa", testutil::f32({}, {sa})),
+                               init("za", testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{static_cast<uint8_t>(u8(rng))})),
+                               init("b", testutil::tensorOf(DType::Int8, {k, c.n}, b)),
+                               init("sb", testutil::f32(sd, bs)),
+                               init("zb", testutil::tensorOf(DType::Int8, sd, bz)),
+                               init("sy", testutil::f32({}, {sy})),
+                               init("zy", testutil::tensorOf(DType::UInt8, {}, std::vector<uint8_t>{128}))};
+    Node* q = g.addNode("QLinearMatMul", ins, {"y"});
+    q->name = "qlm";
+    g.addOutput(q->output(0));
+    INFO("A rank " << c.aDims.size() << " K " << k << " N " << c.n << " per column " << c.perColumn);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.qlinearmatmul.u8s8"));
+  }
+}
+
+TEST_CASE("cpu QLinearConv (from quantize --format qoperator) matches the reference kernel exactly", "[cpu][int8]") {
+  std::mt19937 rng(53);
+  struct Case {
+    std::vector<int64_t> x, w, strides, pads;
+    bool bias;
+  };
+  const Case cases[] = {{{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true},
+                        {{2, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+                        {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, true},
+                        {{1, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, true}};
+  for (const Case& c : cases) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    Value* x = graphInput(g, "x", DType::Float, c.x);
+    int64_t wn = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+    Tensor tw = testutil::f32(c.w, normals(static_cast<size_t>(wn), rng));
+    tw.name = "w";
+    std::vector<Value*> ins = {x, g.addInitializer(std::move(tw))};
+    if (c.bias) {
+      Tensor tb = testutil::f32({c.w[0]}, normals(static_cast<size_t>(c.w[0]), rng));
+      tb.name = "b";
+      ins.push_back(g.addInitializer(std::move(tb)));
+    }
+    Node* conv = g.addNode("Conv", ins, {"y"});
+    conv->name = "conv";
+    conv->setAttr(Attribute::ofInts("strides", c.strides));
+    conv->setAttr(Attribute::ofInts("pads", c.pads));
+    g.addOutput(conv->output(0));
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-1.5f, 2.5f};
+    ranges["y"] = {-6.0f, 5.0f};  // narrower than the outputs: requantization saturates both ways
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
+    REQUIRE(convertQdqToQOperator(*m, ranges).nodesConverted == 1);
+    std::map<std::string, RtValue> feeds;
+    int64_t xn = c.x[0] * c.x[1] * c.x[2] * c.x[3];
+    feeds["x"] = testutil::T(testutil::f32(c.x, normals(static_cast<size_t>(xn), rng)));
+    INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.qlinearconv.u8s8"));
+    CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+    CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
+  }
+}
+
+TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked, int8 per axis) as a prepared float weight",
+          "[cpu][int8]") {
+  std::mt19937 rng(59);
+  for (int variant = 0; variant < 3; ++variant) {  // int4 block 16, int4 block 32 with K not a multiple, int8 per axis
+    auto m = emptyModel(21);
+    Graph& g = *m->graph;
+    const int64_t k = variant == 1 ? 70 : 64, n = 24;
+    Value* x = graphInput(g, "x", DType::Float, {3, k});
+    Tensor tw = testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
+    tw.name = "w";
+    Value* w = g.addInitializer(std::move(tw));
+    Node* mm = g.addNode("MatMul", {x, w}, {"y"});
+    mm->name = "mm";
+    g.addOutput(mm->output(0));
+    if (variant < 2) {
+      Int4QuantizeOptions o;
+      o.blockSize = variant == 0 ? 16 : 32;
+      REQUIRE(quantizeInt4(*m, o).nodesQuantized == 1);
+    } else {  // int8 weights, per column, behind a DequantizeLinear; float activations
+      std::vector<int8_t> q(static_cast<size_t>(k * n));
+      std::uniform_int_distribution<int> s8(-128, 127);
+      for (auto& v : q) v = static_cast<int8_t>(s8(rng));
+      Tensor tq = testutil::tensorOf(DType::Int8, {k, n}, q);
+      tq.name = "wq";
+      std::vector<float> sc(static_cast<size_t>(n));
+      for (auto& v : sc) v = 0.01f + 0.001f * static_cast<float>(s8(rng) + 128);
+      Tensor ts = testutil::f32({n}, sc);
+      ts.name = "ws";
+      std::vector<int8_t> zp(static_cast<size_t>(n));
+      for (auto& v : zp) v = static_cast<int8_t>(s8(rng) / 16);
+      Tensor tz = testutil::tensorOf(DType::Int8, {n}, zp);
+      tz.name = "wz";
+      Value* vq = g.addInitializer(std::move(tq));
+      Value* vs = g.addInitializer(std::move(ts));
+      Node* dq = g.addNode("DequantizeLinear", {vq, vs, g.addInitializer(std::move(tz))}, {"wd"}, "", mm);
+      dq->name = "dq";
+      dq->setAttr(Attribute::ofInt("axis", 1));
+      mm->setInput(1, dq->output(0));
+      g.removeInitializer(w);
+    }
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({3, k}, normals(static_cast<size_t>(3 * k), rng)));
+    INFO("variant " << variant);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
+    CHECK(ranKernel(prof, "cpu.dqmatmul.f32.prepacked"));
+    CHECK(prof.nodes.size() == 1);  // the DequantizeLinear ran once, at prepare
+  }
+}
