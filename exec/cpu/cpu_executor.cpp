@@ -6,6 +6,9 @@
 //     cpu_kernels.cpp (created once, constant inputs at hand for prepacking), or the reference
 //     kernel run through the same step (fallback; control-flow bodies and model-local function
 //     calls run on the reference machinery, RefNodeRunner);
+//   - executor-level fusions: a Conv followed by Add/Sum of a tensor of its output's shape
+//     (residual) and/or Relu/Clip becomes one step running at the last node's place, its
+//     kernel applying the epilogue in its store (the nodes run unfused when no kernel takes it);
 //   - a memory plan: every output of a fast kernel (and each kernel's workspace) gets an offset
 //     in one arena from the values' lifetimes; Reshape-family views alias their input; an
 //     elementwise op writes over its input when that input dies there.
@@ -21,7 +24,9 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -133,7 +138,18 @@ class Specialization {
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
     for (Value* v : g.sparseInitializers()) slotFor(v);
-    for (const auto& n : g.nodes()) planNode(*n, threads);
+    planFusions(threads);
+    for (const auto& n : g.nodes()) {
+      if (absorbed_.count(n.get())) continue;
+      auto f = fusedAt_.find(n.get());
+      if (f == fusedAt_.end()) {
+        planNode(*n, threads);
+        continue;
+      }
+      int idx = static_cast<int>(steps_.size());
+      for (int s : f->second.out) slots_[static_cast<size_t>(s)].def = idx;
+      steps_.push_back(std::move(f->second));
+    }
     for (const auto& e : g.outputs()) {
       int s = e.value ? slotFor(e.value) : -1;
       outputSlots_.push_back(s);
@@ -197,7 +213,96 @@ class Specialization {
     steps_.push_back(std::move(st));
   }
 
-  void tryFast(Step& st, const OpSchema& schema, int threads) {
+  /// The constant float scalar of an initializer input (Clip's bounds), or nullopt.
+  std::optional<float> constantScalar(const Value* v) const {
+    if (!v || !v->initializer() || v->isGraphInput()) return std::nullopt;
+    const RtValue& rv = ref_->initializer(v);
+    if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != sizeof(float)) return std::nullopt;
+    float f;
+    std::memcpy(&f, rv.tensor->raw.data(), sizeof f);
+    return f;
+  }
+
+  /// Finds Conv [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
+  /// reader and are no graph outputs, and prepares a fused step for each that a kernel takes.
+  void planFusions(int threads) {
+    const Graph& g = *model_->graph;
+    auto soleReader = [](const Value* v) -> const Node* {
+      if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
+      const Node* r = v->uses()[0].node;
+      return r && canonicalDomain(r->domain).empty() && r->outputs().size() == 1 && r->output(0) ? r : nullptr;
+    };
+    for (const auto& np : g.nodes()) {
+      const Node& conv = *np;
+      if (conv.opType != "Conv" || !canonicalDomain(conv.domain).empty() || conv.outputs().size() != 1 || !conv.output(0))
+        continue;
+      const Value* cur = conv.output(0);
+      const int curSlot = slotFor(cur);
+      if (!slots_[static_cast<size_t>(curSlot)].type) continue;
+      cpu::FusedEpilogue epi;
+      const Value* residual = nullptr;
+      std::vector<const Node*> chain;
+      const Node* next = soleReader(cur);
+      if (next && next->inputs().size() == 2 && ((next->opType == "Add" && opsetFor(*model_, *next) >= 7) || next->opType == "Sum")) {
+        const Value* other = next->input(0) == cur ? next->input(1) : next->input(0);
+        if (other && other != cur) {
+          const Slot& o = slots_[static_cast<size_t>(slotFor(other))];
+          const Slot& c = slots_[static_cast<size_t>(curSlot)];
+          if (o.type && o.type->dtype == c.type->dtype && o.type->dims == c.type->dims) {
+            residual = other;
+            epi.residual = true;
+            epi.suffix += "+add";
+            chain.push_back(next);
+            cur = next->output(0);
+            next = soleReader(cur);
+          }
+        }
+      }
+      if (next && next->opType == "Relu") {
+        epi.clamp = true;
+        epi.lo = 0.f;
+        epi.hi = std::numeric_limits<float>::infinity();
+        epi.suffix += "+relu";
+        chain.push_back(next);
+      } else if (next && next->opType == "Clip") {
+        std::optional<float> lo, hi;
+        if (opsetFor(*model_, *next) < 11) {
+          lo = next->attrFloat("min", std::numeric_limits<float>::lowest());
+          hi = next->attrFloat("max", std::numeric_limits<float>::max());
+        } else {
+          lo = next->input(1) ? constantScalar(next->input(1)) : std::optional<float>(-std::numeric_limits<float>::infinity());
+          hi = next->input(2) ? constantScalar(next->input(2)) : std::optional<float>(std::numeric_limits<float>::infinity());
+        }
+        if (lo && hi && *lo <= *hi) {
+          epi.clamp = true;
+          epi.lo = *lo;
+          epi.hi = *hi;
+          epi.suffix += "+clip";
+          chain.push_back(next);
+        }
+      }
+      if (chain.empty()) continue;
+      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
+      for (const Node* c : chain) taken = taken || absorbed_.count(c) || fusedAt_.count(c);
+      if (taken) continue;
+      const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
+      if (!schema) continue;
+      Step st;
+      st.node = &conv;
+      st.opset = opsetFor(*model_, conv);
+      for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+      while (st.in.size() < 3) st.in.push_back(-1);
+      if (residual) st.in.push_back(slotFor(residual));
+      st.out.push_back(slotFor(chain.back()->output(0)));
+      tryFast(st, *schema, threads, &epi);
+      if (!st.kernel) continue;
+      absorbed_.insert(&conv);
+      for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
+      fusedAt_.emplace(chain.back(), std::move(st));
+    }
+  }
+
+  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
     const Node& n = *st.node;
     if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return;
     const CpuKernelDef* def =
@@ -208,6 +313,7 @@ class Specialization {
     info.opset = st.opset;
     info.sinceVersion = schema.sinceVersion;
     info.threads = threads;
+    info.fused = fused;
     for (int s : st.in) {
       if (s < 0) {
         info.inputs.push_back(nullptr);
@@ -235,7 +341,7 @@ class Specialization {
     if (!k) return;
     st.kernel = std::move(k);
     st.def = def;
-    st.kernelName = std::string(def->name);
+    st.kernelName = std::string(def->name) + st.kernel->variant();
   }
 
   int rootOf(int s) const {
@@ -359,6 +465,8 @@ class Specialization {
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
+  std::unordered_set<const Node*> absorbed_;        ///< nodes run inside a fused step
+  std::unordered_map<const Node*, Step> fusedAt_;   ///< fused steps, by the node whose place they take
   std::vector<Region> regions_;
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;

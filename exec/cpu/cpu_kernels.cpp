@@ -14,7 +14,7 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 constexpr CpuKernelDef kKernels[] = {
     {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32.blas", OutputReuse::None, createMatMul},
     {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32.blas", OutputReuse::None, createGemm},
-    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32.im2col", OutputReuse::None, createConv},
+    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},

@@ -16,6 +16,10 @@ void configureBlas(int threads);
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
+/// Conv with constant weights on the packed micro-kernels (kernels_conv.cpp), else createConv;
+/// the only Conv kernels that apply a fused epilogue.
+std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);

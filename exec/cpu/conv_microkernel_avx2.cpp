@@ -1,0 +1,82 @@
+// conv_microkernel_avx2.cpp: the AVX2+FMA SGEMM micro-kernel of the convolution kernels (see
+// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators. Compiled for AVX2 through
+// __attribute__((target)) only: called when activeIsa() is Avx2.
+#include "exec/cpu/conv_microkernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace onnxtool::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+constexpr int kMr = 6, kNr = 16;
+
+#define ONNXTOOL_AVX2 __attribute__((target("avx2,fma")))
+
+ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                              const TileEpilogue& ep) {
+  __m256 acc[kMr][2];
+  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    const float* ak = a + k * kMr;
+#pragma GCC unroll 6
+    for (int i = 0; i < kMr; ++i) {
+      __m256 av = _mm256_broadcast_ss(ak + i);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  if (m < kMr || n < kNr) {  // a partial tile: through memory and the scalar epilogue
+    alignas(32) float tile[kMr * kNr];
+    for (int i = 0; i < kMr; ++i) {
+      _mm256_store_ps(tile + i * kNr, acc[i][0]);
+      _mm256_store_ps(tile + i * kNr + 8, acc[i][1]);
+    }
+    storeTileScalar(tile, kNr, c, ldc, m, n, ep);
+    return;
+  }
+  __m256 lo = _mm256_set1_ps(ep.lo), hi = _mm256_set1_ps(ep.hi);
+  for (int i = 0; i < kMr; ++i) {
+    float* ci = c + i * ldc;
+    __m256 v0 = acc[i][0], v1 = acc[i][1];
+    if (ep.accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
+    }
+    if (ep.last) {
+      if (ep.bias) {
+        __m256 bv = _mm256_set1_ps(ep.bias[i]);
+        v0 = _mm256_add_ps(v0, bv);
+        v1 = _mm256_add_ps(v1, bv);
+      }
+      if (ep.residual) {
+        const float* r = ep.residual + i * ep.ldr;
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+      }
+      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+        v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+        v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+      }
+    }
+    _mm256_storeu_ps(ci, v0);
+    _mm256_storeu_ps(ci + 8, v1);
+  }
+}
+
+}  // namespace
+
+GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
+
+#else
+
+GemmMicroKernelInfo gemmMicroKernelAvx2() { return gemmMicroKernelPortable(); }
+
+#endif
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,81 @@
+// conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
+// conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators; per k step two loads of B and
+// twelve broadcasts of A. Compiled for AVX-512 through __attribute__((target)) only: called
+// when activeIsa() is Avx512.
+#include "exec/cpu/conv_microkernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12's _mm512_max_ps/_mm512_min_ps pass an undefined vector as the (unused) merge source,
+// which -Wmaybe-uninitialized reports inside the header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace onnxtool::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+constexpr int kMr = 12, kNr = 32;
+
+#define ONNXTOOL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+ONNXTOOL_AVX512 void kernel12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep) {
+  __m512 acc[kMr][2];
+  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    const float* ak = a + k * kMr;
+#pragma GCC unroll 12
+    for (int i = 0; i < kMr; ++i) {
+      __m512 av = _mm512_set1_ps(ak[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  // Columns n..31 are masked off; rows m..11 are not stored.
+  __mmask16 k0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  __mmask16 k1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+  __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  for (int i = 0; i < m && i < kMr; ++i) {
+    float* ci = c + i * ldc;
+    __m512 v0 = acc[i][0], v1 = acc[i][1];
+    if (ep.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, ci));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, ci + 16));
+    }
+    if (ep.last) {
+      if (ep.bias) {
+        __m512 bv = _mm512_set1_ps(ep.bias[i]);
+        v0 = _mm512_add_ps(v0, bv);
+        v1 = _mm512_add_ps(v1, bv);
+      }
+      if (ep.residual) {
+        const float* r = ep.residual + i * ep.ldr;
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, r));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, r + 16));
+      }
+      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+        v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+      }
+    }
+    _mm512_mask_storeu_ps(ci, k0, v0);
+    _mm512_mask_storeu_ps(ci + 16, k1, v1);
+  }
+}
+
+}  // namespace
+
+GemmMicroKernelInfo gemmMicroKernelAvx512() { return {kMr, kNr, kernel12x32, Isa::Avx512}; }
+
+#else
+
+GemmMicroKernelInfo gemmMicroKernelAvx512() { return gemmMicroKernelPortable(); }
+
+#endif
+
+}  // namespace onnxtool::cpu

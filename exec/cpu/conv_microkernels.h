@@ -1,0 +1,66 @@
+// conv_microkernels.h: the register-blocked SGEMM micro-kernels of the convolution kernels
+// (kernels_conv.cpp), one per ISA path, each in its own source file compiled for that ISA with
+// __attribute__((target)) (never the build machine's -march): conv_microkernel_avx512.cpp,
+// conv_microkernel_avx2.cpp, and the portable one in kernels_conv.cpp.
+//
+// A micro-kernel computes one MR x NR tile of C = A * B over kc steps of the inner dimension:
+//   A: a packed panel of MR rows, k-major (a[k * MR + i]), rows past the matrix are zeros;
+//   B: a packed panel of NR columns, k-major (b[k * NR + j]), columns past the matrix are zeros;
+//   C: row-major with leading dimension ldc; only the first m rows and n columns are written.
+// With `accumulate` the tile adds to what C holds (a later block of k); with `last` the epilogue
+// runs before the store: + bias[i], + residual (same layout as C, leading dimension ldr), then
+// clamping to [lo, hi] (ReLU is [0, +inf], ReLU6 [0, 6]).
+#pragma once
+
+#include <cstdint>
+
+#include "exec/cpu/isa.h"
+
+namespace onnxtool::cpu {
+
+struct TileEpilogue {
+  bool accumulate = false;
+  bool last = true;
+  const float* bias = nullptr;      ///< bias of the tile's first row, or nullptr
+  const float* residual = nullptr;  ///< residual at the tile's first element, or nullptr
+  int64_t ldr = 0;
+  bool clamp = false;
+  float lo = 0, hi = 0;
+};
+
+using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep);
+
+struct GemmMicroKernelInfo {
+  int mr, nr;
+  GemmMicroKernel kernel;
+  Isa isa;
+};
+
+/// The micro-kernel of an ISA path (defined in the ISA's own file).
+GemmMicroKernelInfo gemmMicroKernelAvx512();
+GemmMicroKernelInfo gemmMicroKernelAvx2();
+GemmMicroKernelInfo gemmMicroKernelPortable();
+/// The micro-kernel of activeIsa().
+GemmMicroKernelInfo activeGemmMicroKernel();
+
+/// Applies the epilogue to an m x n tile held in `tile` (row stride ldt) and stores it to C: the
+/// shared tail of every ISA's kernel for partial tiles.
+inline void storeTileScalar(const float* tile, int64_t ldt, float* c, int64_t ldc, int m, int n, const TileEpilogue& ep) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float v = tile[i * ldt + j];
+      if (ep.accumulate) v += c[i * ldc + j];
+      if (ep.last) {
+        if (ep.bias) v += ep.bias[i];
+        if (ep.residual) v += ep.residual[i * ep.ldr + j];
+        if (ep.clamp) {  // max then min, as Clip (min > max gives max); NaN stays NaN
+          v = v < ep.lo ? ep.lo : v;
+          v = v > ep.hi ? ep.hi : v;
+        }
+      }
+      c[i * ldc + j] = v;
+    }
+}
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,336 @@
+// kernels_conv.cpp: 2-D convolution, NCHW, float, with constant weights:
+//   - cpu.conv.f32.gemm: per image and group, Y_g[M/g, OH*OW] = W_g[M/g, K] * X_col[K, OH*OW]
+//     (K = C/g*kh*kw) on our own packed SGEMM: W packed once at prepare into MR-row panels of
+//     the ISA's micro-kernel (conv_microkernels.h); the column matrix is never materialised:
+//     each KC x NC block of it is packed straight from the image into NR-column panels (for a
+//     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
+//   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
+//     output rows, vectorised over output pixels.
+// Both run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
+// tensor of the output's shape (Conv + Add/Sum), then Relu or Clip.
+// Work is split over output pixels ([begin, end) ranges: the unit a thread pool hands out).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "exec/cpu/conv_microkernels.h"
+#include "exec/cpu/isa.h"
+#include "exec/cpu/kernels.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+constexpr int kPortableMr = 4, kPortableNr = 16;
+
+void kernelPortable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                    const TileEpilogue& ep) {
+  float acc[kPortableMr][kPortableNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kPortableNr;
+    const float* ak = a + k * kPortableMr;
+    for (int i = 0; i < kPortableMr; ++i)
+      for (int j = 0; j < kPortableNr; ++j) acc[i][j] += ak[i] * bk[j];
+  }
+  storeTileScalar(&acc[0][0], kPortableNr, c, ldc, m, n, ep);
+}
+
+}  // namespace
+
+GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
+
+GemmMicroKernelInfo activeGemmMicroKernel() {
+  switch (activeIsa()) {
+    case Isa::Avx512: return gemmMicroKernelAvx512();
+    case Isa::Avx2: return gemmMicroKernelAvx2();
+    case Isa::Portable: break;
+  }
+  return gemmMicroKernelPortable();
+}
+
+namespace {
+
+struct ConvGeometry {
+  int64_t n, c, h, w, m, oh, ow, kh, kw, group, sh, sw, dh, dw, padT, padL;
+};
+
+/// The epilogue fused into a convolution (from CpuNodeInfo::fused).
+struct ConvEpilogue {
+  bool residual = false;  ///< input 3 is added
+  bool clamp = false;
+  float lo = 0, hi = 0;
+};
+
+int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+class PackedConvKernel : public CpuKernel {
+ public:
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, std::string suffix)
+      : g_(g), ep_(ep), mk_(mk), variant_(".gemm." + std::string(isaName(mk.isa)) + suffix) {
+    cg_ = g.c / g.group;
+    mg_ = g.m / g.group;
+    kdim_ = cg_ * g.kh * g.kw;
+    pix_ = g.oh * g.ow;
+    mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
+    // K blocks of at most ~320, equal sizes; N blocks so that a packed KC x NC block of the
+    // column matrix stays in L2 (~512 KiB).
+    int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 319) / 320);
+    kc_ = std::max<int64_t>(1, (kdim_ + kBlocks - 1) / kBlocks);
+    nc_ = std::max<int64_t>(mk.nr, (131072 / std::max<int64_t>(kc_, 1)) / mk.nr * mk.nr);
+    nc_ = std::min(nc_, roundUp(std::max<int64_t>(pix_, 1), mk.nr));
+    // W_g[mg, K] -> panels[group][mPanels][K][MR], rows past mg zero.
+    packedW_.assign(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr), 0.f);
+    for (int64_t grp = 0; grp < g.group; ++grp)
+      for (int64_t r = 0; r < mg_; ++r) {
+        const float* src = weights + (grp * mg_ + r) * kdim_;
+        float* dst = packedW_.data() + ((grp * mPanels_ + r / mk.mr) * kdim_) * mk.mr + r % mk.mr;
+        for (int64_t k = 0; k < kdim_; ++k) dst[k * mk.mr] = src[k];
+      }
+  }
+
+  size_t workspaceBytes() const override { return static_cast<size_t>(kc_ * nc_) * sizeof(float); }
+
+  void compute(const CpuComputeArgs& args) const override { computeRange(args, 0, pix_, static_cast<float*>(args.workspace)); }
+
+  double flops() const override { return 2.0 * g_.n * g_.m * kdim_ * pix_; }
+  std::string variant() const override { return variant_; }
+
+  /// Output pixels [begin, end) of every image and group; `packed` holds kc_ * nc_ floats.
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, float* packed) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int mr = mk_.mr, nr = mk_.nr;
+    TileEpilogue te;
+    te.clamp = ep_.clamp;
+    te.lo = ep_.lo;
+    te.hi = ep_.hi;
+    te.ldr = pix_;
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+        for (int64_t nb = begin; nb < end; nb += nc_) {
+          const int64_t nc = std::min(nc_, end - nb);
+          const int64_t nPanels = (nc + nr - 1) / nr;
+          for (int64_t kb = 0; kb < kdim_; kb += kc_) {
+            const int64_t kc = std::min(kc_, kdim_ - kb);
+            packColumns(xg, kb, kc, nb, nc, packed);
+            te.accumulate = kb > 0;
+            te.last = kb + kc == kdim_;
+            for (int64_t mp = 0; mp < mPanels_; ++mp) {
+              const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+              const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
+              te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+              for (int64_t jp = 0; jp < nPanels; ++jp) {
+                const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
+                const int64_t off = yOff + mp * mr * pix_ + nb + jp * nr;
+                te.residual = res ? res + off : nullptr;
+                mk_.kernel(kc, a, packed + jp * kc * nr, y + off, pix_, rows, cols, te);
+              }
+            }
+          }
+        }
+      }
+  }
+
+ private:
+  /// Packs rows [kb, kb + kc) and output pixels [nb, nb + nc) of the (virtual) column matrix of
+  /// one image's group into NR-column panels, k-major, columns past nc zero.
+  void packColumns(const float* xg, int64_t kb, int64_t kc, int64_t nb, int64_t nc, float* packed) const {
+    const int64_t nr = mk_.nr, khw = g_.kh * g_.kw;
+    const int64_t nPanels = (nc + nr - 1) / nr;
+    for (int64_t jp = 0; jp < nPanels; ++jp) {
+      const int64_t q0 = jp * nr, len = std::min(nr, nc - q0);
+      const int64_t p0 = nb + q0;
+      const int64_t oy0 = p0 / g_.ow, ox0 = p0 % g_.ow;
+      float* panel = packed + jp * kc * nr;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const int64_t k = kb + kk;
+        const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+        float* dst = panel + kk * nr;
+        fillRow(xg + ch * g_.h * g_.w, ki, kj, oy0, ox0, len, dst);
+        if (len < nr) std::fill(dst + len, dst + nr, 0.f);
+      }
+    }
+  }
+
+  /// dst[0, len) = the input pixels under kernel tap (ki, kj) for output pixels from (oy, ox) on.
+  void fillRow(const float* plane, int64_t ki, int64_t kj, int64_t oy, int64_t ox, int64_t len, float* dst) const {
+    while (len > 0) {
+      const int64_t seg = std::min(len, g_.ow - ox);
+      const int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+      if (iy < 0 || iy >= g_.h) {
+        std::fill(dst, dst + seg, 0.f);
+      } else {
+        const float* row = plane + iy * g_.w;
+        const int64_t ix0 = ox * g_.sw - g_.padL + kj * g_.dw;
+        if (g_.sw == 1) {
+          const int64_t t0 = std::clamp<int64_t>(-ix0, 0, seg), t1 = std::clamp<int64_t>(g_.w - ix0, t0, seg);
+          std::fill(dst, dst + t0, 0.f);
+          if (t1 > t0) std::memcpy(dst + t0, row + ix0 + t0, static_cast<size_t>(t1 - t0) * sizeof(float));
+          std::fill(dst + t1, dst + seg, 0.f);
+        } else {
+          for (int64_t t = 0; t < seg; ++t) {
+            const int64_t ix = ix0 + t * g_.sw;
+            dst[t] = ix >= 0 && ix < g_.w ? row[ix] : 0.f;
+          }
+        }
+      }
+      dst += seg;
+      len -= seg;
+      ox = 0;
+      ++oy;
+    }
+  }
+
+  ConvGeometry g_;
+  ConvEpilogue ep_;
+  GemmMicroKernelInfo mk_;
+  std::string variant_;
+  int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
+  std::vector<float> packedW_;
+};
+
+/// Depthwise: one kh x kw filter per channel. Output rows accumulate tap by tap over the valid
+/// range of output columns (no bounds tests inside the loop; stride 1 vectorises).
+class DepthwiseConvKernel : public CpuKernel {
+ public:
+  DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix)
+      : g_(g), ep_(ep), variant_(".depthwise" + suffix) {
+    w_.assign(weights, weights + g.c * g.kh * g.kw);
+    // Valid output columns per horizontal tap: ix = ox*sw - padL + kj*dw in [0, W).
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      int64_t off = kj * g.dw - g.padL;
+      int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+      int64_t hi = g.w - off <= 0 ? 0 : (g.w - off - 1) / g.sw + 1;
+      colLo_.push_back(std::min(lo, g.ow));
+      colHi_.push_back(std::clamp(hi, std::min(lo, g.ow), g.ow));
+    }
+  }
+  void compute(const CpuComputeArgs& args) const override { computeRange(args, 0, g_.n * g_.c); }
+  double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
+  std::string variant() const override { return variant_; }
+
+  /// Planes (image, channel) [begin, end).
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t pix = g_.oh * g_.ow;
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t ch = plane % g_.c;
+      const float* xp = x + plane * g_.h * g_.w;
+      const float* wc = w_.data() + ch * g_.kh * g_.kw;
+      const float b = bias ? bias[ch] : 0.f;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        float* out = y + plane * pix + oy * g_.ow;
+        std::fill(out, out + g_.ow, b);
+        for (int64_t ki = 0; ki < g_.kh; ++ki) {
+          const int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+          if (iy < 0 || iy >= g_.h) continue;
+          const float* row = xp + iy * g_.w;
+          for (int64_t kj = 0; kj < g_.kw; ++kj) {
+            const float wv = wc[ki * g_.kw + kj];
+            const int64_t off = kj * g_.dw - g_.padL;
+            const int64_t lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
+            if (g_.sw == 1) {
+              const float* src = row + off;
+              for (int64_t ox = lo; ox < hi; ++ox) out[ox] += wv * src[ox];
+            } else {
+              for (int64_t ox = lo; ox < hi; ++ox) out[ox] += wv * row[ox * g_.sw + off];
+            }
+          }
+        }
+        if (res) {
+          const float* r = res + plane * pix + oy * g_.ow;
+          for (int64_t ox = 0; ox < g_.ow; ++ox) out[ox] += r[ox];
+        }
+        if (ep_.clamp)
+          for (int64_t ox = 0; ox < g_.ow; ++ox) {
+            float v = out[ox];
+            v = v < ep_.lo ? ep_.lo : v;
+            out[ox] = v > ep_.hi ? ep_.hi : v;
+          }
+      }
+    }
+  }
+
+ private:
+  ConvGeometry g_;
+  ConvEpilogue ep_;
+  std::string variant_;
+  std::vector<float> w_;
+  std::vector<int64_t> colLo_, colHi_;
+};
+
+/// The padding at the start of one spatial axis for auto_pad SAME_UPPER/SAME_LOWER.
+int64_t samePadBegin(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, bool upper) {
+  int64_t total = std::max<int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in);
+  return upper ? total / 2 : total - total / 2;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (info.constants.size() < 2 || !info.constants[1]) return nullptr;  // weights computed at run time
+  const auto& x = info.in(0).dims;
+  const auto& w = info.in(1).dims;
+  const auto& y = info.out(0).dims;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return nullptr;
+  ConvGeometry g{};
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.m = w[0], g.kh = w[2], g.kw = w[3];
+  g.oh = y[2], g.ow = y[3];
+  g.group = n.attrInt("group", 1);
+  if (g.group <= 0 || g.c % g.group || g.m % g.group || w[1] != g.c / g.group || y[1] != g.m || y[0] != g.n) return nullptr;
+  auto strides = n.attrInts("strides", {1, 1}), dil = n.attrInts("dilations", {1, 1});
+  auto pads = n.attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return nullptr;
+  g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return nullptr;
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    g.padT = pads[0], g.padL = pads[1];
+  } else if (autoPad == "VALID") {
+    g.padT = g.padL = 0;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    bool upper = autoPad == "SAME_UPPER";
+    g.padT = samePadBegin(g.h, g.oh, g.kh, g.sh, g.dh, upper);
+    g.padL = samePadBegin(g.w, g.ow, g.kw, g.sw, g.dw, upper);
+  } else {
+    return nullptr;
+  }
+  if (info.hasInput(2) && info.in(2).numElements() != g.m) return nullptr;
+  const Tensor& wt = *info.constants[1];
+  if (wt.dtype() != DType::Float || static_cast<int64_t>(wt.raw.size()) != g.m * w[1] * g.kh * g.kw * 4) return nullptr;
+  std::vector<float> weights(static_cast<size_t>(g.m * w[1] * g.kh * g.kw));
+  if (!weights.empty()) std::memcpy(weights.data(), wt.raw.data(), wt.raw.size());  // the bytes may be unaligned
+  ConvEpilogue ep;
+  std::string suffix;
+  if (info.fused) {
+    suffix = info.fused->suffix;
+    ep.residual = info.fused->residual;
+    ep.clamp = info.fused->clamp;
+    ep.lo = info.fused->lo;
+    ep.hi = info.fused->hi;
+    if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
+  }
+  if (g.c / g.group * g.kh * g.kw == 0 && g.n * g.m * g.oh * g.ow > 0) return nullptr;  // no taps: the reference kernel
+  if (g.group == g.c && g.group == g.m) return std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix);
+  return std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix);
+}
+
+std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info) {
+  if (auto k = createPackedConv(info)) return k;
+  if (info.fused) return nullptr;  // only the packed kernels apply a fused epilogue
+  return createConv(info);
+}
+
+}  // namespace onnxtool::cpu
