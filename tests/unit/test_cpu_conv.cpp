@@ -332,3 +332,33 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
     }
   }
 }
+
+TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric windows", "[cpu][pool]") {
+  std::mt19937 rng(25);
+  int ran = 0;
+  for (int iter = 0; iter < 120 && ran < 60; ++iter) {
+    std::uniform_int_distribution<int64_t> spatial(1, 19), kern(1, 4), str(1, 3), pad(0, 2), dil(1, 2);
+    bool maxPool = iter % 2 == 0;
+    int64_t h = spatial(rng), w = spatial(rng), kh = kern(rng), kw = kern(rng), sh = str(rng), sw = str(rng);
+    int64_t dh = maxPool ? dil(rng) : 1, dw = maxPool ? dil(rng) : 1;
+    int64_t pt = std::min(pad(rng), kh - 1), pl = std::min(pad(rng), kw - 1), pb = std::min(pad(rng), kh - 1), pr = std::min(pad(rng), kw - 1);
+    int64_t ceil = maxPool && iter % 4 == 0 ? 1 : 0;
+    if ((h + pt + pb - dh * (kh - 1) - 1) < 0 || (w + pl + pr - dw * (kw - 1) - 1) < 0) continue;
+    Builder b(12);
+    b.input("x", randomTensor({2, 3, h, w}, rng, iter % 3 == 0));
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {kh, kw}), testutil::ints("strides", {sh, sw}),
+                                 testutil::ints("pads", {pt, pl, pb, pr})};
+    if (maxPool) attrs.push_back(testutil::ints("dilations", {dh, dw}));
+    if (ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+    if (!maxPool && iter % 4 == 1) attrs.push_back(testutil::one("count_include_pad", 1));
+    b.node(maxPool ? "MaxPool" : "AveragePool", {"x"}, "y", attrs);
+    b.output("y");
+    INFO((maxPool ? "MaxPool" : "AveragePool") << " " << h << "x" << w << " k" << kh << "x" << kw << " s" << sh << "," << sw << " d" << dh
+                                               << "," << dw << " p" << pt << "," << pl << "," << pb << "," << pr << " ceil " << ceil);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, maxPool ? "cpu.maxpool" : "cpu.averagepool"));
+    ++ran;
+  }
+  CHECK(ran >= 40);
+}
