@@ -33,6 +33,7 @@ constexpr CpuKernelDef kKernels[] = {
      createGlobalAveragePool},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
+    {"", "LRN", 1, kLast, DType::Float, "cpu.lrn.f32", OutputReuse::None, createLrn},
     {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
     {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},

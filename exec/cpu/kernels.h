@@ -40,6 +40,7 @@ std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);

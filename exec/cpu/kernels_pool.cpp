@@ -39,6 +39,12 @@ class PoolKernel : public CpuKernel {
     const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
     for (int64_t p = 0; p < g_.planes; ++p) {
       const float* xp = x + p * g_.h * g_.w;
+      bool nan = false;
+      if (max_) {
+        int any = 0;
+        for (int64_t i = 0; i < g_.h * g_.w; ++i) any |= xp[i] != xp[i];
+        nan = any != 0;
+      }
       for (int64_t oy = 0; oy < g_.oh; ++oy) {
         float* out = y + (p * g_.oh + oy) * g_.ow;
         std::fill(out, out + g_.ow, init);
@@ -48,17 +54,18 @@ class PoolKernel : public CpuKernel {
           const float* row = xp + iy * g_.w;
           for (int64_t kj = 0; kj < g_.kw; ++kj) {
             const int64_t off = kj * g_.dw - g_.padL, lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
-            if (max_) {
-              // NaN wins: a NaN input replaces the maximum, and a NaN maximum stays.
+            if (max_ && nan) {  // exact NaN propagation: a NaN input wins, a NaN maximum stays
+              for (int64_t ox = lo; ox < hi; ++ox) {
+                float v = row[ox * g_.sw + off];
+                out[ox] = out[ox] < v || v != v ? v : out[ox];
+              }
+            } else if (max_) {  // no NaN in this plane: a plain maximum (maxps)
               if (g_.sw == 1)
-                for (int64_t ox = lo; ox < hi; ++ox) {
-                  float v = row[ox + off];
-                  out[ox] = out[ox] < v || v != v ? v : out[ox];
-                }
+                for (int64_t ox = lo; ox < hi; ++ox) out[ox] = out[ox] < row[ox + off] ? row[ox + off] : out[ox];
               else
                 for (int64_t ox = lo; ox < hi; ++ox) {
                   float v = row[ox * g_.sw + off];
-                  out[ox] = out[ox] < v || v != v ? v : out[ox];
+                  out[ox] = out[ox] < v ? v : out[ox];
                 }
             } else {
               if (g_.sw == 1)

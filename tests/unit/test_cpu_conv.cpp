@@ -362,3 +362,26 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
   }
   CHECK(ran >= 40);
 }
+
+TEST_CASE("cpu LRN matches the reference kernel", "[cpu][lrn]") {
+  std::mt19937 rng(26);
+  struct Case {
+    std::vector<int64_t> dims;
+    int64_t size;
+    float alpha, beta, bias;
+  };
+  const Case cases[] = {{{1, 7, 9, 11}, 5, 1e-4f, 0.75f, 1.f}, {{2, 3, 70}, 3, 0.5f, 0.6f, 2.f}, {{1, 16, 5, 5}, 4, 2.f, 0.75f, 0.5f},
+                        {{1, 2, 3, 3}, 7, 1.f, 1.5f, 1.f}, {{0, 4, 3, 3}, 5, 1e-4f, 0.75f, 1.f}, {{3, 5}, 2, 1.f, 0.75f, 1.f}};
+  for (const Case& c : cases) {
+    Builder b(13);
+    b.input("x", randomTensor(c.dims, rng, true));
+    b.node("LRN", {"x"}, "y",
+           {testutil::one("size", c.size), Attribute::ofFloat("alpha", c.alpha), Attribute::ofFloat("beta", c.beta),
+            Attribute::ofFloat("bias", c.bias)});
+    b.output("y");
+    INFO("LRN rank " << c.dims.size() << " size " << c.size << " beta " << c.beta);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.lrn"));
+  }
+}
