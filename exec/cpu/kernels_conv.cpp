@@ -13,6 +13,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
@@ -51,6 +53,34 @@ GemmMicroKernelInfo activeGemmMicroKernel() {
 
 namespace {
 
+/// Calls fn(begin, end, part) on up to `threads` disjoint ranges covering [0, n), each a
+/// multiple of `grain` long (but the last), part 0 on the calling thread.
+/// STOPGAP until the plan's thread pool (branch issue11a, parallelFor) is merged: the other
+/// parts run on threads started for this call (tens of microseconds, against milliseconds of
+/// convolution).
+template <class F>
+void parallelRanges(int threads, int64_t n, int64_t grain, F&& fn) {
+  const int64_t units = (n + grain - 1) / grain;
+  const int parts = static_cast<int>(std::clamp<int64_t>(units, 1, std::max(threads, 1)));
+  if (parts <= 1) {
+    fn(int64_t{0}, n, 0);
+    return;
+  }
+  auto range = [&](int part) {
+    int64_t b = units * part / parts * grain, e = std::min(n, units * (part + 1) / parts * grain);
+    return std::pair<int64_t, int64_t>(b, e);
+  };
+  std::vector<std::thread> others;
+  for (int part = 1; part < parts; ++part)
+    others.emplace_back([&fn, &range, part] {
+      auto [b, e] = range(part);
+      fn(b, e, part);
+    });
+  auto [b, e] = range(0);
+  fn(b, e, 0);
+  for (auto& t : others) t.join();
+}
+
 struct ConvGeometry {
   int64_t n, c, h, w, m, oh, ow, kh, kw, group, sh, sw, dh, dw, padT, padL;
 };
@@ -66,8 +96,8 @@ int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 class PackedConvKernel : public CpuKernel {
  public:
-  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, std::string suffix)
-      : g_(g), ep_(ep), mk_(mk), variant_(".gemm." + std::string(isaName(mk.isa)) + suffix) {
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, std::string suffix, int threads)
+      : g_(g), ep_(ep), mk_(mk), variant_(".gemm." + std::string(isaName(mk.isa)) + suffix), threads_(std::max(threads, 1)) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
     kdim_ = cg_ * g.kh * g.kw;
@@ -89,15 +119,28 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
-  size_t workspaceBytes() const override { return static_cast<size_t>(kc_ * nc_) * sizeof(float); }
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * kc_ * nc_) * sizeof(float); }
 
-  void compute(const CpuComputeArgs& args) const override { computeRange(args, 0, pix_, static_cast<float*>(args.workspace)); }
+  /// Threads split the output pixels (in NR multiples) when there are enough of them, else the
+  /// MR-row panels of the weights (each thread then packs the same columns).
+  void compute(const CpuComputeArgs& args) const override {
+    float* ws = static_cast<float*>(args.workspace);
+    const int64_t wsPart = kc_ * nc_;
+    if (pix_ >= 4 * mk_.nr * threads_ || mPanels_ < 2 * threads_) {
+      parallelRanges(threads_, pix_, mk_.nr,
+                     [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
+    } else {
+      parallelRanges(threads_, mPanels_, 1,
+                     [&](int64_t b, int64_t e, int part) { computeRange(args, 0, pix_, b, e, ws + part * wsPart); });
+    }
+  }
 
   double flops() const override { return 2.0 * g_.n * g_.m * kdim_ * pix_; }
   std::string variant() const override { return variant_; }
 
-  /// Output pixels [begin, end) of every image and group; `packed` holds kc_ * nc_ floats.
-  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, float* packed) const {
+  /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
+  /// `packed` holds kc_ * nc_ floats.
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, int64_t mpBegin, int64_t mpEnd, float* packed) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
@@ -120,7 +163,7 @@ class PackedConvKernel : public CpuKernel {
             packColumns(xg, kb, kc, nb, nc, packed);
             te.accumulate = kb > 0;
             te.last = kb + kc == kdim_;
-            for (int64_t mp = 0; mp < mPanels_; ++mp) {
+            for (int64_t mp = mpBegin; mp < mpEnd; ++mp) {
               const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
               const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
               te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
@@ -190,6 +233,7 @@ class PackedConvKernel : public CpuKernel {
   ConvEpilogue ep_;
   GemmMicroKernelInfo mk_;
   std::string variant_;
+  int threads_;
   int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
   std::vector<float> packedW_;
 };
@@ -198,8 +242,8 @@ class PackedConvKernel : public CpuKernel {
 /// range of output columns (no bounds tests inside the loop; stride 1 vectorises).
 class DepthwiseConvKernel : public CpuKernel {
  public:
-  DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix)
-      : g_(g), ep_(ep), variant_(".depthwise" + suffix) {
+  DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix, int threads)
+      : g_(g), ep_(ep), variant_(".depthwise" + suffix), threads_(std::max(threads, 1)) {
     w_.assign(weights, weights + g.c * g.kh * g.kw);
     // Valid output columns per horizontal tap: ix = ox*sw - padL + kj*dw in [0, W).
     for (int64_t kj = 0; kj < g.kw; ++kj) {
@@ -210,7 +254,11 @@ class DepthwiseConvKernel : public CpuKernel {
       colHi_.push_back(std::clamp(hi, std::min(lo, g.ow), g.ow));
     }
   }
-  void compute(const CpuComputeArgs& args) const override { computeRange(args, 0, g_.n * g_.c); }
+  void compute(const CpuComputeArgs& args) const override {
+    const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
+    const int threads = g_.n * g_.c * planeWork < 32768 ? 1 : threads_;  // not worth a thread below ~30k taps
+    parallelRanges(threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeRange(args, b, e); });
+  }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
   std::string variant() const override { return variant_; }
 
@@ -263,6 +311,7 @@ class DepthwiseConvKernel : public CpuKernel {
   ConvGeometry g_;
   ConvEpilogue ep_;
   std::string variant_;
+  int threads_;
   std::vector<float> w_;
   std::vector<int64_t> colLo_, colHi_;
 };
@@ -323,8 +372,8 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
   }
   if (g.c / g.group * g.kh * g.kw == 0 && g.n * g.m * g.oh * g.ow > 0) return nullptr;  // no taps: the reference kernel
-  if (g.group == g.c && g.group == g.m) return std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix);
-  return std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix);
+  if (g.group == g.c && g.group == g.m) return std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
+  return std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix, info.threads);
 }
 
 std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info) {
