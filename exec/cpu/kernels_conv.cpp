@@ -119,13 +119,14 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
-  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * kc_ * nc_) * sizeof(float); }
+  /// Per thread: the packed KC x NC block and one gathered row of NC pixels.
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * (kc_ + 1) * nc_) * sizeof(float); }
 
   /// Threads split the output pixels (in NR multiples) when there are enough of them, else the
   /// MR-row panels of the weights (each thread then packs the same columns).
   void compute(const CpuComputeArgs& args) const override {
     float* ws = static_cast<float*>(args.workspace);
-    const int64_t wsPart = kc_ * nc_;
+    const int64_t wsPart = (kc_ + 1) * nc_;
     if (pix_ >= 4 * mk_.nr * threads_ || mPanels_ < 2 * threads_) {
       parallelRanges(threads_, pix_, mk_.nr,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
@@ -139,7 +140,7 @@ class PackedConvKernel : public CpuKernel {
   std::string variant() const override { return variant_; }
 
   /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
-  /// `packed` holds kc_ * nc_ floats.
+  /// `packed` holds (kc_ + 1) * nc_ floats: the packed block, then the row gather buffer.
   void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, int64_t mpBegin, int64_t mpEnd, float* packed) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
@@ -160,7 +161,7 @@ class PackedConvKernel : public CpuKernel {
           const int64_t nPanels = (nc + nr - 1) / nr;
           for (int64_t kb = 0; kb < kdim_; kb += kc_) {
             const int64_t kc = std::min(kc_, kdim_ - kb);
-            packColumns(xg, kb, kc, nb, nc, packed);
+            packColumns(xg, kb, kc, nb, nc, packed, packed + kc_ * nc_);
             te.accumulate = kb > 0;
             te.last = kb + kc == kdim_;
             for (int64_t mp = mpBegin; mp < mpEnd; ++mp) {
@@ -181,46 +182,50 @@ class PackedConvKernel : public CpuKernel {
 
  private:
   /// Packs rows [kb, kb + kc) and output pixels [nb, nb + nc) of the (virtual) column matrix of
-  /// one image's group into NR-column panels, k-major, columns past nc zero.
-  void packColumns(const float* xg, int64_t kb, int64_t kc, int64_t nb, int64_t nc, float* packed) const {
+  /// one image's group into NR-column panels, k-major, columns past nc zero. Each row is first
+  /// gathered whole into `row` (output row by output row: copies and zero fills, no per-element
+  /// bounds tests), then dealt out to the panels in NR-float copies.
+  void packColumns(const float* xg, int64_t kb, int64_t kc, int64_t nb, int64_t nc, float* packed, float* row) const {
     const int64_t nr = mk_.nr, khw = g_.kh * g_.kw;
     const int64_t nPanels = (nc + nr - 1) / nr;
-    for (int64_t jp = 0; jp < nPanels; ++jp) {
-      const int64_t q0 = jp * nr, len = std::min(nr, nc - q0);
-      const int64_t p0 = nb + q0;
-      const int64_t oy0 = p0 / g_.ow, ox0 = p0 % g_.ow;
-      float* panel = packed + jp * kc * nr;
-      for (int64_t kk = 0; kk < kc; ++kk) {
-        const int64_t k = kb + kk;
-        const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
-        float* dst = panel + kk * nr;
-        fillRow(xg + ch * g_.h * g_.w, ki, kj, oy0, ox0, len, dst);
-        if (len < nr) std::fill(dst + len, dst + nr, 0.f);
-      }
+    std::fill(row + nc, row + nPanels * nr, 0.f);
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      const int64_t k = kb + kk;
+      const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+      fillRow(xg + ch * g_.h * g_.w, ki, kj, nb / g_.ow, nb % g_.ow, nc, row);
+      float* dst = packed + kk * nr;
+      if (nr == 32)
+        for (int64_t jp = 0; jp < nPanels; ++jp) std::memcpy(dst + jp * kc * 32, row + jp * 32, 32 * sizeof(float));
+      else if (nr == 16)
+        for (int64_t jp = 0; jp < nPanels; ++jp) std::memcpy(dst + jp * kc * 16, row + jp * 16, 16 * sizeof(float));
+      else
+        for (int64_t jp = 0; jp < nPanels; ++jp)
+          std::memcpy(dst + jp * kc * nr, row + jp * nr, static_cast<size_t>(nr) * sizeof(float));
     }
   }
 
   /// dst[0, len) = the input pixels under kernel tap (ki, kj) for output pixels from (oy, ox) on.
   void fillRow(const float* plane, int64_t ki, int64_t kj, int64_t oy, int64_t ox, int64_t len, float* dst) const {
+    const int64_t sw = g_.sw;
     while (len > 0) {
       const int64_t seg = std::min(len, g_.ow - ox);
       const int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
       if (iy < 0 || iy >= g_.h) {
         std::fill(dst, dst + seg, 0.f);
       } else {
-        const float* row = plane + iy * g_.w;
-        const int64_t ix0 = ox * g_.sw - g_.padL + kj * g_.dw;
-        if (g_.sw == 1) {
-          const int64_t t0 = std::clamp<int64_t>(-ix0, 0, seg), t1 = std::clamp<int64_t>(g_.w - ix0, t0, seg);
-          std::fill(dst, dst + t0, 0.f);
-          if (t1 > t0) std::memcpy(dst + t0, row + ix0 + t0, static_cast<size_t>(t1 - t0) * sizeof(float));
-          std::fill(dst + t1, dst + seg, 0.f);
+        const float* src = plane + iy * g_.w;
+        const int64_t ix0 = ox * sw - g_.padL + kj * g_.dw;
+        // t in [t0, t1) reads inside the row: 0 <= ix0 + t*sw < W.
+        const int64_t t0 = std::min(seg, ix0 >= 0 ? int64_t{0} : (-ix0 + sw - 1) / sw);
+        const int64_t t1 = std::clamp<int64_t>(g_.w - ix0 <= 0 ? 0 : (g_.w - ix0 - 1) / sw + 1, t0, seg);
+        std::fill(dst, dst + t0, 0.f);
+        if (sw == 1) {
+          if (t1 > t0) std::memcpy(dst + t0, src + ix0 + t0, static_cast<size_t>(t1 - t0) * sizeof(float));
         } else {
-          for (int64_t t = 0; t < seg; ++t) {
-            const int64_t ix = ix0 + t * g_.sw;
-            dst[t] = ix >= 0 && ix < g_.w ? row[ix] : 0.f;
-          }
+          const float* s0 = src + ix0;
+          for (int64_t t = t0; t < t1; ++t) dst[t] = s0[t * sw];
         }
+        std::fill(dst + t1, dst + seg, 0.f);
       }
       dst += seg;
       len -= seg;
