@@ -3,6 +3,8 @@
 // __attribute__((target)) only: called when activeIsa() is Avx2.
 #include "exec/cpu/conv_microkernels.h"
 
+#include <cmath>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -69,13 +71,39 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
   }
 }
 
+ONNXTOOL_AVX2 void maxRows(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * ldo;
+    const float* s = src + r * lds;
+    int64_t i = 0;
+    if (sw == 1)
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(o + i), _mm256_loadu_ps(s + i)));
+    for (; i < n; ++i) o[i] = o[i] < s[i * sw] ? s[i * sw] : o[i];
+  }
+}
+
+ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
+  const __m256 b = _mm256_set1_ps(bias), s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 r = _mm256_sqrt_ps(_mm256_fmadd_ps(s, _mm256_loadu_ps(t + i), b));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(x + i), _mm256_mul_ps(r, _mm256_sqrt_ps(r))));
+  }
+  for (; i < n; ++i) {
+    float r = std::sqrt(bias + scale * t[i]);
+    y[i] = x[i] / (r * std::sqrt(r));
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
+RowOps rowOpsAvx2() { return {maxRows, lrnRow075}; }
 
 #else
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return gemmMicroKernelPortable(); }
+RowOps rowOpsAvx2() { return rowOpsPortable(); }
 
 #endif
 

@@ -68,13 +68,47 @@ ONNXTOOL_AVX512 void kernel12x32(int64_t kc, const float* a, const float* b, flo
   }
 }
 
+ONNXTOOL_AVX512 void maxRows(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * ldo;
+    const float* s = src + r * lds;
+    int64_t i = 0;
+    if (sw == 1) {
+      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), _mm512_loadu_ps(s + i)));
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(o + i), _mm256_loadu_ps(s + i)));
+      // The tail without masked stores: a masked store does not forward to the next tap's load.
+      for (; i < n; ++i) o[i] = o[i] < s[i] ? s[i] : o[i];
+      continue;
+    }
+    if (sw == 2)  // the even elements of 32 consecutive ones; never reads past s[2 * (n - 1)]
+      for (; i + 17 <= n; i += 16) {
+        __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(s + 2 * i), even, _mm512_loadu_ps(s + 2 * i + 16));
+        _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), v));
+      }
+    for (; i < n; ++i) o[i] = o[i] < s[i * sw] ? s[i * sw] : o[i];
+  }
+}
+
+ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
+  const __m512 b = _mm512_set1_ps(bias), s = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    __m512 v = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(k, t + i), b);
+    __m512 r = _mm512_sqrt_ps(v);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_mul_ps(r, _mm512_sqrt_ps(r))));
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512() { return {kMr, kNr, kernel12x32, Isa::Avx512}; }
+RowOps rowOpsAvx512() { return {maxRows, lrnRow075}; }
 
 #else
 
 GemmMicroKernelInfo gemmMicroKernelAvx512() { return gemmMicroKernelPortable(); }
+RowOps rowOpsAvx512() { return rowOpsPortable(); }
 
 #endif
 

@@ -44,6 +44,20 @@ GemmMicroKernelInfo gemmMicroKernelPortable();
 /// The micro-kernel of activeIsa().
 GemmMicroKernelInfo activeGemmMicroKernel();
 
+/// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
+struct RowOps {
+  /// out[r * ldo + i] = max(out[r * ldo + i], src[r * lds + i * sw]) for r < rows, i < n
+  /// (inputs without NaN: the callers check).
+  void (*maxRows)(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw);
+  /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
+  void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
+};
+RowOps rowOpsAvx512();
+RowOps rowOpsAvx2();
+RowOps rowOpsPortable();
+/// The row loops of activeIsa().
+const RowOps& activeRowOps();
+
 /// Applies the epilogue to an m x n tile held in `tile` (row stride ldt) and stores it to C: the
 /// shared tail of every ISA's kernel for partial tiles.
 inline void storeTileScalar(const float* tile, int64_t ldt, float* c, int64_t ldc, int m, int n, const TileEpilogue& ep) {

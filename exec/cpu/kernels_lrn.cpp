@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
 
 namespace onnxtool::cpu {
@@ -19,6 +20,7 @@ class LrnKernel : public CpuKernel {
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t lo = (size_ - 1) / 2, hi = (size_ - 1) - lo;  // floor and ceil of (size-1)/2
     constexpr int64_t kChunk = 64;
+    const RowOps& rows = activeRowOps();
     float t[kChunk];
     for (int64_t b = 0; b < n_; ++b)
       for (int64_t ch = 0; ch < c_; ++ch) {
@@ -30,13 +32,13 @@ class LrnKernel : public CpuKernel {
           std::fill(t, t + len, 0.f);
           for (int64_t k = k0; k <= k1; ++k) {
             const float* xk = x + (b * c_ + k) * sp_ + p0;
-            for (int64_t i = 0; i < len; ++i) t[i] += xk[i] * xk[i];
+            if (len == kChunk)  // a constant trip count: vectorised at every ISA
+              for (int64_t i = 0; i < kChunk; ++i) t[i] += xk[i] * xk[i];
+            else
+              for (int64_t i = 0; i < len; ++i) t[i] += xk[i] * xk[i];
           }
           if (beta_ == 0.75f) {
-            for (int64_t i = 0; i < len; ++i) {
-              float v = bias_ + scale_ * t[i], r = std::sqrt(v);
-              yc[p0 + i] = xc[p0 + i] / (r * std::sqrt(r));
-            }
+            rows.lrnRow075(yc + p0, xc + p0, t, len, bias_, scale_);
           } else {
             for (int64_t i = 0; i < len; ++i) yc[p0 + i] = xc[p0 + i] / std::pow(bias_ + scale_ * t[i], beta_);
           }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
 
 namespace onnxtool::cpu {
@@ -37,13 +38,36 @@ class PoolKernel : public CpuKernel {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
+    const RowOps& rows = activeRowOps();
     for (int64_t p = 0; p < g_.planes; ++p) {
       const float* xp = x + p * g_.h * g_.w;
       bool nan = false;
       if (max_) {
         int any = 0;
-        for (int64_t i = 0; i < g_.h * g_.w; ++i) any |= xp[i] != xp[i];
+        const int64_t size = g_.h * g_.w;
+        int64_t i = 0;
+        for (; i + 64 <= size; i += 64)  // a constant trip count: vectorised
+          for (int64_t j = 0; j < 64; ++j) any |= xp[i + j] != xp[i + j];
+        for (; i < size; ++i) any |= xp[i] != xp[i];
         nan = any != 0;
+      }
+      if (max_ && !nan) {  // tap by tap over the whole plane: one call per tap
+        float* yp = y + p * g_.oh * g_.ow;
+        std::fill(yp, yp + g_.oh * g_.ow, init);
+        for (int64_t ki = 0; ki < g_.kh; ++ki) {
+          // Output rows whose input row iy = oy*sh - padT + ki*dh is inside the image.
+          const int64_t off = ki * g_.dh - g_.padT;
+          const int64_t oyLo = std::min(g_.oh, off >= 0 ? int64_t{0} : (-off + g_.sh - 1) / g_.sh);
+          const int64_t oyHi = std::clamp<int64_t>(g_.h - off <= 0 ? 0 : (g_.h - off - 1) / g_.sh + 1, oyLo, g_.oh);
+          if (oyHi <= oyLo) continue;
+          for (int64_t kj = 0; kj < g_.kw; ++kj) {
+            const int64_t lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
+            if (hi <= lo) continue;
+            const int64_t ix = lo * g_.sw + kj * g_.dw - g_.padL, iy = oyLo * g_.sh + off;
+            rows.maxRows(yp + oyLo * g_.ow + lo, g_.ow, xp + iy * g_.w + ix, g_.sh * g_.w, oyHi - oyLo, hi - lo, g_.sw);
+          }
+        }
+        continue;
       }
       for (int64_t oy = 0; oy < g_.oh; ++oy) {
         float* out = y + (p * g_.oh + oy) * g_.ow;
@@ -59,14 +83,6 @@ class PoolKernel : public CpuKernel {
                 float v = row[ox * g_.sw + off];
                 out[ox] = out[ox] < v || v != v ? v : out[ox];
               }
-            } else if (max_) {  // no NaN in this plane: a plain maximum (maxps)
-              if (g_.sw == 1)
-                for (int64_t ox = lo; ox < hi; ++ox) out[ox] = out[ox] < row[ox + off] ? row[ox + off] : out[ox];
-              else
-                for (int64_t ox = lo; ox < hi; ++ox) {
-                  float v = row[ox * g_.sw + off];
-                  out[ox] = out[ox] < v ? v : out[ox];
-                }
             } else {
               if (g_.sw == 1)
                 for (int64_t ox = lo; ox < hi; ++ox) out[ox] += row[ox + off];
