@@ -230,7 +230,8 @@ class Specialization {
       if (!sl.type) return;
       info.outputs.push_back(&*sl.type);
     }
-    if (st.out.size() > 1) return;  // fast kernels have one output for now
+    for (size_t k = 1; k < st.out.size(); ++k)
+      if (st.out[k] >= 0) return;  // fast kernels have one output for now (omitted optional ones aside)
     std::unique_ptr<CpuKernel> k = def->create(info);
     if (!k) return;
     st.kernel = std::move(k);
