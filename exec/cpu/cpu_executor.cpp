@@ -159,7 +159,7 @@ class Specialization {
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
-                           RunProfile* profile) const;
+                           cpu::ThreadPool* pool, RunProfile* profile) const;
 
   size_t arenaBytes() const { return arenaBytes_; }
 
@@ -336,7 +336,8 @@ class Specialization {
       if (!sl.type) return;
       info.outputs.push_back(&*sl.type);
     }
-    if (st.out.size() > 1) return;  // fast kernels have one output for now
+    for (size_t k = 1; k < st.out.size(); ++k)
+      if (st.out[k] >= 0) return;  // fast kernels have one output for now (omitted optional ones aside)
     std::unique_ptr<CpuKernel> k = def->create(info);
     if (!k) return;
     st.kernel = std::move(k);
@@ -477,7 +478,7 @@ class Specialization {
 /// The values of one run.
 class RunState {
  public:
-  RunState(const Specialization& sp, std::mt19937_64& rng) : sp_(sp), rng_(rng) {
+  RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
     ptr_.assign(sp.slots_.size(), nullptr);
     if (sp.arenaBytes_) {
@@ -532,7 +533,7 @@ class RunState {
       for (size_t k = 0; k < st.in.size(); ++k) inp[k] = st.in[k] >= 0 ? ptr(st.in[k]) : nullptr;
       void* out = const_cast<uint8_t*>(ptr(st.out[0]));
       void* ws = st.workspaceRegion >= 0 ? arena_.get() + sp_.regions_[static_cast<size_t>(st.workspaceRegion)].offset : nullptr;
-      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws});
+      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws, pool_});
     } else {
       runFallback(st);
     }
@@ -583,6 +584,7 @@ class RunState {
 
   const Specialization& sp_;
   std::mt19937_64& rng_;
+  cpu::ThreadPool* pool_;
   std::vector<RtValue> vals_;
   std::vector<const uint8_t*> ptr_;
   std::shared_ptr<uint8_t> arena_;
@@ -598,8 +600,8 @@ RtValue alignedInput(const RtValue& v) {
 }
 
 std::vector<RtValue> Specialization::run(const Graph& original, const std::map<std::string, RtValue>& inputs,
-                                         std::mt19937_64& rng, RunProfile* profile) const {
-  RunState state(*this, rng);
+                                         std::mt19937_64& rng, cpu::ThreadPool* pool, RunProfile* profile) const {
+  RunState state(*this, rng, pool);
   const Graph& g = *model_->graph;
   for (Value* v : g.initializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
   for (Value* v : g.sparseInitializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
@@ -625,6 +627,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
 class CpuPlan : public Plan {
  public:
   CpuPlan(const Model& m, const PrepareOptions& o) : model_(m), seed_(o.seed), threads_(o.threads) {
+    if (threads_ > 1) pool_ = std::make_unique<cpu::ThreadPool>(threads_);
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     // Specialise now when every input's shape is static, so prepare time is prepare time.
     std::map<std::string, std::vector<int64_t>> dims;
@@ -672,7 +675,7 @@ class CpuPlan : public Plan {
     std::shared_ptr<const Specialization> sp = specialization(dims);
     uint64_t runIndex = runs_.fetch_add(1);
     std::mt19937_64 rng(seed_ ? *seed_ + runIndex : std::random_device{}());
-    return sp->run(g, inputs, rng, profile);
+    return sp->run(g, inputs, rng, pool_.get(), profile);
   }
 
   std::shared_ptr<const Specialization> specialization(const std::map<std::string, std::vector<int64_t>>& dims) {
@@ -687,6 +690,7 @@ class CpuPlan : public Plan {
   const Model& model_;
   std::optional<uint64_t> seed_;
   int threads_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  ///< null for one thread: everything inline
   std::atomic<uint64_t> runs_{0};
   std::mutex mutex_;
   std::map<std::map<std::string, std::vector<int64_t>>, std::shared_ptr<const Specialization>> cache_;

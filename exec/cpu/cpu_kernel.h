@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "exec/cpu/thread_pool.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
@@ -68,6 +69,8 @@ struct CpuComputeArgs {
   std::span<const void* const> inputs;  ///< nullptr for omitted inputs
   std::span<void* const> outputs;
   void* workspace = nullptr;
+  /// The plan's intra-op pool (parallelFor(pool, ...) runs inline when null or busy).
+  ThreadPool* pool = nullptr;
 };
 
 class CpuKernel {

@@ -32,6 +32,7 @@ std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSoftmax(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
 
@@ -41,6 +42,10 @@ std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createLayerNorm(const CpuNodeInfo& info);
+/// Makes a kernel of createLayerNorm read inputs (A, R, Scale[, B]) and normalise A + R: the
+/// executor's fusion of a residual Add into the LayerNormalization after it.
+void makeLayerNormResidual(CpuKernel& layerNorm);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);

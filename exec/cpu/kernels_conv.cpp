@@ -14,7 +14,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "exec/cpu/conv_microkernels.h"
@@ -76,31 +75,20 @@ GemmMicroKernelInfo activeGemmMicroKernel() {
 namespace {
 
 /// Calls fn(begin, end, part) on up to `threads` disjoint ranges covering [0, n), each a
-/// multiple of `grain` long (but the last), part 0 on the calling thread.
-/// STOPGAP until the plan's thread pool (branch issue11a, parallelFor) is merged: the other
-/// parts run on threads started for this call (tens of microseconds, against milliseconds of
-/// convolution).
+/// multiple of `grain` long (but the last), over the plan's pool (inline without one). `part`
+/// (< threads) picks the caller's slice of a per-thread workspace.
 template <class F>
-void parallelRanges(int threads, int64_t n, int64_t grain, F&& fn) {
+void parallelRanges(ThreadPool* pool, int threads, int64_t n, int64_t grain, F&& fn) {
   const int64_t units = (n + grain - 1) / grain;
   const int parts = static_cast<int>(std::clamp<int64_t>(units, 1, std::max(threads, 1)));
-  if (parts <= 1) {
+  if (parts <= 1 || !pool) {
     fn(int64_t{0}, n, 0);
     return;
   }
-  auto range = [&](int part) {
-    int64_t b = units * part / parts * grain, e = std::min(n, units * (part + 1) / parts * grain);
-    return std::pair<int64_t, int64_t>(b, e);
-  };
-  std::vector<std::thread> others;
-  for (int part = 1; part < parts; ++part)
-    others.emplace_back([&fn, &range, part] {
-      auto [b, e] = range(part);
-      fn(b, e, part);
-    });
-  auto [b, e] = range(0);
-  fn(b, e, 0);
-  for (auto& t : others) t.join();
+  parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {
+    for (int64_t part = pb; part < pe; ++part)
+      fn(units * part / parts * grain, std::min(n, units * (part + 1) / parts * grain), static_cast<int>(part));
+  });
 }
 
 struct ConvGeometry {
@@ -150,10 +138,10 @@ class PackedConvKernel : public CpuKernel {
     float* ws = static_cast<float*>(args.workspace);
     const int64_t wsPart = (kc_ + 1) * nc_;
     if (pix_ >= 4 * mk_.nr * threads_ || mPanels_ < 2 * threads_) {
-      parallelRanges(threads_, pix_, mk_.nr,
+      parallelRanges(args.pool, threads_, pix_, mk_.nr,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
     } else {
-      parallelRanges(threads_, mPanels_, 1,
+      parallelRanges(args.pool, threads_, mPanels_, 1,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, 0, pix_, b, e, ws + part * wsPart); });
     }
   }
@@ -284,7 +272,7 @@ class DepthwiseConvKernel : public CpuKernel {
   void compute(const CpuComputeArgs& args) const override {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
     const int threads = g_.n * g_.c * planeWork < 32768 ? 1 : threads_;  // not worth a thread below ~30k taps
-    parallelRanges(threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeRange(args, b, e); });
+    parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeRange(args, b, e); });
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
   std::string variant() const override { return variant_; }
