@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -223,7 +224,34 @@ class Specialization {
     return f;
   }
 
-  /// Finds Conv [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
+  /// An inference BatchNormalization (opset >= 9, one output, not training) with constant
+  /// scale, B, mean and var of the conv output's channel count, as scale and shift per channel.
+  bool foldBatchNorm(const Node& bn, const Slot& convOut, cpu::FusedEpilogue& epi) const {
+    if (opsetFor(*model_, bn) < 9 || bn.inputs().size() != 5 || bn.attrInt("training_mode", 0) != 0) return false;
+    if (!convOut.type || convOut.type->dims.size() < 2) return false;
+    const int64_t m = convOut.type->dims[1];
+    std::vector<float> p[4];
+    for (int i = 0; i < 4; ++i) {
+      const Value* v = bn.input(static_cast<size_t>(i) + 1);
+      if (!v || !v->initializer() || v->isGraphInput()) return false;
+      const RtValue& rv = ref_->initializer(v);
+      if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != static_cast<size_t>(m) * sizeof(float))
+        return false;
+      p[i].resize(static_cast<size_t>(m));
+      std::memcpy(p[i].data(), rv.tensor->raw.data(), rv.tensor->raw.size());
+    }
+    const double eps = bn.attrFloat("epsilon", 1e-5f);
+    epi.scale.resize(static_cast<size_t>(m));
+    epi.shift.resize(static_cast<size_t>(m));
+    for (size_t c = 0; c < static_cast<size_t>(m); ++c) {
+      double sc = p[0][c] / std::sqrt(static_cast<double>(p[3][c]) + eps);
+      epi.scale[c] = static_cast<float>(sc);
+      epi.shift[c] = static_cast<float>(p[1][c] - p[2][c] * sc);
+    }
+    return true;
+  }
+
+  /// Finds Conv [-> BatchNormalization] [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
   /// reader and are no graph outputs, and prepares a fused step for each that a kernel takes.
   void planFusions(int threads) {
     const Graph& g = *model_->graph;
@@ -243,6 +271,12 @@ class Specialization {
       const Value* residual = nullptr;
       std::vector<const Node*> chain;
       const Node* next = soleReader(cur);
+      if (next && next->opType == "BatchNormalization" && foldBatchNorm(*next, slots_[static_cast<size_t>(curSlot)], epi)) {
+        epi.suffix += "+bn";
+        chain.push_back(next);
+        cur = next->output(0);
+        next = soleReader(cur);
+      }
       if (next && next->inputs().size() == 2 && ((next->opType == "Add" && opsetFor(*model_, *next) >= 7) || next->opType == "Sum")) {
         const Value* other = next->input(0) == cur ? next->input(1) : next->input(0);
         if (other && other != cur) {

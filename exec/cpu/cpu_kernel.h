@@ -36,9 +36,12 @@ struct StaticTensorType {
   }
 };
 
-/// An epilogue the executor fused into a node at prepare (Conv followed by Add/Sum of a tensor of
-/// its output's shape, then Relu or Clip): the kernel applies it before storing its output.
+/// An epilogue the executor fused into a node at prepare (Conv followed by an inference
+/// BatchNormalization with constant parameters, Add/Sum of a tensor of its output's shape, then
+/// Relu or Clip): the kernel applies it before storing its output.
 struct FusedEpilogue {
+  /// BatchNormalization folded in, per output channel: y = conv * scale + shift (empty: none).
+  std::vector<float> scale, shift;
   bool residual = false;  ///< input 3 (after the node's own three) is added to the output
   bool clamp = false;     ///< then clamped to [lo, hi] (Relu: [0, +inf]; Clip: its bounds)
   float lo = 0, hi = 0;

@@ -137,23 +137,26 @@ class PackedConvKernel : public CpuKernel {
   void compute(const CpuComputeArgs& args) const override {
     float* ws = static_cast<float*>(args.workspace);
     const int64_t wsPart = (kc_ + 1) * nc_;
-    if (pix_ >= 4 * mk_.nr * threads_ || mPanels_ < 2 * threads_) {
-      parallelRanges(args.pool, threads_, pix_, mk_.nr,
+    // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
+    const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
+    if (pix_ >= 4 * mk_.nr * threads || mPanels_ < 2 * threads) {
+      parallelRanges(args.pool, threads, pix_, mk_.nr,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
     } else {
-      parallelRanges(args.pool, threads_, mPanels_, 1,
+      parallelRanges(args.pool, threads, mPanels_, 1,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, 0, pix_, b, e, ws + part * wsPart); });
     }
   }
 
   double flops() const override { return 2.0 * g_.n * g_.m * kdim_ * pix_; }
+  std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
   std::string variant() const override { return variant_; }
 
   /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
   /// `packed` holds (kc_ + 1) * nc_ floats: the packed block, then the row gather buffer.
   void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, int64_t mpBegin, int64_t mpEnd, float* packed) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
-    const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     const int mr = mk_.mr, nr = mk_.nr;
@@ -271,16 +274,17 @@ class DepthwiseConvKernel : public CpuKernel {
   }
   void compute(const CpuComputeArgs& args) const override {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
-    const int threads = g_.n * g_.c * planeWork < 32768 ? 1 : threads_;  // not worth a thread below ~30k taps
+    const int threads = g_.n * g_.c * planeWork < 262144 ? 1 : threads_;  // not worth waking a thread below ~250k taps
     parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeRange(args, b, e); });
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
+  std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
   std::string variant() const override { return variant_; }
 
   /// Planes (image, channel) [begin, end).
   void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
-    const float* bias = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t pix = g_.oh * g_.ow;
@@ -387,8 +391,34 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
   }
   if (g.c / g.group * g.kh * g.kw == 0 && g.n * g.m * g.oh * g.ow > 0) return nullptr;  // no taps: the reference kernel
-  if (g.group == g.c && g.group == g.m) return std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
-  return std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix, info.threads);
+  // A folded BatchNormalization: weights and bias scaled per output channel, the bias then
+  // owned by the kernel (so the conv's own bias must be a constant, or absent).
+  std::vector<float> ownBias;
+  if (info.fused && !info.fused->scale.empty()) {
+    const auto& sc = info.fused->scale;
+    const auto& sh = info.fused->shift;
+    if (static_cast<int64_t>(sc.size()) != g.m) return nullptr;
+    const Tensor* b = info.hasInput(2) ? info.constants[2] : nullptr;
+    if (info.hasInput(2) && (!b || b->dtype() != DType::Float || b->raw.size() != static_cast<size_t>(g.m) * sizeof(float))) return nullptr;
+    ownBias.assign(static_cast<size_t>(g.m), 0.f);
+    if (b) std::memcpy(ownBias.data(), b->raw.data(), b->raw.size());
+    const int64_t per = static_cast<int64_t>(weights.size()) / std::max<int64_t>(g.m, 1);
+    for (int64_t oc = 0; oc < g.m; ++oc) {
+      for (int64_t i = 0; i < per; ++i) weights[static_cast<size_t>(oc * per + i)] *= sc[static_cast<size_t>(oc)];
+      ownBias[static_cast<size_t>(oc)] = ownBias[static_cast<size_t>(oc)] * sc[static_cast<size_t>(oc)] + sh[static_cast<size_t>(oc)];
+    }
+  }
+  std::unique_ptr<CpuKernel> k;
+  if (g.group == g.c && g.group == g.m) {
+    auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
+    d->ownBias = std::move(ownBias);
+    k = std::move(d);
+  } else {
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix, info.threads);
+    p->ownBias = std::move(ownBias);
+    k = std::move(p);
+  }
+  return k;
 }
 
 std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info) {

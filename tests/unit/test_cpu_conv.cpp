@@ -266,6 +266,48 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
     INFO(joined(kernels));
     for (const auto& k : kernels) CHECK(k.find('+') == std::string::npos);
   }
+  SECTION("BatchNormalization folded into the convolution: with and without bias, then Add, Relu, Clip") {
+    auto bn = [&](Builder& b, const std::string& x, const std::string& out, int64_t c, bool constant) {
+      auto variances = randomFloats(static_cast<size_t>(c), rng);
+      for (float& v : variances) v = std::fabs(v) + 0.1f;
+      Tensor var = f32({c}, variances);
+      std::vector<std::pair<std::string, Tensor>> params{{out + "_s", randomTensor({c}, rng)},
+                                                         {out + "_b", randomTensor({c}, rng)},
+                                                         {out + "_m", randomTensor({c}, rng)},
+                                                         {out + "_v", var}};
+      for (auto& [name, t] : params) {
+        if (constant) b.constant(name, t);
+        else b.input(name, t);
+      }
+      b.node("BatchNormalization", {x, out + "_s", out + "_b", out + "_m", out + "_v"}, out, {Attribute::ofFloat("epsilon", 1e-3f)});
+    };
+    Builder b(15);
+    b.input("x", randomTensor({2, 6, 7, 9}, rng, true));
+    conv(b, "x", "c1", 6, 6);
+    bn(b, "c1", "n1", 6, true);
+    b.node("Relu", {"n1"}, "r1");
+    b.constant("w2", randomTensor({6, 6, 1, 1}, rng));
+    b.node("Conv", {"r1", "w2"}, "c2", {testutil::ints("kernel_shape", {1, 1})});  // no bias
+    bn(b, "c2", "n2", 6, true);
+    b.node("Add", {"n2", "x"}, "a2");
+    b.node("Relu", {"a2"}, "r2");
+    conv(b, "r2", "c3", 6, 6, 6);  // depthwise
+    bn(b, "c3", "n3", 6, true);
+    b.constant("lo", f32({}, {-0.5f}));
+    b.constant("hi", f32({}, {0.5f}));
+    b.node("Clip", {"n3", "lo", "hi"}, "k3");
+    conv(b, "k3", "c4", 6, 6);
+    bn(b, "c4", "y", 6, false);  // parameters fed at run time: not folded
+    b.output("y");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 5);
+    CHECK(kernels[0].ends_with("+bn+relu"));
+    CHECK(kernels[1].ends_with("+bn+add+relu"));
+    CHECK(kernels[2] == "cpu.conv.f32.depthwise+bn+clip");
+    CHECK(kernels[3].find('+') == std::string::npos);
+    CHECK(kernels[4].rfind("cpu.batchnorm", 0) == 0);
+  }
   SECTION("Add of two convolutions: one of them fuses, the other feeds it") {
     Builder b(13);
     b.input("x", randomTensor({1, 5, 6, 6}, rng));
