@@ -95,10 +95,43 @@ ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n
   }
 }
 
+/// Output rows in chunks of 8 columns held in one register over all taps (stride 1; other
+/// strides scalar), the row's tail scalar.
+ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                  const float* res, float* y, bool clamp, float lo, float hi) {
+  if (s.sw != 1) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), vb = _mm256_set1_ps(bias);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    float* out = y + oy * s.ow;
+    int64_t ox = 0;
+    for (; ox + 8 <= s.ow; ox += 8) {
+      __m256 acc = vb;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj)
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ki * s.kw + kj]), _mm256_loadu_ps(rows + ki * s.dh * pw + ox + kj * s.dw), acc);
+      if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + oy * s.ow + ox));
+      if (clamp) acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc));
+      _mm256_storeu_ps(out + ox, acc);
+    }
+    for (; ox < s.ow; ++ox) {
+      float acc = bias;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * rows[ki * s.dh * pw + ox + kj * s.dw];
+      if (res) acc += res[oy * s.ow + ox];
+      if (clamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      out[ox] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {maxRows, lrnRow075}; }
+RowOps rowOpsAvx2() { return {maxRows, lrnRow075, depthwisePlane}; }
 
 #else
 

@@ -100,10 +100,37 @@ ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t
   }
 }
 
+/// Output rows in chunks of 16 columns held in one register over all taps; stride 2 takes the
+/// even lanes of 32 consecutive inputs.
+ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                    const float* res, float* y, bool clamp, float lo, float hi) {
+  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    for (int64_t ox = 0; ox < s.ow; ox += 16) {
+      const __mmask16 k = s.ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s.ow - ox)) - 1);
+      __m512 acc = vb;
+      for (int64_t ki = 0; ki < s.kh; ++ki) {
+        const float* r = rows + ki * s.dh * pw + ox * s.sw;
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          const float* q = r + kj * s.dw;
+          __m512 v = s.sw == 1 ? _mm512_loadu_ps(q) : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16));
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * s.kw + kj]), v, acc);
+        }
+      }
+      if (res) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, res + oy * s.ow + ox));
+      if (clamp) acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc));
+      _mm512_mask_storeu_ps(y + oy * s.ow + ox, k, acc);
+    }
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512() { return {kMr, kNr, kernel12x32, Isa::Avx512}; }
-RowOps rowOpsAvx512() { return {maxRows, lrnRow075}; }
+RowOps rowOpsAvx512() { return {maxRows, lrnRow075, depthwisePlane}; }
 
 #else
 

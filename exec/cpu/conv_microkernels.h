@@ -44,6 +44,27 @@ GemmMicroKernelInfo gemmMicroKernelPortable();
 /// The micro-kernel of activeIsa().
 GemmMicroKernelInfo activeGemmMicroKernel();
 
+struct DepthwiseShape {
+  int64_t kh, kw, sh, sw, dh, dw, oh, ow;
+};
+
+/// The scalar depthwise plane (any stride), shared by the ISA paths for strides above 2.
+inline void depthwisePlaneScalar(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                 const float* res, float* y, bool clamp, float lo, float hi) {
+  for (int64_t oy = 0; oy < s.oh; ++oy)
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      float acc = bias;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * p[(oy * s.sh + ki * s.dh) * pw + ox * s.sw + kj * s.dw];
+      if (res) acc += res[oy * s.ow + ox];
+      if (clamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      y[oy * s.ow + ox] = acc;
+    }
+}
+
 /// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
 struct RowOps {
   /// out[r * ldo + i] = max(out[r * ldo + i], src[r * lds + i * sw]) for r < rows, i < n
@@ -51,6 +72,12 @@ struct RowOps {
   void (*maxRows)(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw);
   /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
+  /// One depthwise output plane y[oh][ow] from a zero-padded input plane p (row stride pw,
+  /// readable well past each row's last tap: see DepthwiseConvKernel), filter w[kh][kw]:
+  /// y = bias + sum of taps (+ res, same layout as y, when not null), then clamped to [lo, hi]
+  /// when `clamp`.
+  void (*depthwisePlane)(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias, const float* res,
+                         float* y, bool clamp, float lo, float hi);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

@@ -56,7 +56,7 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
-RowOps rowOpsPortable() { return {maxRowsPortable, lrnRow075Portable}; }
+RowOps rowOpsPortable() { return {maxRowsPortable, lrnRow075Portable, depthwisePlaneScalar}; }
 
 const RowOps& activeRowOps() {
   static const RowOps ops = activeIsa() == Isa::Avx512 ? rowOpsAvx512() : activeIsa() == Isa::Avx2 ? rowOpsAvx2() : rowOpsPortable();
@@ -256,73 +256,53 @@ class PackedConvKernel : public CpuKernel {
   std::vector<float> packedW_;
 };
 
-/// Depthwise: one kh x kw filter per channel. Output rows accumulate tap by tap over the valid
-/// range of output columns (no bounds tests inside the loop; stride 1 vectorises).
+/// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a
+/// zero-padded plane (the window's extent, plus slack right of every row and below the last so
+/// that whole-vector loads of a row's tail stay inside), then the ISA's depthwisePlane runs
+/// without bounds tests.
 class DepthwiseConvKernel : public CpuKernel {
  public:
   DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix, int threads)
       : g_(g), ep_(ep), variant_(".depthwise" + suffix), threads_(std::max(threads, 1)) {
     w_.assign(weights, weights + g.c * g.kh * g.kw);
-    // Valid output columns per horizontal tap: ix = ox*sw - padL + kj*dw in [0, W).
-    for (int64_t kj = 0; kj < g.kw; ++kj) {
-      int64_t off = kj * g.dw - g.padL;
-      int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-      int64_t hi = g.w - off <= 0 ? 0 : (g.w - off - 1) / g.sw + 1;
-      colLo_.push_back(std::min(lo, g.ow));
-      colHi_.push_back(std::clamp(hi, std::min(lo, g.ow), g.ow));
-    }
+    shape_ = {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.oh, g.ow};
+    ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+    pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
+    planeFloats_ = (ph_ + 1) * pw_;
   }
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * planeFloats_) * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
     const int threads = g_.n * g_.c * planeWork < 262144 ? 1 : threads_;  // not worth waking a thread below ~250k taps
-    parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeRange(args, b, e); });
+    parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int part) {
+      computeRange(args, b, e, static_cast<float*>(args.workspace) + part * planeFloats_);
+    });
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
   std::string variant() const override { return variant_; }
 
-  /// Planes (image, channel) [begin, end).
-  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end) const {
+  /// Planes (image, channel) [begin, end); `padded` holds planeFloats_ floats.
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, float* padded) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t pix = g_.oh * g_.ow;
+    const RowOps& ops = activeRowOps();
+    std::fill(padded, padded + planeFloats_, 0.f);  // borders stay zero: rows below copy only the image
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t ch = plane % g_.c;
       const float* xp = x + plane * g_.h * g_.w;
-      const float* wc = w_.data() + ch * g_.kh * g_.kw;
-      const float b = bias ? bias[ch] : 0.f;
-      for (int64_t oy = 0; oy < g_.oh; ++oy) {
-        float* out = y + plane * pix + oy * g_.ow;
-        std::fill(out, out + g_.ow, b);
-        for (int64_t ki = 0; ki < g_.kh; ++ki) {
-          const int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
-          if (iy < 0 || iy >= g_.h) continue;
-          const float* row = xp + iy * g_.w;
-          for (int64_t kj = 0; kj < g_.kw; ++kj) {
-            const float wv = wc[ki * g_.kw + kj];
-            const int64_t off = kj * g_.dw - g_.padL;
-            const int64_t lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
-            if (g_.sw == 1) {
-              const float* src = row + off;
-              for (int64_t ox = lo; ox < hi; ++ox) out[ox] += wv * src[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) out[ox] += wv * row[ox * g_.sw + off];
-            }
-          }
-        }
-        if (res) {
-          const float* r = res + plane * pix + oy * g_.ow;
-          for (int64_t ox = 0; ox < g_.ow; ++ox) out[ox] += r[ox];
-        }
-        if (ep_.clamp)
-          for (int64_t ox = 0; ox < g_.ow; ++ox) {
-            float v = out[ox];
-            v = v < ep_.lo ? ep_.lo : v;
-            out[ox] = v > ep_.hi ? ep_.hi : v;
-          }
+      // Padded (py, px) = input (py - padT, px - padL); the image columns inside [0, pw_ - 32*sw).
+      const int64_t x0 = std::max<int64_t>(0, -g_.padL), x1 = std::min(g_.w, pw_ - 32 * g_.sw - g_.padL);
+      for (int64_t py = 0; py < ph_; ++py) {
+        const int64_t iy = py - g_.padT;
+        if (iy < 0 || iy >= g_.h || x1 <= x0) continue;
+        std::memcpy(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, static_cast<size_t>(x1 - x0) * sizeof(float));
       }
+      ops.depthwisePlane(padded, pw_, w_.data() + ch * g_.kh * g_.kw, shape_, bias ? bias[ch] : 0.f, res ? res + plane * pix : nullptr,
+                         y + plane * pix, ep_.clamp, ep_.lo, ep_.hi);
     }
   }
 
@@ -332,7 +312,8 @@ class DepthwiseConvKernel : public CpuKernel {
   std::string variant_;
   int threads_;
   std::vector<float> w_;
-  std::vector<int64_t> colLo_, colHi_;
+  DepthwiseShape shape_;
+  int64_t ph_, pw_, planeFloats_;
 };
 
 /// The padding at the start of one spatial axis for auto_pad SAME_UPPER/SAME_LOWER.
