@@ -131,7 +131,7 @@ ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, co
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {maxRows, lrnRow075, depthwisePlane}; }
+RowOps rowOpsAvx2() { return {maxRows, gatherStridedScalar, lrnRow075, depthwisePlane}; }
 
 #else
 

@@ -90,6 +90,16 @@ ONNXTOOL_AVX512 void maxRows(float* out, int64_t ldo, const float* src, int64_t 
   }
 }
 
+ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int64_t sw) {
+  int64_t i = 0;
+  if (sw == 2) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (; i + 17 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * i), even, _mm512_loadu_ps(src + 2 * i + 16)));
+  }
+  for (; i < n; ++i) dst[i] = src[i * sw];
+}
+
 ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m512 b = _mm512_set1_ps(bias), s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
@@ -130,7 +140,7 @@ ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, 
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512() { return {kMr, kNr, kernel12x32, Isa::Avx512}; }
-RowOps rowOpsAvx512() { return {maxRows, lrnRow075, depthwisePlane}; }
+RowOps rowOpsAvx512() { return {maxRows, gatherStrided, lrnRow075, depthwisePlane}; }
 
 #else
 

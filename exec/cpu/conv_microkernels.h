@@ -65,11 +65,17 @@ inline void depthwisePlaneScalar(const float* p, int64_t pw, const float* w, con
     }
 }
 
+inline void gatherStridedScalar(float* dst, const float* src, int64_t n, int64_t sw) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i * sw];
+}
+
 /// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
 struct RowOps {
   /// out[r * ldo + i] = max(out[r * ldo + i], src[r * lds + i * sw]) for r < rows, i < n
   /// (inputs without NaN: the callers check).
   void (*maxRows)(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw);
+  /// dst[i] = src[i * sw] for i < n (never reads past src[(n - 1) * sw]).
+  void (*gatherStrided)(float* dst, const float* src, int64_t n, int64_t sw);
   /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
   /// One depthwise output plane y[oh][ow] from a zero-padded input plane p (row stride pw,

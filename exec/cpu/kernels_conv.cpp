@@ -56,7 +56,7 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
-RowOps rowOpsPortable() { return {maxRowsPortable, lrnRow075Portable, depthwisePlaneScalar}; }
+RowOps rowOpsPortable() { return {maxRowsPortable, gatherStridedScalar, lrnRow075Portable, depthwisePlaneScalar}; }
 
 const RowOps& activeRowOps() {
   static const RowOps ops = activeIsa() == Isa::Avx512 ? rowOpsAvx512() : activeIsa() == Isa::Avx2 ? rowOpsAvx2() : rowOpsPortable();
@@ -235,8 +235,7 @@ class PackedConvKernel : public CpuKernel {
         if (sw == 1) {
           if (t1 > t0) std::memcpy(dst + t0, src + ix0 + t0, static_cast<size_t>(t1 - t0) * sizeof(float));
         } else {
-          const float* s0 = src + ix0;
-          for (int64_t t = t0; t < t1; ++t) dst[t] = s0[t * sw];
+          if (t1 > t0) activeRowOps().gatherStrided(dst + t0, src + ix0 + t0 * sw, t1 - t0, sw);
         }
         std::fill(dst + t1, dst + seg, 0.f);
       }

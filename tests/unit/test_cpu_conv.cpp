@@ -148,6 +148,11 @@ TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][con
       {1, 4, 3, 3, 4, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 4},       // depthwise: pads wider than the image
       {0, 4, 5, 5, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // empty batch
       {1, 12, 4, 4, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // 16 pixels: one partial NR tile
+      {1, 3, 9, 75, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},      // stride 2, rows of 38: the vector gather and its tail
+      {1, 3, 9, 75, 8, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // stride 3 on wide rows
+      {1, 4, 7, 70, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 2, rows of 35
+      {1, 4, 7, 70, 4, 3, 5, 1, 1, 1, 2, 1, 4, 1, 3, 4},      // depthwise stride 1, rows of 70, dilated
+      {1, 4, 7, 40, 4, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 3 (the scalar plane)
   };
   for (size_t i = 0; i < std::size(fixed); ++i) {
     const ConvCase& k = fixed[i];
@@ -403,6 +408,21 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
     ++ran;
   }
   CHECK(ran >= 40);
+  // Wide rows: the vector paths (16 lanes, stride 2 by permute) and their tails.
+  for (int64_t w : {33, 34, 64, 71}) {
+    for (int64_t sw : {1, 2, 3}) {
+      for (bool nan : {false, true}) {
+        Builder b(12);
+        b.input("x", randomTensor({1, 2, 5, w}, rng, nan));
+        b.node("MaxPool", {"x"}, "y",
+               {testutil::ints("kernel_shape", {3, 3}), testutil::ints("strides", {2, sw}), testutil::ints("pads", {1, 1, 1, 1})});
+        b.output("y");
+        INFO("MaxPool width " << w << " stride " << sw << " nan " << nan);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-6, 0);
+        CHECK(ranOn(kernels, "cpu.maxpool"));
+      }
+    }
+  }
 }
 
 TEST_CASE("cpu LRN matches the reference kernel", "[cpu][lrn]") {
