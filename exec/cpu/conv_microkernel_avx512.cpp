@@ -1,6 +1,6 @@
 // conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
-// conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators; per k step two loads of B and
-// twelve broadcasts of A. Compiled for AVX-512 through __attribute__((target)) only: called
+// conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators (per k step two loads of B and
+// twelve broadcasts of A), or 8 x 32 where it pads the rows less. Compiled for AVX-512 through __attribute__((target)) only: called
 // when activeIsa() is Avx512.
 #include "exec/cpu/conv_microkernels.h"
 
@@ -18,12 +18,13 @@ namespace onnxtool::cpu {
 
 namespace {
 
-constexpr int kMr = 12, kNr = 32;
+constexpr int kNr = 32;
 
 #define ONNXTOOL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
-ONNXTOOL_AVX512 void kernel12x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                                 const TileEpilogue& ep) {
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                const TileEpilogue& ep) {
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
@@ -139,12 +140,17 @@ ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, 
 
 }  // namespace
 
-GemmMicroKernelInfo gemmMicroKernelAvx512() { return {kMr, kNr, kernel12x32, Isa::Avx512}; }
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
+  // 12 rows (24 accumulators) unless 8 pads m to fewer rows (m = 16, 32, 64, 160, ...).
+  const int64_t pad12 = (m + 11) / 12 * 12, pad8 = (m + 7) / 8 * 8;
+  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+}
 RowOps rowOpsAvx512() { return {maxRows, gatherStrided, lrnRow075, depthwisePlane}; }
 
 #else
 
-GemmMicroKernelInfo gemmMicroKernelAvx512() { return gemmMicroKernelPortable(); }
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t) { return gemmMicroKernelPortable(); }
 RowOps rowOpsAvx512() { return rowOpsPortable(); }
 
 #endif

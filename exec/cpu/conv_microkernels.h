@@ -37,12 +37,13 @@ struct GemmMicroKernelInfo {
   Isa isa;
 };
 
-/// The micro-kernel of an ISA path (defined in the ISA's own file).
-GemmMicroKernelInfo gemmMicroKernelAvx512();
+/// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count
+/// for a matrix of m rows.
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m = 12);
 GemmMicroKernelInfo gemmMicroKernelAvx2();
 GemmMicroKernelInfo gemmMicroKernelPortable();
-/// The micro-kernel of activeIsa().
-GemmMicroKernelInfo activeGemmMicroKernel();
+/// The micro-kernel of activeIsa() for a matrix of m rows.
+GemmMicroKernelInfo activeGemmMicroKernel(int64_t m = 12);
 
 struct DepthwiseShape {
   int64_t kh, kw, sh, sw, dh, dw, oh, ow;

@@ -63,9 +63,9 @@ const RowOps& activeRowOps() {
   return ops;
 }
 
-GemmMicroKernelInfo activeGemmMicroKernel() {
+GemmMicroKernelInfo activeGemmMicroKernel(int64_t m) {
   switch (activeIsa()) {
-    case Isa::Avx512: return gemmMicroKernelAvx512();
+    case Isa::Avx512: return gemmMicroKernelAvx512(m);
     case Isa::Avx2: return gemmMicroKernelAvx2();
     case Isa::Portable: break;
   }
@@ -394,7 +394,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     d->ownBias = std::move(ownBias);
     k = std::move(d);
   } else {
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(), suffix, info.threads);
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(g.m / g.group), suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

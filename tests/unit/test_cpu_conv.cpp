@@ -332,7 +332,11 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
   using namespace onnxtool::cpu;
   std::vector<GemmMicroKernelInfo> kernels{gemmMicroKernelPortable()};
   if (detectedIsa() >= Isa::Avx2) kernels.push_back(gemmMicroKernelAvx2());
-  if (detectedIsa() >= Isa::Avx512) kernels.push_back(gemmMicroKernelAvx512());
+  if (detectedIsa() >= Isa::Avx512) {
+    kernels.push_back(gemmMicroKernelAvx512(12));
+    kernels.push_back(gemmMicroKernelAvx512(16));
+    CHECK(kernels.back().mr == 8);
+  }
   std::mt19937 rng(24);
   for (const auto& mk : kernels) {
     for (int64_t kc : {1, 7, 64}) {
@@ -367,7 +371,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   want = static_cast<float>(s);
                 }
                 float got = c[static_cast<size_t>(i * ldc + j)];
-                INFO("isa " << isaName(mk.isa) << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
+                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
                             << "," << j);
                 if (std::isnan(want)) CHECK(std::isnan(got));
                 else if (std::isinf(want)) CHECK(got == want);
