@@ -12,7 +12,8 @@
 //   - a memory plan: every output of a fast kernel (and each kernel's workspace) gets an offset
 //     in one arena from the values' lifetimes; Reshape-family views alias their input; an
 //     elementwise op writes over its input when that input dies there.
-// A run allocates one arena (returned outputs keep it alive) and its own value table, so runs
+// A run takes one arena (returned outputs keep it alive; a finished run's arena that no output
+// holds any more is reused by a later run) and its own value table, so runs
 // of one plan may go on in several threads at once.
 #include "exec/cpu/cpu_executor.h"
 
@@ -506,6 +507,26 @@ class Specialization {
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
 
+  /// The arena of a finished run that nothing else holds any more (no output of it is still
+  /// alive), or nullptr: steady-state runs then reuse memory whose pages are already mapped
+  /// instead of faulting in a fresh allocation each time.
+  std::shared_ptr<uint8_t> takeSpareArena() const {
+    std::lock_guard lock(spareMutex_);
+    for (auto it = spareArenas_.begin(); it != spareArenas_.end(); ++it)
+      if (it->use_count() == 1) {  // only this list holds it, and only under the mutex
+        auto a = std::move(*it);
+        spareArenas_.erase(it);
+        return a;
+      }
+    return nullptr;
+  }
+  void giveBackArena(std::shared_ptr<uint8_t> a) const {
+    std::lock_guard lock(spareMutex_);
+    if (spareArenas_.size() < 4) spareArenas_.push_back(std::move(a));
+  }
+  mutable std::mutex spareMutex_;
+  mutable std::vector<std::shared_ptr<uint8_t>> spareArenas_;
+
   friend class RunState;
 };
 
@@ -515,7 +536,8 @@ class RunState {
   RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
     ptr_.assign(sp.slots_.size(), nullptr);
-    if (sp.arenaBytes_) {
+    if (sp.arenaBytes_) arena_ = sp.takeSpareArena();
+    if (sp.arenaBytes_ && !arena_) {
       auto* p = static_cast<uint8_t*>(::operator new(sp.arenaBytes_, std::align_val_t(kArenaAlignment)));
       arena_ = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t(kArenaAlignment)); });
     }
@@ -524,6 +546,13 @@ class RunState {
       if (sl.kind == SlotKind::Arena) ptr_[s] = arena_.get() + sp.regions_[static_cast<size_t>(sl.region)].offset;
     }
   }
+
+  ~RunState() {
+    vals_.clear();  // drop this run's own views of the arena first
+    if (arena_) sp_.giveBackArena(std::move(arena_));
+  }
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
 
   void setHeld(int s, RtValue v) {
     vals_[static_cast<size_t>(s)] = std::move(v);

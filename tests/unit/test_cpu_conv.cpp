@@ -451,3 +451,27 @@ TEST_CASE("cpu LRN matches the reference kernel", "[cpu][lrn]") {
     CHECK(ranOn(kernels, "cpu.lrn"));
   }
 }
+
+TEST_CASE("cpu runs reuse a finished run's arena only when none of its outputs is held", "[cpu][arena]") {
+  std::mt19937 rng(27);
+  Builder b(13);
+  b.input("x", randomTensor({1, 3, 6, 6}, rng));
+  b.constant("w", randomTensor({4, 3, 3, 3}, rng));
+  b.node("Conv", {"x", "w"}, "c", {testutil::ints("kernel_shape", {3, 3})});
+  b.node("Relu", {"c"}, "y");
+  b.output("y");
+  auto ref = makeExecutor("ref")->prepare(*b.m, {});
+  auto plan = makeExecutor("cpu")->prepare(*b.m, {});
+  std::vector<std::map<std::string, RtValue>> feeds;
+  for (int i = 0; i < 4; ++i) feeds.push_back({{"x", RtValue::ofTensor(randomTensor({1, 3, 6, 6}, rng))}});
+  auto held = plan->run(feeds[0]);  // kept while the next runs go on
+  for (int i = 1; i < 4; ++i) {
+    auto got = plan->run(feeds[static_cast<size_t>(i)]);  // dropped at once: its arena is reused
+    CompareResult r = compareValues(got[0], ref->run(feeds[static_cast<size_t>(i)])[0], 1e-5, 1e-5);
+    INFO("run " << i << ": " << r.message);
+    CHECK(r.ok);
+  }
+  CompareResult r = compareValues(held[0], ref->run(feeds[0])[0], 1e-5, 1e-5);
+  INFO(r.message);
+  CHECK(r.ok);
+}
