@@ -71,17 +71,6 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
   }
 }
 
-ONNXTOOL_AVX2 void maxRows(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * ldo;
-    const float* s = src + r * lds;
-    int64_t i = 0;
-    if (sw == 1)
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(o + i), _mm256_loadu_ps(s + i)));
-    for (; i < n; ++i) o[i] = o[i] < s[i * sw] ? s[i * sw] : o[i];
-  }
-}
-
 ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m256 b = _mm256_set1_ps(bias), s = _mm256_set1_ps(scale);
   int64_t i = 0;
@@ -128,10 +117,33 @@ ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, co
   }
 }
 
+ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  if (s.sw != 1) return maxPoolPlaneScalar(p, pw, s, y);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    int64_t ox = 0;
+    for (; ox + 8 <= s.ow; ox += 8) {
+      __m256 acc = _mm256_set1_ps(-__builtin_inff());
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc = _mm256_max_ps(acc, _mm256_loadu_ps(rows + ki * s.dh * pw + ox + kj * s.dw));
+      _mm256_storeu_ps(y + oy * s.ow + ox, acc);
+    }
+    for (; ox < s.ow; ++ox) {
+      float acc = -__builtin_inff();
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          float v = rows[ki * s.dh * pw + ox + kj * s.dw];
+          acc = acc < v ? v : acc;
+        }
+      y[oy * s.ow + ox] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {maxRows, gatherStridedScalar, lrnRow075, depthwisePlane}; }
+RowOps rowOpsAvx2() { return {gatherStridedScalar, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
 #else
 

@@ -69,28 +69,6 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
   }
 }
 
-ONNXTOOL_AVX512 void maxRows(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * ldo;
-    const float* s = src + r * lds;
-    int64_t i = 0;
-    if (sw == 1) {
-      for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), _mm512_loadu_ps(s + i)));
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(o + i), _mm256_loadu_ps(s + i)));
-      // The tail without masked stores: a masked store does not forward to the next tap's load.
-      for (; i < n; ++i) o[i] = o[i] < s[i] ? s[i] : o[i];
-      continue;
-    }
-    if (sw == 2)  // the even elements of 32 consecutive ones; never reads past s[2 * (n - 1)]
-      for (; i + 17 <= n; i += 16) {
-        __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(s + 2 * i), even, _mm512_loadu_ps(s + 2 * i + 16));
-        _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_loadu_ps(o + i), v));
-      }
-    for (; i < n; ++i) o[i] = o[i] < s[i * sw] ? s[i * sw] : o[i];
-  }
-}
-
 ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int64_t sw) {
   int64_t i = 0;
   if (sw == 2) {
@@ -138,6 +116,26 @@ ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, 
   }
 }
 
+ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  if (s.sw > 2) return maxPoolPlaneScalar(p, pw, s, y);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    for (int64_t ox = 0; ox < s.ow; ox += 16) {
+      const __mmask16 k = s.ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s.ow - ox)) - 1);
+      __m512 acc = _mm512_set1_ps(-__builtin_inff());
+      for (int64_t ki = 0; ki < s.kh; ++ki) {
+        const float* r = rows + ki * s.dh * pw + ox * s.sw;
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          const float* q = r + kj * s.dw;
+          acc = _mm512_max_ps(acc, s.sw == 1 ? _mm512_loadu_ps(q) : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16)));
+        }
+      }
+      _mm512_mask_storeu_ps(y + oy * s.ow + ox, k, acc);
+    }
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
@@ -146,7 +144,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
   return {12, kNr, kernelMx32<12>, Isa::Avx512};
 }
-RowOps rowOpsAvx512() { return {maxRows, gatherStrided, lrnRow075, depthwisePlane}; }
+RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
 #else
 

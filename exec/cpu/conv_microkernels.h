@@ -66,15 +66,25 @@ inline void depthwisePlaneScalar(const float* p, int64_t pw, const float* w, con
     }
 }
 
+inline void maxPoolPlaneScalar(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  for (int64_t oy = 0; oy < s.oh; ++oy)
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      float acc = p[oy * s.sh * pw + ox * s.sw];
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          float v = p[(oy * s.sh + ki * s.dh) * pw + ox * s.sw + kj * s.dw];
+          acc = acc < v ? v : acc;
+        }
+      y[oy * s.ow + ox] = acc;
+    }
+}
+
 inline void gatherStridedScalar(float* dst, const float* src, int64_t n, int64_t sw) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i * sw];
 }
 
 /// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
 struct RowOps {
-  /// out[r * ldo + i] = max(out[r * ldo + i], src[r * lds + i * sw]) for r < rows, i < n
-  /// (inputs without NaN: the callers check).
-  void (*maxRows)(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw);
   /// dst[i] = src[i * sw] for i < n (never reads past src[(n - 1) * sw]).
   void (*gatherStrided)(float* dst, const float* src, int64_t n, int64_t sw);
   /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
@@ -85,6 +95,9 @@ struct RowOps {
   /// when `clamp`.
   void (*depthwisePlane)(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias, const float* res,
                          float* y, bool clamp, float lo, float hi);
+  /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane laid out as for
+  /// depthwisePlane (no NaN in it: the caller checks).
+  void (*maxPoolPlane)(const float* p, int64_t pw, const DepthwiseShape& s, float* y);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

@@ -38,14 +38,6 @@ void kernelPortable(int64_t kc, const float* a, const float* b, float* c, int64_
   storeTileScalar(&acc[0][0], kPortableNr, c, ldc, m, n, ep);
 }
 
-void maxRowsPortable(float* out, int64_t ldo, const float* src, int64_t lds, int64_t rows, int64_t n, int64_t sw) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) {
-      float v = src[r * lds + i * sw];
-      out[r * ldo + i] = out[r * ldo + i] < v ? v : out[r * ldo + i];
-    }
-}
-
 void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   for (int64_t i = 0; i < n; ++i) {
     float r = std::sqrt(bias + scale * t[i]);
@@ -56,7 +48,7 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
-RowOps rowOpsPortable() { return {maxRowsPortable, gatherStridedScalar, lrnRow075Portable, depthwisePlaneScalar}; }
+RowOps rowOpsPortable() { return {gatherStridedScalar, lrnRow075Portable, depthwisePlaneScalar, maxPoolPlaneScalar}; }
 
 const RowOps& activeRowOps() {
   static const RowOps ops = activeIsa() == Isa::Avx512 ? rowOpsAvx512() : activeIsa() == Isa::Avx2 ? rowOpsAvx2() : rowOpsPortable();

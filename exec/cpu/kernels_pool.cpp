@@ -2,6 +2,7 @@
 // output size, and so ceil_mode, comes from shape inference) and GlobalAveragePool, NCHW.
 // Row-wise loops without bounds tests inside (see PoolKernel).
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -33,12 +34,21 @@ class PoolKernel : public CpuKernel {
       colHi_.push_back(std::clamp(hi, lo, g.ow));
     }
     for (int64_t ox = 0; ox < g.ow; ++ox) colCount_.push_back(count(ox, g.sw, g.padL, g.padR, g.kw, g.w));
+    // MaxPool's padded plane: the windows' extent, 32 * sw floats of slack right of each row
+    // and one row below (whole-vector loads of a row's tail stay inside).
+    shape_ = {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.oh, g.ow};
+    ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+    pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
+    planeFloats_ = max ? (ph_ + 1) * pw_ : 0;
   }
+  size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_) * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
     const RowOps& rows = activeRowOps();
+    float* padded = static_cast<float*>(args.workspace);
+    if (max_) std::fill(padded, padded + planeFloats_, init);
     for (int64_t p = 0; p < g_.planes; ++p) {
       const float* xp = x + p * g_.h * g_.w;
       bool nan = false;
@@ -51,22 +61,16 @@ class PoolKernel : public CpuKernel {
         for (; i < size; ++i) any |= xp[i] != xp[i];
         nan = any != 0;
       }
-      if (max_ && !nan) {  // tap by tap over the whole plane: one call per tap
-        float* yp = y + p * g_.oh * g_.ow;
-        std::fill(yp, yp + g_.oh * g_.ow, init);
-        for (int64_t ki = 0; ki < g_.kh; ++ki) {
-          // Output rows whose input row iy = oy*sh - padT + ki*dh is inside the image.
-          const int64_t off = ki * g_.dh - g_.padT;
-          const int64_t oyLo = std::min(g_.oh, off >= 0 ? int64_t{0} : (-off + g_.sh - 1) / g_.sh);
-          const int64_t oyHi = std::clamp<int64_t>(g_.h - off <= 0 ? 0 : (g_.h - off - 1) / g_.sh + 1, oyLo, g_.oh);
-          if (oyHi <= oyLo) continue;
-          for (int64_t kj = 0; kj < g_.kw; ++kj) {
-            const int64_t lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
-            if (hi <= lo) continue;
-            const int64_t ix = lo * g_.sw + kj * g_.dw - g_.padL, iy = oyLo * g_.sh + off;
-            rows.maxRows(yp + oyLo * g_.ow + lo, g_.ow, xp + iy * g_.w + ix, g_.sh * g_.w, oyHi - oyLo, hi - lo, g_.sw);
-          }
+      if (max_ && !nan) {  // on a -inf-padded copy, each output vector held in a register over the taps
+        // Padded (py, px) = input (py - padT, px - padL); only the image's rows and columns
+        // inside the windows' extent are copied, the rest stays -inf from the fill below.
+        const int64_t x0 = std::max<int64_t>(0, -g_.padL), x1 = std::min(g_.w, pw_ - 32 * g_.sw - g_.padL);
+        for (int64_t py = 0; py < ph_; ++py) {
+          const int64_t iy = py - g_.padT;
+          if (iy < 0 || iy >= g_.h || x1 <= x0) continue;
+          std::memcpy(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, static_cast<size_t>(x1 - x0) * sizeof(float));
         }
+        rows.maxPoolPlane(padded, pw_, shape_, y + p * g_.oh * g_.ow);
         continue;
       }
       for (int64_t oy = 0; oy < g_.oh; ++oy) {
@@ -111,6 +115,8 @@ class PoolKernel : public CpuKernel {
   PoolGeometry g_;
   bool max_, countPad_;
   std::vector<int64_t> colLo_, colHi_, colCount_;
+  DepthwiseShape shape_;
+  int64_t ph_ = 0, pw_ = 0, planeFloats_ = 0;
 };
 
 std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
