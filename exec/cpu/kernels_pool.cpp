@@ -1,9 +1,9 @@
 // kernels_pool.cpp: 2-D MaxPool and AveragePool (pads, strides, dilations for MaxPool; the
 // output size, and so ceil_mode, comes from shape inference) and GlobalAveragePool, NCHW.
-// Row-wise loops without bounds tests inside (see PoolKernel).
+// Row-wise loops without bounds tests inside; MaxPool on a padded plane copy (see PoolKernel).
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 

@@ -189,6 +189,22 @@ TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][con
   CHECK(ran >= 30);
 }
 
+TEST_CASE("cpu Conv large enough to split across threads matches the reference kernel", "[cpu][conv]") {
+  std::mt19937 rng(28);
+  const ConvCase cases[] = {
+      {1, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // threads split the output pixels
+      {1, 64, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // few pixels: threads split the weight panels
+      {2, 64, 32, 32, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 64},   // depthwise: threads split the planes (2*64*16*16*9 taps)
+  };
+  for (const ConvCase& k : cases) {
+    Builder b = convModel(k, rng, true, true);
+    INFO("m" << k.m << " c" << k.c << " " << k.h << "x" << k.w << " g" << k.group);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    CHECK((ranOn(kernels, "cpu.conv.f32.gemm") || ranOn(kernels, "cpu.conv.f32.depthwise")));
+  }
+}
+
 TEST_CASE("cpu Conv with weights computed at run time runs on the im2col kernel", "[cpu][conv]") {
   std::mt19937 rng(22);
   Builder b(13);
