@@ -105,6 +105,7 @@ class PackedConvKernel : public CpuKernel {
     kdim_ = cg_ * g.kh * g.kw;
     pix_ = g.oh * g.ow;
     mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
+    pointwise_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
     // K blocks of at most ~320, equal sizes; N blocks so that a packed KC x NC block of the
     // column matrix stays in L2 (~512 KiB).
     int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 319) / 320);
@@ -196,9 +197,20 @@ class PackedConvKernel : public CpuKernel {
     std::fill(row + nc, row + nPanels * nr, 0.f);
     for (int64_t kk = 0; kk < kc; ++kk) {
       const int64_t k = kb + kk;
+      float* dst = packed + kk * nr;
+      if (pointwise_) {  // 1x1, stride 1, no padding: the input row is the column row
+        const float* src = xg + k * g_.h * g_.w + nb;
+        const int64_t full = nc / nr;
+        for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
+        if (full < nPanels) {
+          const int64_t tail = nc - full * nr;
+          std::memcpy(dst + full * kc * nr, src + full * nr, static_cast<size_t>(tail) * sizeof(float));
+          std::fill(dst + full * kc * nr + tail, dst + full * kc * nr + nr, 0.f);
+        }
+        continue;
+      }
       const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
       fillRow(xg + ch * g_.h * g_.w, ki, kj, nb / g_.ow, nb % g_.ow, nc, row);
-      float* dst = packed + kk * nr;
       if (nr == 32)
         for (int64_t jp = 0; jp < nPanels; ++jp) std::memcpy(dst + jp * kc * 32, row + jp * 32, 32 * sizeof(float));
       else if (nr == 16)
@@ -243,6 +255,7 @@ class PackedConvKernel : public CpuKernel {
   GemmMicroKernelInfo mk_;
   std::string variant_;
   int threads_;
+  bool pointwise_ = false;
   int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
   std::vector<float> packedW_;
 };
