@@ -19,6 +19,15 @@ constexpr int kMr = 6, kNr = 16;
 
 #define ONNXTOOL_AVX2 __attribute__((target("avx2,fma")))
 
+/// q[0], q[2], ..., q[14] (reads q[0..15]): stride-2 columns.
+ONNXTOOL_AVX2 inline __m256 even8(const float* q) {
+  __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q + 8), _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/// Column `ox` of a stride-1 or stride-2 padded row.
+ONNXTOOL_AVX2 inline __m256 columns8(const float* q, int64_t sw) { return sw == 1 ? _mm256_loadu_ps(q) : even8(q); }
+
 ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
   __m256 acc[kMr][2];
@@ -84,11 +93,11 @@ ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n
   }
 }
 
-/// Output rows in chunks of 8 columns held in one register over all taps (stride 1; other
-/// strides scalar), the row's tail scalar.
+/// Output rows in chunks of 8 columns held in one register over all taps (strides 1 and 2;
+/// larger strides scalar), the row's tail scalar.
 ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
                                   const float* res, float* y, bool clamp, float lo, float hi) {
-  if (s.sw != 1) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
+  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), vb = _mm256_set1_ps(bias);
   for (int64_t oy = 0; oy < s.oh; ++oy) {
     const float* rows = p + oy * s.sh * pw;
@@ -98,7 +107,7 @@ ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, co
       __m256 acc = vb;
       for (int64_t ki = 0; ki < s.kh; ++ki)
         for (int64_t kj = 0; kj < s.kw; ++kj)
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ki * s.kw + kj]), _mm256_loadu_ps(rows + ki * s.dh * pw + ox + kj * s.dw), acc);
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ki * s.kw + kj]), columns8(rows + ki * s.dh * pw + ox * s.sw + kj * s.dw, s.sw), acc);
       if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + oy * s.ow + ox));
       if (clamp) acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc));
       _mm256_storeu_ps(out + ox, acc);
@@ -106,7 +115,7 @@ ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, co
     for (; ox < s.ow; ++ox) {
       float acc = bias;
       for (int64_t ki = 0; ki < s.kh; ++ki)
-        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * rows[ki * s.dh * pw + ox + kj * s.dw];
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * rows[ki * s.dh * pw + ox * s.sw + kj * s.dw];
       if (res) acc += res[oy * s.ow + ox];
       if (clamp) {
         acc = acc < lo ? lo : acc;
@@ -118,21 +127,21 @@ ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, co
 }
 
 ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
-  if (s.sw != 1) return maxPoolPlaneScalar(p, pw, s, y);
+  if (s.sw > 2) return maxPoolPlaneScalar(p, pw, s, y);
   for (int64_t oy = 0; oy < s.oh; ++oy) {
     const float* rows = p + oy * s.sh * pw;
     int64_t ox = 0;
     for (; ox + 8 <= s.ow; ox += 8) {
       __m256 acc = _mm256_set1_ps(-__builtin_inff());
       for (int64_t ki = 0; ki < s.kh; ++ki)
-        for (int64_t kj = 0; kj < s.kw; ++kj) acc = _mm256_max_ps(acc, _mm256_loadu_ps(rows + ki * s.dh * pw + ox + kj * s.dw));
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc = _mm256_max_ps(acc, columns8(rows + ki * s.dh * pw + ox * s.sw + kj * s.dw, s.sw));
       _mm256_storeu_ps(y + oy * s.ow + ox, acc);
     }
     for (; ox < s.ow; ++ox) {
       float acc = -__builtin_inff();
       for (int64_t ki = 0; ki < s.kh; ++ki)
         for (int64_t kj = 0; kj < s.kw; ++kj) {
-          float v = rows[ki * s.dh * pw + ox + kj * s.dw];
+          float v = rows[ki * s.dh * pw + ox * s.sw + kj * s.dw];
           acc = acc < v ? v : acc;
         }
       y[oy * s.ow + ox] = acc;
