@@ -13,7 +13,8 @@ import onnx
 from onnx import helper, TensorProto, numpy_helper
 
 if len(sys.argv) != 2:
-    sys.exit("usage: make_mobilenet_like.py OUT.onnx")
+    print("usage: make_mobilenet_like.py OUT.onnx", file=sys.stderr)
+    sys.exit(2)
 
 rng = np.random.default_rng(0)
 nodes, inits = [], []
