@@ -6,10 +6,14 @@
 //     cpu_kernels.cpp (created once, constant inputs at hand for prepacking), or the reference
 //     kernel run through the same step (fallback; control-flow bodies and model-local function
 //     calls run on the reference machinery, RefNodeRunner);
+//   - executor-level fusions: a Conv followed by Add/Sum of a tensor of its output's shape
+//     (residual) and/or Relu/Clip becomes one step running at the last node's place, its
+//     kernel applying the epilogue in its store (the nodes run unfused when no kernel takes it);
 //   - a memory plan: every output of a fast kernel (and each kernel's workspace) gets an offset
 //     in one arena from the values' lifetimes; Reshape-family views alias their input; an
 //     elementwise op writes over its input when that input dies there.
-// A run allocates one arena (returned outputs keep it alive) and its own value table, so runs
+// A run takes one arena (returned outputs keep it alive; a finished run's arena that no output
+// holds any more is reused by a later run) and its own value table, so runs
 // of one plan may go on in several threads at once.
 #include "exec/cpu/cpu_executor.h"
 
@@ -17,10 +21,12 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <thread>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 #include <deque>
@@ -136,11 +142,24 @@ class Specialization {
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
     for (Value* v : g.sparseInitializers()) slotFor(v);
+    // int8 chains first (kernels_int8.h), then Conv [+BN] [+Add] [+Relu/Clip] chains among the rest
     planInt8Fusions(g, threads);
+    planFusions(threads);
     for (const auto& n : g.nodes()) {
       auto f = fusedAt_.find(n.get());
-      if (f != fusedAt_.end()) planFused(*f->second);
-      else if (!fusedAway_.count(n.get())) planNode(*n, threads);
+      if (f != fusedAt_.end()) {
+        planFused(*f->second);
+        continue;
+      }
+      if (fusedAway_.count(n.get()) || absorbed_.count(n.get())) continue;
+      auto c = convFusedAt_.find(n.get());
+      if (c == convFusedAt_.end()) {
+        planNode(*n, threads);
+        continue;
+      }
+      int idx = static_cast<int>(steps_.size());
+      for (int s : c->second.out) slots_[static_cast<size_t>(s)].def = idx;
+      steps_.push_back(std::move(c->second));
     }
     for (const auto& e : g.outputs()) {
       int s = e.value ? slotFor(e.value) : -1;
@@ -151,7 +170,7 @@ class Specialization {
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
-                           RunProfile* profile) const;
+                           cpu::ThreadPool* pool, RunProfile* profile) const;
 
   size_t arenaBytes() const { return arenaBytes_; }
 
@@ -239,7 +258,132 @@ class Specialization {
     steps_.push_back(std::move(st));
   }
 
-  void tryFast(Step& st, const OpSchema& schema, int threads) {
+  /// Whether an int8 fused step (planInt8Fusions) runs node `n`.
+  bool int8Fused(const Node* n) const { return fusedAt_.count(n) || fusedAway_.count(n); }
+
+  /// The constant float scalar of an initializer input (Clip's bounds), or nullopt.
+  std::optional<float> constantScalar(const Value* v) const {
+    if (!v || !v->initializer() || v->isGraphInput()) return std::nullopt;
+    const RtValue& rv = ref_->initializer(v);
+    if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != sizeof(float)) return std::nullopt;
+    float f;
+    std::memcpy(&f, rv.tensor->raw.data(), sizeof f);
+    return f;
+  }
+
+  /// An inference BatchNormalization (opset >= 9, one output, not training) with constant
+  /// scale, B, mean and var of the conv output's channel count, as scale and shift per channel.
+  bool foldBatchNorm(const Node& bn, const Slot& convOut, cpu::FusedEpilogue& epi) const {
+    if (opsetFor(*model_, bn) < 9 || bn.inputs().size() != 5 || bn.attrInt("training_mode", 0) != 0) return false;
+    if (!convOut.type || convOut.type->dims.size() < 2) return false;
+    const int64_t m = convOut.type->dims[1];
+    std::vector<float> p[4];
+    for (int i = 0; i < 4; ++i) {
+      const Value* v = bn.input(static_cast<size_t>(i) + 1);
+      if (!v || !v->initializer() || v->isGraphInput()) return false;
+      const RtValue& rv = ref_->initializer(v);
+      if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != static_cast<size_t>(m) * sizeof(float))
+        return false;
+      p[i].resize(static_cast<size_t>(m));
+      std::memcpy(p[i].data(), rv.tensor->raw.data(), rv.tensor->raw.size());
+    }
+    const double eps = bn.attrFloat("epsilon", 1e-5f);
+    epi.scale.resize(static_cast<size_t>(m));
+    epi.shift.resize(static_cast<size_t>(m));
+    for (size_t c = 0; c < static_cast<size_t>(m); ++c) {
+      double sc = p[0][c] / std::sqrt(static_cast<double>(p[3][c]) + eps);
+      epi.scale[c] = static_cast<float>(sc);
+      epi.shift[c] = static_cast<float>(p[1][c] - p[2][c] * sc);
+    }
+    return true;
+  }
+
+  /// Finds Conv [-> BatchNormalization] [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
+  /// reader and are no graph outputs, and prepares a fused step for each that a kernel takes.
+  void planFusions(int threads) {
+    const Graph& g = *model_->graph;
+    auto soleReader = [](const Value* v) -> const Node* {
+      if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
+      const Node* r = v->uses()[0].node;
+      return r && canonicalDomain(r->domain).empty() && r->outputs().size() == 1 && r->output(0) ? r : nullptr;
+    };
+    for (const auto& np : g.nodes()) {
+      const Node& conv = *np;
+      if (conv.opType != "Conv" || !canonicalDomain(conv.domain).empty() || conv.outputs().size() != 1 || !conv.output(0))
+        continue;
+      const Value* cur = conv.output(0);
+      const int curSlot = slotFor(cur);
+      if (!slots_[static_cast<size_t>(curSlot)].type) continue;
+      cpu::FusedEpilogue epi;
+      const Value* residual = nullptr;
+      std::vector<const Node*> chain;
+      const Node* next = soleReader(cur);
+      if (next && next->opType == "BatchNormalization" && foldBatchNorm(*next, slots_[static_cast<size_t>(curSlot)], epi)) {
+        epi.suffix += "+bn";
+        chain.push_back(next);
+        cur = next->output(0);
+        next = soleReader(cur);
+      }
+      if (next && next->inputs().size() == 2 && ((next->opType == "Add" && opsetFor(*model_, *next) >= 7) || next->opType == "Sum")) {
+        const Value* other = next->input(0) == cur ? next->input(1) : next->input(0);
+        if (other && other != cur) {
+          const Slot& o = slots_[static_cast<size_t>(slotFor(other))];
+          const Slot& c = slots_[static_cast<size_t>(curSlot)];
+          if (o.type && o.type->dtype == c.type->dtype && o.type->dims == c.type->dims) {
+            residual = other;
+            epi.residual = true;
+            epi.suffix += "+add";
+            chain.push_back(next);
+            cur = next->output(0);
+            next = soleReader(cur);
+          }
+        }
+      }
+      if (next && next->opType == "Relu") {
+        epi.clamp = true;
+        epi.lo = 0.f;
+        epi.hi = std::numeric_limits<float>::infinity();
+        epi.suffix += "+relu";
+        chain.push_back(next);
+      } else if (next && next->opType == "Clip") {
+        std::optional<float> lo, hi;
+        if (opsetFor(*model_, *next) < 11) {
+          lo = next->attrFloat("min", std::numeric_limits<float>::lowest());
+          hi = next->attrFloat("max", std::numeric_limits<float>::max());
+        } else {
+          lo = next->input(1) ? constantScalar(next->input(1)) : std::optional<float>(-std::numeric_limits<float>::infinity());
+          hi = next->input(2) ? constantScalar(next->input(2)) : std::optional<float>(std::numeric_limits<float>::infinity());
+        }
+        if (lo && hi && *lo <= *hi) {
+          epi.clamp = true;
+          epi.lo = *lo;
+          epi.hi = *hi;
+          epi.suffix += "+clip";
+          chain.push_back(next);
+        }
+      }
+      if (chain.empty() || int8Fused(&conv)) continue;
+      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
+      for (const Node* c : chain) taken = taken || absorbed_.count(c) || convFusedAt_.count(c) || int8Fused(c);
+      if (taken) continue;
+      const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
+      if (!schema) continue;
+      Step st;
+      st.node = &conv;
+      st.opset = opsetFor(*model_, conv);
+      for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+      while (st.in.size() < 3) st.in.push_back(-1);
+      if (residual) st.in.push_back(slotFor(residual));
+      st.out.push_back(slotFor(chain.back()->output(0)));
+      tryFast(st, *schema, threads, &epi);
+      if (!st.kernel) continue;
+      absorbed_.insert(&conv);
+      for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
+      convFusedAt_.emplace(chain.back(), std::move(st));
+    }
+  }
+
+  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
     const Node& n = *st.node;
     if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return;
     const CpuKernelDef* def =
@@ -250,6 +394,7 @@ class Specialization {
     info.opset = st.opset;
     info.sinceVersion = schema.sinceVersion;
     info.threads = threads;
+    info.fused = fused;
     for (int s : st.in) {
       if (s < 0) {
         info.inputs.push_back(nullptr);
@@ -272,12 +417,13 @@ class Specialization {
       if (!sl.type) return;
       info.outputs.push_back(&*sl.type);
     }
-    if (st.out.size() > 1) return;  // fast kernels have one output for now
+    for (size_t k = 1; k < st.out.size(); ++k)
+      if (st.out[k] >= 0) return;  // fast kernels have one output for now (omitted optional ones aside)
     std::unique_ptr<CpuKernel> k = def->create(info);
     if (!k) return;
     st.kernel = std::move(k);
     st.def = def;
-    st.kernelName = std::string(def->name);
+    st.kernelName = std::string(def->name) + st.kernel->variant();
   }
 
   int rootOf(int s) const {
@@ -401,12 +547,34 @@ class Specialization {
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
-  std::vector<cpu::FusedInt8Step> fused_;
-  std::unordered_map<const Node*, cpu::FusedInt8Step*> fusedAt_;
-  std::unordered_set<const Node*> fusedAway_;
+  std::vector<cpu::FusedInt8Step> fused_;                      ///< int8 fused steps (kernels_int8.h)
+  std::unordered_map<const Node*, cpu::FusedInt8Step*> fusedAt_;  ///< int8 steps, by their last node
+  std::unordered_set<const Node*> fusedAway_;                  ///< nodes an int8 step covers
+  std::unordered_set<const Node*> absorbed_;                   ///< nodes run inside a fused Conv step
+  std::unordered_map<const Node*, Step> convFusedAt_;          ///< fused Conv steps, by the node whose place they take
   std::vector<Region> regions_;
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
+
+  /// The arena of a finished run that nothing else holds any more (no output of it is still
+  /// alive), or nullptr: steady-state runs then reuse memory whose pages are already mapped
+  /// instead of faulting in a fresh allocation each time.
+  std::shared_ptr<uint8_t> takeSpareArena() const {
+    std::lock_guard lock(spareMutex_);
+    for (auto it = spareArenas_.begin(); it != spareArenas_.end(); ++it)
+      if (it->use_count() == 1) {  // only this list holds it, and only under the mutex
+        auto a = std::move(*it);
+        spareArenas_.erase(it);
+        return a;
+      }
+    return nullptr;
+  }
+  void giveBackArena(std::shared_ptr<uint8_t> a) const {
+    std::lock_guard lock(spareMutex_);
+    if (spareArenas_.size() < 4) spareArenas_.push_back(std::move(a));
+  }
+  mutable std::mutex spareMutex_;
+  mutable std::vector<std::shared_ptr<uint8_t>> spareArenas_;
 
   friend class RunState;
 };
@@ -414,10 +582,11 @@ class Specialization {
 /// The values of one run.
 class RunState {
  public:
-  RunState(const Specialization& sp, std::mt19937_64& rng) : sp_(sp), rng_(rng) {
+  RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
     ptr_.assign(sp.slots_.size(), nullptr);
-    if (sp.arenaBytes_) {
+    if (sp.arenaBytes_) arena_ = sp.takeSpareArena();
+    if (sp.arenaBytes_ && !arena_) {
       auto* p = static_cast<uint8_t*>(::operator new(sp.arenaBytes_, std::align_val_t(kArenaAlignment)));
       arena_ = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t(kArenaAlignment)); });
     }
@@ -426,6 +595,13 @@ class RunState {
       if (sl.kind == SlotKind::Arena) ptr_[s] = arena_.get() + sp.regions_[static_cast<size_t>(sl.region)].offset;
     }
   }
+
+  ~RunState() {
+    vals_.clear();  // drop this run's own views of the arena first
+    if (arena_) sp_.giveBackArena(std::move(arena_));
+  }
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
 
   void setHeld(int s, RtValue v) {
     vals_[static_cast<size_t>(s)] = std::move(v);
@@ -469,7 +645,7 @@ class RunState {
       for (size_t k = 0; k < st.in.size(); ++k) inp[k] = st.in[k] >= 0 ? ptr(st.in[k]) : nullptr;
       void* out = const_cast<uint8_t*>(ptr(st.out[0]));
       void* ws = st.workspaceRegion >= 0 ? arena_.get() + sp_.regions_[static_cast<size_t>(st.workspaceRegion)].offset : nullptr;
-      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws});
+      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws, pool_});
     } else {
       runFallback(st);
     }
@@ -520,6 +696,7 @@ class RunState {
 
   const Specialization& sp_;
   std::mt19937_64& rng_;
+  cpu::ThreadPool* pool_;
   std::vector<RtValue> vals_;
   std::vector<const uint8_t*> ptr_;
   std::shared_ptr<uint8_t> arena_;
@@ -535,8 +712,8 @@ RtValue alignedInput(const RtValue& v) {
 }
 
 std::vector<RtValue> Specialization::run(const Graph& original, const std::map<std::string, RtValue>& inputs,
-                                         std::mt19937_64& rng, RunProfile* profile) const {
-  RunState state(*this, rng);
+                                         std::mt19937_64& rng, cpu::ThreadPool* pool, RunProfile* profile) const {
+  RunState state(*this, rng, pool);
   const Graph& g = *model_->graph;
   for (Value* v : g.initializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
   for (Value* v : g.sparseInitializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
@@ -562,6 +739,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
 class CpuPlan : public Plan {
  public:
   CpuPlan(const Model& m, const PrepareOptions& o) : model_(m), seed_(o.seed), threads_(o.threads) {
+    if (threads_ > 1) pool_ = std::make_unique<cpu::ThreadPool>(threads_);
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     // Specialise now when every input's shape is static, so prepare time is prepare time.
     std::map<std::string, std::vector<int64_t>> dims;
@@ -609,7 +787,7 @@ class CpuPlan : public Plan {
     std::shared_ptr<const Specialization> sp = specialization(dims);
     uint64_t runIndex = runs_.fetch_add(1);
     std::mt19937_64 rng(seed_ ? *seed_ + runIndex : std::random_device{}());
-    return sp->run(g, inputs, rng, profile);
+    return sp->run(g, inputs, rng, pool_.get(), profile);
   }
 
   std::shared_ptr<const Specialization> specialization(const std::map<std::string, std::vector<int64_t>>& dims) {
@@ -624,6 +802,7 @@ class CpuPlan : public Plan {
   const Model& model_;
   std::optional<uint64_t> seed_;
   int threads_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  ///< null for one thread: everything inline
   std::atomic<uint64_t> runs_{0};
   std::mutex mutex_;
   std::map<std::map<std::string, std::vector<int64_t>>, std::shared_ptr<const Specialization>> cache_;

@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "exec/cpu/thread_pool.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
@@ -34,6 +36,18 @@ struct StaticTensorType {
   }
 };
 
+/// An epilogue the executor fused into a node at prepare (Conv followed by an inference
+/// BatchNormalization with constant parameters, Add/Sum of a tensor of its output's shape, then
+/// Relu or Clip): the kernel applies it before storing its output.
+struct FusedEpilogue {
+  /// BatchNormalization folded in, per output channel: y = conv * scale + shift (empty: none).
+  std::vector<float> scale, shift;
+  bool residual = false;  ///< input 3 (after the node's own three) is added to the output
+  bool clamp = false;     ///< then clamped to [lo, hi] (Relu: [0, +inf]; Clip: its bounds)
+  float lo = 0, hi = 0;
+  std::string suffix;     ///< for the kernel's name in profiles: "+add+relu"
+};
+
 /// What a kernel is created from. `inputs`/`outputs` hold nullptr for omitted values; every
 /// present one has a concrete type. `constants[i]` is input i's constant value (an
 /// initializer), else nullptr.
@@ -44,6 +58,9 @@ struct CpuNodeInfo {
   std::vector<const StaticTensorType*> inputs, outputs;
   std::vector<const Tensor*> constants;
   int threads = 1;
+  /// Set when the executor fused following nodes into this one; a kernel that cannot apply it
+  /// must decline (return nullptr), and the nodes then run unfused.
+  const FusedEpilogue* fused = nullptr;
   const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
   const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }
@@ -55,6 +72,8 @@ struct CpuComputeArgs {
   std::span<const void* const> inputs;  ///< nullptr for omitted inputs
   std::span<void* const> outputs;
   void* workspace = nullptr;
+  /// The plan's intra-op pool (parallelFor(pool, ...) runs inline when null or busy).
+  ThreadPool* pool = nullptr;
 };
 
 class CpuKernel {
@@ -68,6 +87,8 @@ class CpuKernel {
   virtual void compute(const CpuComputeArgs& args) const = 0;
   /// Floating-point operations of one compute call (for bench --profile), 0 when not counted.
   virtual double flops() const { return 0; }
+  /// Appended to the table's kernel name in profiles: which variant create() chose (".gemm").
+  virtual std::string variant() const { return {}; }
 };
 
 /// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.

@@ -15,7 +15,7 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 constexpr CpuKernelDef kKernels[] = {
     {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32.blas", OutputReuse::None, createMatMul},
     {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32.blas", OutputReuse::None, createGemm},
-    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32.im2col", OutputReuse::None, createConv},
+    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},
@@ -27,6 +27,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Relu", 6, kLast, DType::Float, "cpu.relu.f32", OutputReuse::InPlace, createRelu},
     {"", "Sigmoid", 6, kLast, DType::Float, "cpu.sigmoid.f32", OutputReuse::InPlace, createSigmoid},
     {"", "Tanh", 6, kLast, DType::Float, "cpu.tanh.f32", OutputReuse::InPlace, createTanh},
+    {"", "Gelu", 20, kLast, DType::Float, "cpu.gelu.f32", OutputReuse::InPlace, createGelu},
     {"", "Softmax", 1, kLast, DType::Float, "cpu.softmax.f32", OutputReuse::None, createSoftmax},
     {"", "MaxPool", 1, kLast, DType::Float, "cpu.maxpool.f32", OutputReuse::None, createMaxPool},
     {"", "AveragePool", 1, kLast, DType::Float, "cpu.averagepool.f32", OutputReuse::None, createAveragePool},
@@ -34,6 +35,8 @@ constexpr CpuKernelDef kKernels[] = {
      createGlobalAveragePool},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
+    {"", "LRN", 1, kLast, DType::Float, "cpu.lrn.f32", OutputReuse::None, createLrn},
+    {"", "LayerNormalization", 17, kLast, DType::Float, "cpu.layernorm.f32", OutputReuse::InPlace, createLayerNorm},
     {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
     {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},

@@ -16,6 +16,10 @@ void configureBlas(int threads);
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
+/// Conv with constant weights on the packed micro-kernels (kernels_conv.cpp), else createConv;
+/// the only Conv kernels that apply a fused epilogue.
+std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
@@ -28,6 +32,7 @@ std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSoftmax(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
 
@@ -36,6 +41,11 @@ std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createLayerNorm(const CpuNodeInfo& info);
+/// Makes a kernel of createLayerNorm read inputs (A, R, Scale[, B]) and normalise A + R: the
+/// executor's fusion of a residual Add into the LayerNormalization after it.
+void makeLayerNormResidual(CpuKernel& layerNorm);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);

@@ -1,15 +1,137 @@
-// kernels_elementwise.cpp: binary elementwise ops with numpy broadcasting (Add, Sub, Mul, Div),
-// activations (Relu, Sigmoid, Tanh), Softmax, and the Reshape family as views. Scalar loops the
-// compiler vectorises at the build's baseline ISA; runtime-dispatched SIMD versions are to come.
+// kernels_elementwise.cpp: binary elementwise ops with numpy broadcasting (Add, Sub, Mul, Div,
+// Pow), activations (Relu, Sigmoid, Tanh, Erf, Gelu), Softmax, and the Reshape family as views.
+// The float loops are the runtime-dispatched ones of vec.h, split over the plan's thread pool.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/vec.h"
 
 namespace onnxtool::cpu {
 
 namespace {
+
+/// Elements per task of the pool: below this a loop runs on one thread (a dispatch costs about
+/// a microsecond; 16K floats are 64 KiB, a few microseconds of work).
+constexpr int64_t kGrain = 16384;
+
+struct PowOp {  // the general Pow (x^2 takes the vectorised Mul path instead)
+  static float apply(float a, float b) { return std::pow(a, b); }
+};
+
+/// Output dims with each operand's element strides (0 where it broadcasts), adjacent dims merged
+/// where both operands step through them alike, so that the innermost run is as long as it can be
+/// ([1,128,768] + [768] becomes 128 rows of 768 with a row-vector b).
+struct BroadcastPlan {
+  std::vector<int64_t> dims, aStrides, bStrides;
+  int64_t total = 0;
+  BroadcastPlan(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& out) {
+    size_t r = out.size();
+    std::vector<int64_t> as(r, 0), bs(r, 0);
+    auto strides = [&](const std::vector<int64_t>& d, std::vector<int64_t>& st) {
+      int64_t s = 1;
+      for (size_t i = d.size(); i-- > 0;) {
+        size_t oi = i + r - d.size();
+        st[oi] = d[i] == 1 ? 0 : s;
+        s *= d[i];
+      }
+    };
+    strides(a, as);
+    strides(b, bs);
+    total = 1;
+    for (int64_t d : out) total *= d;
+    for (size_t i = 0; i < r; ++i) {
+      if (out[i] == 1) continue;  // size-1 dims carry nothing
+      if (!dims.empty()) {
+        size_t j = dims.size() - 1;  // merge into the previous kept dim when both step alike
+        if (aStrides[j] == as[i] * out[i] && bStrides[j] == bs[i] * out[i]) {
+          dims[j] *= out[i];
+          aStrides[j] = as[i];
+          bStrides[j] = bs[i];
+          continue;
+        }
+      }
+      dims.push_back(out[i]);
+      aStrides.push_back(as[i]);
+      bStrides.push_back(bs[i]);
+    }
+    if (dims.empty()) dims = {1}, aStrides = {0}, bStrides = {0};
+  }
+};
+
+/// y[i] = a[i * sa] op b[i * sb] for one run of n elements, strides 0 or 1 (vectorised), else
+/// the scalar loop.
+template <typename Op>
+void binaryRun(const VecKernels& vk, int op, const float* a, int64_t sa, const float* b, int64_t sb, float* y, int64_t n) {
+  if (op >= 0) {
+    if (sa == 1 && sb == 1) return vk.binary[op](a, b, y, n);
+    if (sa == 1 && sb == 0) return vk.binaryScalarB[op](a, b[0], y, n);
+    if (sa == 0 && sb == 1) return vk.binaryScalarA[op](a[0], b, y, n);
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = Op::apply(a[i * sa], b[i * sb]);
+}
+
+/// out = a OP b, both broadcast to out's shape. The output may be input 0's buffer (in place):
+/// every element is read before it is written at the same index. `vecOp` is the VecBinary of
+/// Op, or -1 for the scalar loop; `square` makes Pow by a constant 2 the product a * a.
+template <typename Op>
+class BinaryKernel : public CpuKernel {
+ public:
+  BinaryKernel(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& out, int vecOp,
+               bool square)
+      : plan_(a, b, out), vecOp_(vecOp), square_(square), vk_(vecKernels()) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* a = static_cast<const float*>(args.inputs[0]);
+    const float* b = static_cast<const float*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    if (plan_.total == 0) return;
+    if (square_) {
+      parallelFor(args.pool, plan_.total, kGrain, [&](int64_t s, int64_t e) {
+        vk_.binary[static_cast<int>(VecBinary::Mul)](a + s, a + s, y + s, e - s);
+      });
+      return;
+    }
+    const size_t r = plan_.dims.size();
+    const int64_t inner = plan_.dims[r - 1], sa = plan_.aStrides[r - 1], sb = plan_.bStrides[r - 1];
+    if (r == 1) {  // one run: split it
+      parallelFor(args.pool, inner, kGrain, [&](int64_t s, int64_t e) {
+        binaryRun<Op>(vk_, vecOp_, a + s * sa, sa, b + s * sb, sb, y + s, e - s);
+      });
+      return;
+    }
+    const int64_t rows = plan_.total / inner;
+    parallelFor(args.pool, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t s, int64_t e) {
+      // Odometer over all dims but the last, started at row s.
+      int64_t idx[16] = {}, rem = s, ao = 0, bo = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        idx[d] = rem % plan_.dims[d];
+        rem /= plan_.dims[d];
+        ao += idx[d] * plan_.aStrides[d];
+        bo += idx[d] * plan_.bStrides[d];
+      }
+      for (int64_t row = s; row < e; ++row) {
+        binaryRun<Op>(vk_, vecOp_, a + ao, sa, b + bo, sb, y + row * inner, inner);
+        for (size_t d = r - 1; d-- > 0;) {
+          ao += plan_.aStrides[d];
+          bo += plan_.bStrides[d];
+          if (++idx[d] < plan_.dims[d]) break;
+          ao -= idx[d] * plan_.aStrides[d];
+          bo -= idx[d] * plan_.bStrides[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+
+ private:
+  BroadcastPlan plan_;
+  int vecOp_;
+  bool square_;
+  const VecKernels& vk_;
+};
 
 struct AddOp {
   static float apply(float a, float b) { return a + b; }
@@ -23,90 +145,35 @@ struct MulOp {
 struct DivOp {
   static float apply(float a, float b) { return a / b; }
 };
-struct PowOp {  // x^2 (LayerNorm's variance as exporters spell it) without a call to pow
-  static float apply(float a, float b) { return b == 2.f ? a * a : std::pow(a, b); }
-};
 
-/// out = a OP b, both broadcast to out's shape. The output may be input 0's buffer (in place):
-/// every element is read before it is written at the same index.
 template <typename Op>
-class BinaryKernel : public CpuKernel {
- public:
-  BinaryKernel(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& out)
-      : outDims_(out) {
-    size_t r = out.size();
-    aStrides_.assign(r, 0);
-    bStrides_.assign(r, 0);
-    auto strides = [&](const std::vector<int64_t>& d, std::vector<int64_t>& s) {
-      int64_t st = 1;
-      for (size_t i = d.size(); i-- > 0;) {
-        size_t oi = i + r - d.size();
-        s[oi] = d[i] == 1 ? 0 : st;
-        st *= d[i];
-      }
-    };
-    strides(a, aStrides_);
-    strides(b, bStrides_);
-    total_ = 1;
-    for (int64_t d : out) total_ *= d;
-    int64_t an = 1, bn = 1;
-    for (int64_t d : a) an *= d;
-    for (int64_t d : b) bn *= d;
-    if (an == total_ && bn == total_) mode_ = Mode::Same;
-    else if (an == total_ && bn == 1) mode_ = Mode::ScalarB;
-    else if (bn == total_ && an == 1) mode_ = Mode::ScalarA;
-    else mode_ = Mode::General;
+std::unique_ptr<CpuKernel> createBinary(const CpuNodeInfo& info, int vecOp) {
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.out(0).dims.size() > 16) return nullptr;
+  bool square = false;
+  if (vecOp < 0 && info.constants.size() > 1 && info.constants[1] && info.in(1).numElements() == 1 &&
+      info.in(0).dims == info.out(0).dims) {
+    const Tensor& t = *info.constants[1];
+    float e = 0;
+    std::memcpy(&e, t.raw.data(), sizeof e);
+    square = e == 2.f;
   }
+  return std::make_unique<BinaryKernel<Op>>(info.in(0).dims, info.in(1).dims, info.out(0).dims, vecOp, square);
+}
+
+/// y = f(x) elementwise through the vec.h table, split over the pool.
+class VecUnaryKernel : public CpuKernel {
+ public:
+  VecUnaryKernel(int64_t n, VecUnary f) : n_(n), f_(vecKernels().unary[static_cast<int>(f)]) {}
   void compute(const CpuComputeArgs& args) const override {
-    const float* a = static_cast<const float*>(args.inputs[0]);
-    const float* b = static_cast<const float*>(args.inputs[1]);
+    const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    switch (mode_) {
-      case Mode::Same:
-        for (int64_t i = 0; i < total_; ++i) y[i] = Op::apply(a[i], b[i]);
-        return;
-      case Mode::ScalarB: {
-        float bv = b[0];
-        for (int64_t i = 0; i < total_; ++i) y[i] = Op::apply(a[i], bv);
-        return;
-      }
-      case Mode::ScalarA: {
-        float av = a[0];
-        for (int64_t i = 0; i < total_; ++i) y[i] = Op::apply(av, b[i]);
-        return;
-      }
-      case Mode::General: break;
-    }
-    if (total_ == 0) return;
-    // Odometer over all dims but the last; the innermost loop runs with fixed strides.
-    size_t r = outDims_.size();
-    int64_t inner = outDims_[r - 1], sa = aStrides_[r - 1], sb = bStrides_[r - 1];
-    std::vector<int64_t> idx(r, 0);  // small: the rank
-    int64_t outer = total_ / inner;
-    for (int64_t o = 0; o < outer; ++o) {
-      int64_t ao = 0, bo = 0;
-      for (size_t d = 0; d + 1 < r; ++d) ao += idx[d] * aStrides_[d], bo += idx[d] * bStrides_[d];
-      float* yo = y + o * inner;
-      for (int64_t i = 0; i < inner; ++i) yo[i] = Op::apply(a[ao + i * sa], b[bo + i * sb]);
-      for (size_t d = r - 1; d-- > 0;) {
-        if (++idx[d] < outDims_[d]) break;
-        idx[d] = 0;
-      }
-    }
+    parallelFor(args.pool, n_, kGrain / 4, [&](int64_t s, int64_t e) { f_(x + s, y + s, e - s); });
   }
 
  private:
-  enum class Mode { Same, ScalarA, ScalarB, General };
-  std::vector<int64_t> outDims_, aStrides_, bStrides_;
-  int64_t total_ = 0;
-  Mode mode_ = Mode::General;
+  int64_t n_;
+  void (*f_)(const float*, float*, int64_t);
 };
-
-template <typename Op>
-std::unique_ptr<CpuKernel> createBinary(const CpuNodeInfo& info) {
-  if (!info.hasInput(1) || info.in(1).dtype != DType::Float) return nullptr;
-  return std::make_unique<BinaryKernel<Op>>(info.in(0).dims, info.in(1).dims, info.out(0).dims);
-}
 
 template <typename F>
 class UnaryKernel : public CpuKernel {
@@ -115,42 +182,39 @@ class UnaryKernel : public CpuKernel {
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t i = 0; i < n_; ++i) y[i] = F::apply(x[i]);
+    parallelFor(args.pool, n_, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) y[i] = F::apply(x[i]);
+    });
   }
 
  private:
   int64_t n_;
 };
 
-struct ReluF {
-  static float apply(float x) { return x < 0.f ? 0.f : x; }  // NaN stays NaN; vectorises to a max
-};
-struct SigmoidF {
-  static float apply(float x) { return x >= 0.f ? 1.f / (1.f + std::exp(-x)) : std::exp(x) / (1.f + std::exp(x)); }
-};
-struct TanhF {
-  static float apply(float x) { return std::tanh(x); }
-};
-struct ErfF {
-  static float apply(float x) { return std::erf(x); }
-};
 struct SqrtF {
   static float apply(float x) { return std::sqrt(x); }
 };
 
-template <typename F>
-std::unique_ptr<CpuKernel> createUnary(const CpuNodeInfo& info) {
-  return std::make_unique<UnaryKernel<F>>(info.in(0).numElements());
+std::unique_ptr<CpuKernel> createVecUnary(const CpuNodeInfo& info, VecUnary f) {
+  return std::make_unique<VecUnaryKernel>(info.in(0).numElements(), f);
 }
 
 /// Softmax over `n` elements `inner` apart, for each of `outer * inner` rows; the max is
 /// subtracted first. Before opset 13 the input is coerced to 2-D at `axis` (inner = 1).
+/// Contiguous rows (inner = 1) go through the vectorised row kernel, rows split over the pool.
 class SoftmaxKernel : public CpuKernel {
  public:
-  SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {}
+  SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner), vk_(vecKernels()) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
+    if (n_ == 0) return;
+    if (inner_ == 1) {
+      parallelFor(args.pool, outer_, std::max<int64_t>(1, kGrain / 4 / n_), [&](int64_t s, int64_t e) {
+        for (int64_t o = s; o < e; ++o) vk_.softmaxRow(x + o * n_, y + o * n_, n_);
+      });
+      return;
+    }
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t in = 0; in < inner_; ++in) {
         const float* xr = x + o * n_ * inner_ + in;
@@ -169,6 +233,7 @@ class SoftmaxKernel : public CpuKernel {
 
  private:
   int64_t outer_, n_, inner_;
+  const VecKernels& vk_;
 };
 
 class ViewKernel : public CpuKernel {
@@ -178,19 +243,32 @@ class ViewKernel : public CpuKernel {
 
 }  // namespace
 
-std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBinary<AddOp>(info); }
-std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info); }
-std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info); }
-std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info); }
-std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info) { return createBinary<PowOp>(info); }
-std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info) { return createUnary<ErfF>(info); }
-std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info) { return createUnary<SqrtF>(info); }
-std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
-  return info.inputs.size() == 2 ? createBinary<AddOp>(info) : nullptr;  // residual adds; longer sums: reference
+constexpr int kAdd = static_cast<int>(VecBinary::Add), kSub = static_cast<int>(VecBinary::Sub),
+              kMul = static_cast<int>(VecBinary::Mul), kDiv = static_cast<int>(VecBinary::Div);
+
+std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBinary<AddOp>(info, kAdd); }
+std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info, kSub); }
+std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info, kMul); }
+std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info, kDiv); }
+std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info) { return createBinary<PowOp>(info, -1); }
+std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Erf); }
+std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info) {
+  return std::make_unique<UnaryKernel<SqrtF>>(info.in(0).numElements());
 }
-std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info) { return createUnary<ReluF>(info); }
-std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info) { return createUnary<SigmoidF>(info); }
-std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info) { return createUnary<TanhF>(info); }
+std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
+  return info.inputs.size() == 2 ? createBinary<AddOp>(info, kAdd) : nullptr;  // residual adds; longer sums: reference
+}
+std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Relu); }
+std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Sigmoid); }
+std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Tanh); }
+std::unique_ptr<CpuKernel> createGelu(const CpuNodeInfo& info) {
+  for (const Attribute& a : info.node->attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  std::string approximate = info.node->attrString("approximate", "none");
+  if (approximate == "none") return createVecUnary(info, VecUnary::GeluErf);
+  if (approximate == "tanh") return createVecUnary(info, VecUnary::GeluTanh);
+  return nullptr;  // the reference kernel reports the bad attribute
+}
 
 std::unique_ptr<CpuKernel> createSoftmax(const CpuNodeInfo& info) {
   const Node& n = *info.node;

@@ -216,6 +216,7 @@ class ConvKernel : public CpuKernel {
   double flops() const override {
     return 2.0 * g_.n * g_.m * (g_.c / g_.group) * g_.kh * g_.kw * g_.oh * g_.ow;
   }
+  std::string variant() const override { return ".im2col.blas"; }
 
  private:
   void im2col(const float* x, int64_t channels, float* col) const {

@@ -1,8 +1,11 @@
 // kernels_norm.cpp: BatchNormalization in inference mode (one output): per channel
-// y = x * a + b with a = scale / sqrt(var + epsilon), b = bias - mean * a.
+// y = x * a + b with a = scale / sqrt(var + epsilon), b = bias - mean * a. LayerNormalization
+// (output Y only) over the trailing axes from `axis`, rows split over the pool; the executor
+// may fuse a residual Add before it (the sum is formed in the row kernel, never stored).
 #include <cmath>
 
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/vec.h"
 
 namespace onnxtool::cpu {
 
@@ -33,7 +36,52 @@ class BatchNormKernel : public CpuKernel {
   float eps_;
 };
 
+/// Inputs X, Scale[, B] (or, fused with a residual Add, A, R, Scale[, B] with X = A + R).
+class LayerNormKernel : public CpuKernel {
+ public:
+  LayerNormKernel(int64_t rows, int64_t n, float eps, bool bias) : rows_(rows), n_(n), eps_(eps), bias_(bias), vk_(vecKernels()) {}
+  void setResidual() { residual_ = true; }
+  void compute(const CpuComputeArgs& args) const override {
+    size_t k = residual_ ? 1 : 0;
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* r = residual_ ? static_cast<const float*>(args.inputs[1]) : nullptr;
+    const float* scale = static_cast<const float*>(args.inputs[k + 1]);
+    const float* b = bias_ ? static_cast<const float*>(args.inputs[k + 2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    if (n_ == 0) return;
+    parallelFor(args.pool, rows_, std::max<int64_t>(1, 4096 / n_), [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) vk_.layerNormRow(x + i * n_, r ? r + i * n_ : nullptr, scale, b, eps_, y + i * n_, n_);
+    });
+  }
+
+ private:
+  int64_t rows_, n_;
+  float eps_;
+  bool bias_, residual_ = false;
+  const VecKernels& vk_;
+};
+
 }  // namespace
+
+std::unique_ptr<CpuKernel> createLayerNorm(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (info.outputs.size() > 1 && (info.outputs[1] || (info.outputs.size() > 2 && info.outputs[2]))) return nullptr;
+  const auto& x = info.in(0).dims;
+  int64_t r = static_cast<int64_t>(x.size()), axis = n.attrInt("axis", -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return nullptr;
+  int64_t rows = 1, cols = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? rows : cols) *= x[static_cast<size_t>(i)];
+  // Scale and B as full [cols] rows (broadcasting ones are left to the reference kernel).
+  if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.in(1).numElements() != cols) return nullptr;
+  bool bias = info.hasInput(2);
+  if (bias && (info.in(2).dtype != DType::Float || info.in(2).numElements() != cols)) return nullptr;
+  return std::make_unique<LayerNormKernel>(rows, cols, n.attrFloat("epsilon", 1e-5f), bias);
+}
+
+void makeLayerNormResidual(CpuKernel& k) { static_cast<LayerNormKernel&>(k).setResidual(); }
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info) {
   const Node& n = *info.node;

@@ -1,9 +1,13 @@
 // kernels_pool.cpp: 2-D MaxPool and AveragePool (pads, strides, dilations for MaxPool; the
 // output size, and so ceil_mode, comes from shape inference) and GlobalAveragePool, NCHW.
+// Row-wise loops without bounds tests inside; MaxPool on a padded plane copy (see PoolKernel).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
 
 namespace onnxtool::cpu {
@@ -14,55 +18,105 @@ struct PoolGeometry {
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL, padB, padR;
 };
 
+/// Max/AveragePool over output rows: each valid (kernel row, kernel column) tap updates the
+/// range of output columns it covers, without bounds tests in the inner loop (precomputed per
+/// kernel column), so the unit-stride case vectorises. The windows' element counts are
+/// separable: (valid rows of oy) x (valid columns of ox).
 class PoolKernel : public CpuKernel {
  public:
-  PoolKernel(PoolGeometry g, bool max, bool countIncludePad) : g_(g), max_(max), countPad_(countIncludePad) {}
+  PoolKernel(PoolGeometry g, bool max, bool countIncludePad) : g_(g), max_(max), countPad_(countIncludePad) {
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      int64_t off = kj * g.dw - g.padL;
+      int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+      int64_t hi = g.w - off <= 0 ? 0 : (g.w - off - 1) / g.sw + 1;
+      lo = std::min(lo, g.ow);
+      colLo_.push_back(lo);
+      colHi_.push_back(std::clamp(hi, lo, g.ow));
+    }
+    for (int64_t ox = 0; ox < g.ow; ++ox) colCount_.push_back(count(ox, g.sw, g.padL, g.padR, g.kw, g.w));
+    // MaxPool's padded plane: the windows' extent, 32 * sw floats of slack right of each row
+    // and one row below (whole-vector loads of a row's tail stay inside).
+    shape_ = {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.oh, g.ow};
+    ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+    pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
+    planeFloats_ = max ? (ph_ + 1) * pw_ : 0;
+  }
+  size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_) * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
+    const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
+    const RowOps& rows = activeRowOps();
+    float* padded = static_cast<float*>(args.workspace);
+    if (max_) std::fill(padded, padded + planeFloats_, init);
     for (int64_t p = 0; p < g_.planes; ++p) {
       const float* xp = x + p * g_.h * g_.w;
-      float* yp = y + p * g_.oh * g_.ow;
-      for (int64_t oy = 0; oy < g_.oh; ++oy)
-        for (int64_t ox = 0; ox < g_.ow; ++ox) {
-          int64_t y0 = oy * g_.sh - g_.padT, x0 = ox * g_.sw - g_.padL;
-          float acc = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
-          int64_t count = 0;
-          bool nan = false;
-          for (int64_t ki = 0; ki < g_.kh; ++ki) {
-            int64_t iy = y0 + ki * g_.dh;
-            if (iy < 0 || iy >= g_.h) continue;
-            for (int64_t kj = 0; kj < g_.kw; ++kj) {
-              int64_t ix = x0 + kj * g_.dw;
-              if (ix < 0 || ix >= g_.w) continue;
-              float v = xp[iy * g_.w + ix];
-              if (max_) {
-                if (v != v) nan = true;
-                acc = std::max(acc, v);
-              } else {
-                acc += v;
+      bool nan = false;
+      if (max_) {
+        int any = 0;
+        const int64_t size = g_.h * g_.w;
+        int64_t i = 0;
+        for (; i + 64 <= size; i += 64)  // a constant trip count: vectorised
+          for (int64_t j = 0; j < 64; ++j) any |= xp[i + j] != xp[i + j];
+        for (; i < size; ++i) any |= xp[i] != xp[i];
+        nan = any != 0;
+      }
+      if (max_ && !nan) {  // on a -inf-padded copy, each output vector held in a register over the taps
+        // Padded (py, px) = input (py - padT, px - padL); only the image's rows and columns
+        // inside the windows' extent are copied, the rest stays -inf from the fill below.
+        const int64_t x0 = std::max<int64_t>(0, -g_.padL), x1 = std::min(g_.w, pw_ - 32 * g_.sw - g_.padL);
+        for (int64_t py = 0; py < ph_; ++py) {
+          const int64_t iy = py - g_.padT;
+          if (iy < 0 || iy >= g_.h || x1 <= x0) continue;
+          std::memcpy(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, static_cast<size_t>(x1 - x0) * sizeof(float));
+        }
+        rows.maxPoolPlane(padded, pw_, shape_, y + p * g_.oh * g_.ow);
+        continue;
+      }
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        float* out = y + (p * g_.oh + oy) * g_.ow;
+        std::fill(out, out + g_.ow, init);
+        for (int64_t ki = 0; ki < g_.kh; ++ki) {
+          const int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
+          if (iy < 0 || iy >= g_.h) continue;
+          const float* row = xp + iy * g_.w;
+          for (int64_t kj = 0; kj < g_.kw; ++kj) {
+            const int64_t off = kj * g_.dw - g_.padL, lo = colLo_[static_cast<size_t>(kj)], hi = colHi_[static_cast<size_t>(kj)];
+            if (max_ && nan) {  // exact NaN propagation: a NaN input wins, a NaN maximum stays
+              for (int64_t ox = lo; ox < hi; ++ox) {
+                float v = row[ox * g_.sw + off];
+                out[ox] = out[ox] < v || v != v ? v : out[ox];
               }
-              ++count;
+            } else {
+              if (g_.sw == 1)
+                for (int64_t ox = lo; ox < hi; ++ox) out[ox] += row[ox + off];
+              else
+                for (int64_t ox = lo; ox < hi; ++ox) out[ox] += row[ox * g_.sw + off];
             }
-          }
-          if (max_) {
-            yp[oy * g_.ow + ox] = nan ? std::numeric_limits<float>::quiet_NaN() : acc;
-          } else {
-            int64_t div = count;
-            if (countPad_) {  // the window clipped to the padded input
-              int64_t hs = std::max<int64_t>(y0, -g_.padT), he = std::min<int64_t>(y0 + g_.kh, g_.h + g_.padB);
-              int64_t ws = std::max<int64_t>(x0, -g_.padL), we = std::min<int64_t>(x0 + g_.kw, g_.w + g_.padR);
-              div = (he - hs) * (we - ws);
-            }
-            yp[oy * g_.ow + ox] = acc / static_cast<float>(div);
           }
         }
+        if (!max_) {
+          const float rows = static_cast<float>(count(oy, g_.sh, g_.padT, g_.padB, g_.kh, g_.h));
+          for (int64_t ox = 0; ox < g_.ow; ++ox) out[ox] /= rows * static_cast<float>(colCount_[static_cast<size_t>(ox)]);
+        }
+      }
     }
   }
 
  private:
+  /// Elements of window o along one axis: valid input positions, or with count_include_pad the
+  /// window clipped to the padded input (AveragePool has no dilation).
+  int64_t count(int64_t o, int64_t s, int64_t padBegin, int64_t padEnd, int64_t k, int64_t in) const {
+    int64_t start = o * s - padBegin;
+    if (countPad_) return std::min(start + k, in + padEnd) - std::max(start, -padBegin);
+    return std::max<int64_t>(0, std::min(start + k, in) - std::max<int64_t>(start, 0));
+  }
+
   PoolGeometry g_;
   bool max_, countPad_;
+  std::vector<int64_t> colLo_, colHi_, colCount_;
+  DepthwiseShape shape_;
+  int64_t ph_ = 0, pw_ = 0, planeFloats_ = 0;
 };
 
 std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {

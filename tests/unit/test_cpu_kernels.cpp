@@ -87,21 +87,24 @@ Tensor randomTensor(std::vector<int64_t> dims, std::mt19937& rng, bool specials 
 void checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds, const std::string& kernelPrefix,
                      double rtol = 1e-4, double atol = 1e-5) {
   auto want = makeExecutor("ref")->prepare(m, {})->run(feeds);
-  PrepareOptions po;
-  po.threads = 1;
-  auto plan = makeExecutor("cpu")->prepare(m, po);
-  RunProfile prof;
-  auto got = plan->runProfiled(feeds, prof);
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CompareResult r = compareValues(got[i], want[i], rtol, atol);
-    INFO(r.message);
-    CHECK(r.ok);
+  for (int threads : {1, 3}) {  // inline, and split over a pool
+    INFO("threads " << threads);
+    PrepareOptions po;
+    po.threads = threads;
+    auto plan = makeExecutor("cpu")->prepare(m, po);
+    RunProfile prof;
+    auto got = plan->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], rtol, atol);
+      INFO(r.message);
+      CHECK(r.ok);
+    }
+    REQUIRE(!prof.nodes.empty());
+    INFO("kernel " << prof.nodes.back().kernel);
+    CHECK(prof.nodes.back().kernel.rfind(kernelPrefix, 0) == 0);
+    CHECK_FALSE(prof.nodes.back().fallback);
   }
-  REQUIRE(!prof.nodes.empty());
-  INFO("kernel " << prof.nodes.back().kernel);
-  CHECK(prof.nodes.back().kernel.rfind(kernelPrefix, 0) == 0);
-  CHECK_FALSE(prof.nodes.back().fallback);
 }
 
 }  // namespace
@@ -226,6 +229,23 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
       for (auto& ch : prefix) ch = static_cast<char>(std::tolower(ch));
       checkAgainstRef(*model, feeds, prefix, 1e-5, 1e-6);
     }
+  for (const char* approximate : {"none", "tanh"})
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {3, 16}, {0, 4}, {2, 3, 17}, {40000}}) {
+      std::map<std::string, RtValue> feeds;
+      Tensor x = randomTensor(dims, rng, true);
+      if (x.numElements().value_or(0) > 6) {
+        float* p = reinterpret_cast<float*>(x.raw.mutableData());
+        p[0] = 100.f, p[1] = -100.f, p[2] = 1e-30f;
+      }
+      auto model = oneNode("Gelu", 20, {{x, false}}, {Attribute::ofString("approximate", approximate)}, feeds);
+      INFO("Gelu " << approximate);
+      checkAgainstRef(*model, feeds, "cpu.gelu", 1e-5, 1e-6);
+    }
+  {  // long rows split over the pool: Softmax rows of the attention scores' length
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Softmax", 13, {{randomTensor({2, 12, 128, 128}, rng), false}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-7);
+  }
   for (int64_t opset : {11, 13})
     for (int64_t axis : {-1, 0, 1, 2}) {
       std::map<std::string, RtValue> feeds;
@@ -233,6 +253,26 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
       INFO("Softmax opset " << opset << " axis " << axis);
       checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
     }
+}
+
+TEST_CASE("cpu LayerNormalization matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(21);
+  struct Case {
+    std::vector<int64_t> x;
+    int64_t axis;
+    bool bias;
+  };
+  const Case cases[] = {{{2, 5, 768}, -1, true}, {{3, 17}, 1, true},  {{3, 17}, 1, false}, {{2, 3, 4, 5}, 2, true},
+                        {{4, 33}, 0, true},      {{0, 16}, -1, true}, {{7, 1}, -1, true},  {{6, 15}, -1, false}};
+  for (const Case& c : cases) {
+    std::vector<int64_t> norm(c.x.begin() + (c.axis < 0 ? c.axis + static_cast<int64_t>(c.x.size()) : c.axis), c.x.end());
+    std::map<std::string, RtValue> feeds;
+    std::vector<Arg> args = {{randomTensor(c.x, rng, c.x.size() == 3), false}, {randomTensor(norm, rng), true}};
+    if (c.bias) args.push_back({randomTensor(norm, rng), true});
+    auto model = oneNode("LayerNormalization", 17, args, {testutil::one("axis", c.axis), Attribute::ofFloat("epsilon", 1e-3f)}, feeds);
+    INFO("LayerNormalization rank " << c.x.size() << " axis " << c.axis);
+    checkAgainstRef(*model, feeds, "cpu.layernorm", 1e-4, 1e-4);
+  }
 }
 
 TEST_CASE("cpu pooling matches the reference kernels", "[cpu][kernels]") {

@@ -1,0 +1,178 @@
+// conv_microkernel_avx2.cpp: the AVX2+FMA SGEMM micro-kernel of the convolution kernels (see
+// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators. Compiled for AVX2 through
+// __attribute__((target)) only: called when activeIsa() is Avx2.
+#include "exec/cpu/conv_microkernels.h"
+
+#include <cmath>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace onnxtool::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+constexpr int kMr = 6, kNr = 16;
+
+#define ONNXTOOL_AVX2 __attribute__((target("avx2,fma")))
+
+/// q[0], q[2], ..., q[14] (reads q[0..15]): stride-2 columns.
+ONNXTOOL_AVX2 inline __m256 even8(const float* q) {
+  __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(q + 8), _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/// Column `ox` of a stride-1 or stride-2 padded row.
+ONNXTOOL_AVX2 inline __m256 columns8(const float* q, int64_t sw) { return sw == 1 ? _mm256_loadu_ps(q) : even8(q); }
+
+ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                              const TileEpilogue& ep) {
+  // Twelve named accumulators (an array of them made GCC spill inside the loop: 16 ymm in all).
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
+         c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    const float* ak = a + k * kMr;
+    __m256 av = _mm256_broadcast_ss(ak + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(ak + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(ak + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(ak + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(ak + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(ak + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+  }
+  const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (m < kMr || n < kNr) {  // a partial tile: through memory and the scalar epilogue
+    alignas(32) float tile[kMr * kNr];
+    for (int i = 0; i < kMr; ++i) {
+      _mm256_store_ps(tile + i * kNr, acc[i][0]);
+      _mm256_store_ps(tile + i * kNr + 8, acc[i][1]);
+    }
+    storeTileScalar(tile, kNr, c, ldc, m, n, ep);
+    return;
+  }
+  __m256 lo = _mm256_set1_ps(ep.lo), hi = _mm256_set1_ps(ep.hi);
+  for (int i = 0; i < kMr; ++i) {
+    float* ci = c + i * ldc;
+    __m256 v0 = acc[i][0], v1 = acc[i][1];
+    if (ep.accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
+    }
+    if (ep.last) {
+      if (ep.bias) {
+        __m256 bv = _mm256_set1_ps(ep.bias[i]);
+        v0 = _mm256_add_ps(v0, bv);
+        v1 = _mm256_add_ps(v1, bv);
+      }
+      if (ep.residual) {
+        const float* r = ep.residual + i * ep.ldr;
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+      }
+      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+        v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+        v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+      }
+    }
+    _mm256_storeu_ps(ci, v0);
+    _mm256_storeu_ps(ci + 8, v1);
+  }
+}
+
+ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
+  const __m256 b = _mm256_set1_ps(bias), s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 r = _mm256_sqrt_ps(_mm256_fmadd_ps(s, _mm256_loadu_ps(t + i), b));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(x + i), _mm256_mul_ps(r, _mm256_sqrt_ps(r))));
+  }
+  for (; i < n; ++i) {
+    float r = std::sqrt(bias + scale * t[i]);
+    y[i] = x[i] / (r * std::sqrt(r));
+  }
+}
+
+/// Output rows in chunks of 8 columns held in one register over all taps (strides 1 and 2;
+/// larger strides scalar), the row's tail scalar.
+ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                  const float* res, float* y, bool clamp, float lo, float hi) {
+  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), vb = _mm256_set1_ps(bias);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    float* out = y + oy * s.ow;
+    int64_t ox = 0;
+    for (; ox + 8 <= s.ow; ox += 8) {
+      __m256 acc = vb;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj)
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ki * s.kw + kj]), columns8(rows + ki * s.dh * pw + ox * s.sw + kj * s.dw, s.sw), acc);
+      if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + oy * s.ow + ox));
+      if (clamp) acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc));
+      _mm256_storeu_ps(out + ox, acc);
+    }
+    for (; ox < s.ow; ++ox) {
+      float acc = bias;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * rows[ki * s.dh * pw + ox * s.sw + kj * s.dw];
+      if (res) acc += res[oy * s.ow + ox];
+      if (clamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      out[ox] = acc;
+    }
+  }
+}
+
+ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  if (s.sw > 2) return maxPoolPlaneScalar(p, pw, s, y);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    int64_t ox = 0;
+    for (; ox + 8 <= s.ow; ox += 8) {
+      __m256 acc = _mm256_set1_ps(-__builtin_inff());
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc = _mm256_max_ps(acc, columns8(rows + ki * s.dh * pw + ox * s.sw + kj * s.dw, s.sw));
+      _mm256_storeu_ps(y + oy * s.ow + ox, acc);
+    }
+    for (; ox < s.ow; ++ox) {
+      float acc = -__builtin_inff();
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          float v = rows[ki * s.dh * pw + ox * s.sw + kj * s.dw];
+          acc = acc < v ? v : acc;
+        }
+      y[oy * s.ow + ox] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
+RowOps rowOpsAvx2() { return {gatherStridedScalar, lrnRow075, depthwisePlane, maxPoolPlane}; }
+
+#else
+
+GemmMicroKernelInfo gemmMicroKernelAvx2() { return gemmMicroKernelPortable(); }
+RowOps rowOpsAvx2() { return rowOpsPortable(); }
+
+#endif
+
+}  // namespace onnxtool::cpu

@@ -1,0 +1,156 @@
+// conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
+// conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators (per k step two loads of B and
+// twelve broadcasts of A), or 8 x 32 where it pads the rows less. Compiled for AVX-512 through __attribute__((target)) only: called
+// when activeIsa() is Avx512.
+#include "exec/cpu/conv_microkernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12's _mm512_max_ps/_mm512_min_ps pass an undefined vector as the (unused) merge source,
+// which -Wmaybe-uninitialized reports inside the header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace onnxtool::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+constexpr int kNr = 32;
+
+#define ONNXTOOL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                const TileEpilogue& ep) {
+  __m512 acc[kMr][2];
+  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    const float* ak = a + k * kMr;
+#pragma GCC unroll 12
+    for (int i = 0; i < kMr; ++i) {
+      __m512 av = _mm512_set1_ps(ak[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  // Columns n..31 are masked off; rows m..11 are not stored.
+  __mmask16 k0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  __mmask16 k1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+  __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  for (int i = 0; i < m && i < kMr; ++i) {
+    float* ci = c + i * ldc;
+    __m512 v0 = acc[i][0], v1 = acc[i][1];
+    if (ep.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, ci));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, ci + 16));
+    }
+    if (ep.last) {
+      if (ep.bias) {
+        __m512 bv = _mm512_set1_ps(ep.bias[i]);
+        v0 = _mm512_add_ps(v0, bv);
+        v1 = _mm512_add_ps(v1, bv);
+      }
+      if (ep.residual) {
+        const float* r = ep.residual + i * ep.ldr;
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, r));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, r + 16));
+      }
+      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+        v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+      }
+    }
+    _mm512_mask_storeu_ps(ci, k0, v0);
+    _mm512_mask_storeu_ps(ci + 16, k1, v1);
+  }
+}
+
+ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int64_t sw) {
+  int64_t i = 0;
+  if (sw == 2) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (; i + 17 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * i), even, _mm512_loadu_ps(src + 2 * i + 16)));
+  }
+  for (; i < n; ++i) dst[i] = src[i * sw];
+}
+
+ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
+  const __m512 b = _mm512_set1_ps(bias), s = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    __m512 v = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(k, t + i), b);
+    __m512 r = _mm512_sqrt_ps(v);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_mul_ps(r, _mm512_sqrt_ps(r))));
+  }
+}
+
+/// Output rows in chunks of 16 columns held in one register over all taps; stride 2 takes the
+/// even lanes of 32 consecutive inputs.
+ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                    const float* res, float* y, bool clamp, float lo, float hi) {
+  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    for (int64_t ox = 0; ox < s.ow; ox += 16) {
+      const __mmask16 k = s.ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s.ow - ox)) - 1);
+      __m512 acc = vb;
+      for (int64_t ki = 0; ki < s.kh; ++ki) {
+        const float* r = rows + ki * s.dh * pw + ox * s.sw;
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          const float* q = r + kj * s.dw;
+          __m512 v = s.sw == 1 ? _mm512_loadu_ps(q) : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16));
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * s.kw + kj]), v, acc);
+        }
+      }
+      if (res) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, res + oy * s.ow + ox));
+      if (clamp) acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc));
+      _mm512_mask_storeu_ps(y + oy * s.ow + ox, k, acc);
+    }
+  }
+}
+
+ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  if (s.sw > 2) return maxPoolPlaneScalar(p, pw, s, y);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    const float* rows = p + oy * s.sh * pw;
+    for (int64_t ox = 0; ox < s.ow; ox += 16) {
+      const __mmask16 k = s.ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s.ow - ox)) - 1);
+      __m512 acc = _mm512_set1_ps(-__builtin_inff());
+      for (int64_t ki = 0; ki < s.kh; ++ki) {
+        const float* r = rows + ki * s.dh * pw + ox * s.sw;
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          const float* q = r + kj * s.dw;
+          acc = _mm512_max_ps(acc, s.sw == 1 ? _mm512_loadu_ps(q) : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16)));
+        }
+      }
+      _mm512_mask_storeu_ps(y + oy * s.ow + ox, k, acc);
+    }
+  }
+}
+
+}  // namespace
+
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
+  // 12 rows (24 accumulators) unless 8 pads m to fewer rows (m = 16, 32, 64, 160, ...).
+  const int64_t pad12 = (m + 11) / 12 * 12, pad8 = (m + 7) / 8 * 8;
+  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+}
+RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
+
+#else
+
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t) { return gemmMicroKernelPortable(); }
+RowOps rowOpsAvx512() { return rowOpsPortable(); }
+
+#endif
+
+}  // namespace onnxtool::cpu

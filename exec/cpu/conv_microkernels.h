@@ -1,0 +1,127 @@
+// conv_microkernels.h: the register-blocked SGEMM micro-kernels of the convolution kernels
+// (kernels_conv.cpp), one per ISA path, each in its own source file compiled for that ISA with
+// __attribute__((target)) (never the build machine's -march): conv_microkernel_avx512.cpp,
+// conv_microkernel_avx2.cpp, and the portable one in kernels_conv.cpp.
+//
+// A micro-kernel computes one MR x NR tile of C = A * B over kc steps of the inner dimension:
+//   A: a packed panel of MR rows, k-major (a[k * MR + i]), rows past the matrix are zeros;
+//   B: a packed panel of NR columns, k-major (b[k * NR + j]), columns past the matrix are zeros;
+//   C: row-major with leading dimension ldc; only the first m rows and n columns are written.
+// With `accumulate` the tile adds to what C holds (a later block of k); with `last` the epilogue
+// runs before the store: + bias[i], + residual (same layout as C, leading dimension ldr), then
+// clamping to [lo, hi] (ReLU is [0, +inf], ReLU6 [0, 6]).
+#pragma once
+
+#include <cstdint>
+
+#include "exec/cpu/isa.h"
+
+namespace onnxtool::cpu {
+
+struct TileEpilogue {
+  bool accumulate = false;
+  bool last = true;
+  const float* bias = nullptr;      ///< bias of the tile's first row, or nullptr
+  const float* residual = nullptr;  ///< residual at the tile's first element, or nullptr
+  int64_t ldr = 0;
+  bool clamp = false;
+  float lo = 0, hi = 0;
+};
+
+using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep);
+
+struct GemmMicroKernelInfo {
+  int mr, nr;
+  GemmMicroKernel kernel;
+  Isa isa;
+};
+
+/// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count
+/// for a matrix of m rows.
+GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m = 12);
+GemmMicroKernelInfo gemmMicroKernelAvx2();
+GemmMicroKernelInfo gemmMicroKernelPortable();
+/// The micro-kernel of activeIsa() for a matrix of m rows.
+GemmMicroKernelInfo activeGemmMicroKernel(int64_t m = 12);
+
+struct DepthwiseShape {
+  int64_t kh, kw, sh, sw, dh, dw, oh, ow;
+};
+
+/// The scalar depthwise plane (any stride), shared by the ISA paths for strides above 2.
+inline void depthwisePlaneScalar(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
+                                 const float* res, float* y, bool clamp, float lo, float hi) {
+  for (int64_t oy = 0; oy < s.oh; ++oy)
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      float acc = bias;
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * p[(oy * s.sh + ki * s.dh) * pw + ox * s.sw + kj * s.dw];
+      if (res) acc += res[oy * s.ow + ox];
+      if (clamp) {
+        acc = acc < lo ? lo : acc;
+        acc = acc > hi ? hi : acc;
+      }
+      y[oy * s.ow + ox] = acc;
+    }
+}
+
+inline void maxPoolPlaneScalar(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
+  for (int64_t oy = 0; oy < s.oh; ++oy)
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      float acc = p[oy * s.sh * pw + ox * s.sw];
+      for (int64_t ki = 0; ki < s.kh; ++ki)
+        for (int64_t kj = 0; kj < s.kw; ++kj) {
+          float v = p[(oy * s.sh + ki * s.dh) * pw + ox * s.sw + kj * s.dw];
+          acc = acc < v ? v : acc;
+        }
+      y[oy * s.ow + ox] = acc;
+    }
+}
+
+inline void gatherStridedScalar(float* dst, const float* src, int64_t n, int64_t sw) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i * sw];
+}
+
+/// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
+struct RowOps {
+  /// dst[i] = src[i * sw] for i < n (never reads past src[(n - 1) * sw]).
+  void (*gatherStrided)(float* dst, const float* src, int64_t n, int64_t sw);
+  /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
+  void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
+  /// One depthwise output plane y[oh][ow] from a zero-padded input plane p (row stride pw,
+  /// readable well past each row's last tap: see DepthwiseConvKernel), filter w[kh][kw]:
+  /// y = bias + sum of taps (+ res, same layout as y, when not null), then clamped to [lo, hi]
+  /// when `clamp`.
+  void (*depthwisePlane)(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias, const float* res,
+                         float* y, bool clamp, float lo, float hi);
+  /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane laid out as for
+  /// depthwisePlane (no NaN in it: the caller checks).
+  void (*maxPoolPlane)(const float* p, int64_t pw, const DepthwiseShape& s, float* y);
+};
+RowOps rowOpsAvx512();
+RowOps rowOpsAvx2();
+RowOps rowOpsPortable();
+/// The row loops of activeIsa().
+const RowOps& activeRowOps();
+
+/// Applies the epilogue to an m x n tile held in `tile` (row stride ldt) and stores it to C: the
+/// shared tail of every ISA's kernel for partial tiles.
+inline void storeTileScalar(const float* tile, int64_t ldt, float* c, int64_t ldc, int m, int n, const TileEpilogue& ep) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float v = tile[i * ldt + j];
+      if (ep.accumulate) v += c[i * ldc + j];
+      if (ep.last) {
+        if (ep.bias) v += ep.bias[i];
+        if (ep.residual) v += ep.residual[i * ep.ldr + j];
+        if (ep.clamp) {  // max then min, as Clip (min > max gives max); NaN stays NaN
+          v = v < ep.lo ? ep.lo : v;
+          v = v > ep.hi ? ep.hi : v;
+        }
+      }
+      c[i * ldc + j] = v;
+    }
+}
+
+}  // namespace onnxtool::cpu

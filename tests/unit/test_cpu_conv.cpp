@@ -1,0 +1,493 @@
+// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise) and the
+// Conv + Add/Sum + Relu/Clip fusion against the reference executor, on randomised shapes around
+// the micro-kernels' tile sizes and K blocks (strides, pads, dilations, groups, depthwise, empty
+// tensors, NaN/Inf), at 1 and 2 threads; plus each ISA's GEMM micro-kernel directly against a
+// scalar product. CTest runs the [cpu] cases once more per lower ISA path (ONNXTOOL_ISA).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "exec/cpu/conv_microkernels.h"
+#include "exec/cpu/isa.h"
+#include "exec/executor.h"
+#include "exec/value_ops.h"
+#include "lib/ir.h"
+#include "ref_test_util.h"
+
+using namespace onnxtool;
+using testutil::f32;
+
+namespace {
+
+std::vector<float> randomFloats(size_t n, std::mt19937& rng, bool specials = false) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  if (specials && n >= 4) {
+    std::uniform_int_distribution<size_t> pick(0, n - 1);
+    v[pick(rng)] = testutil::kNan;
+    v[pick(rng)] = testutil::kInf;
+    v[pick(rng)] = -testutil::kInf;
+  }
+  return v;
+}
+
+Tensor randomTensor(std::vector<int64_t> dims, std::mt19937& rng, bool specials = false) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return f32(std::move(dims), randomFloats(static_cast<size_t>(n), rng, specials));
+}
+
+/// A model builder: graph inputs, initializers and nodes by value name.
+struct Builder {
+  std::unique_ptr<Model> m = std::make_unique<Model>();
+  std::map<std::string, Value*> vals;
+  std::map<std::string, RtValue> feeds;
+  explicit Builder(int64_t opset) {
+    m->irVersion = 8;
+    m->opsetImports = {{"", opset, {}}};
+    m->graph = std::make_unique<Graph>();
+  }
+  void input(const std::string& name, Tensor t) {
+    Value* v = m->graph->createValue(name);
+    TypeInfo ti;
+    ti.kind = TypeInfo::Kind::Tensor;
+    ti.elemType = t.dataType;
+    ti.shape.hasRank = true;
+    for (int64_t d : t.dims) ti.shape.dims.push_back(Dim::ofValue(d));
+    v->setType(ti);
+    m->graph->addInput(v);
+    vals[name] = v;
+    feeds[name] = RtValue::ofTensor(std::move(t));
+  }
+  void constant(const std::string& name, Tensor t) {
+    t.name = name;
+    vals[name] = m->graph->addInitializer(std::move(t));
+  }
+  Node* node(const std::string& op, const std::vector<std::string>& ins, const std::string& out, std::vector<Attribute> attrs = {}) {
+    std::vector<Value*> in;
+    for (const auto& s : ins) in.push_back(s.empty() ? nullptr : vals.at(s));
+    Node* n = m->graph->addNode(op, in, {out});
+    n->name = out + "_node";
+    for (auto& a : attrs) n->setAttr(std::move(a));
+    vals[out] = n->output(0);
+    return n;
+  }
+  void output(const std::string& name) { m->graph->addOutput(vals.at(name)); }
+};
+
+/// Runs on ref and on cpu at 1 and 2 threads: outputs equal within rtol/atol (NaN equals NaN);
+/// returns the kernel names that ran on cpu (at 1 thread).
+std::vector<std::string> checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds, double rtol = 1e-4,
+                                         double atol = 1e-4) {
+  auto want = makeExecutor("ref")->prepare(m, {})->run(feeds);
+  std::vector<std::string> kernels;
+  for (int threads : {1, 2}) {
+    PrepareOptions po;
+    po.threads = threads;
+    auto plan = makeExecutor("cpu")->prepare(m, po);
+    RunProfile prof;
+    auto got = plan->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], rtol, atol);
+      INFO("threads " << threads << ": " << r.message);
+      CHECK(r.ok);
+    }
+    if (threads == 1)
+      for (const auto& n : prof.nodes) kernels.push_back(n.kernel + (n.fallback ? " (fallback)" : ""));
+  }
+  return kernels;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "; ";
+  return s;
+}
+
+bool ranOn(const std::vector<std::string>& kernels, const std::string& prefix) {
+  for (const auto& k : kernels)
+    if (k.rfind(prefix, 0) == 0 && k.find("fallback") == std::string::npos) return true;
+  return false;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group;
+};
+
+Builder convModel(const ConvCase& k, std::mt19937& rng, bool bias, bool specials) {
+  Builder b(13);
+  b.input("x", randomTensor({k.n, k.c, k.h, k.w}, rng, specials));
+  b.constant("w", randomTensor({k.m, k.c / k.group, k.kh, k.kw}, rng));
+  if (bias) b.constant("b", randomTensor({k.m}, rng));
+  b.node("Conv", {"x", "w", bias ? "b" : ""}, "y",
+         {testutil::ints("kernel_shape", {k.kh, k.kw}), testutil::ints("strides", {k.sh, k.sw}),
+          testutil::ints("dilations", {k.dh, k.dw}), testutil::ints("pads", {k.pt, k.pl, k.pb, k.pr}),
+          testutil::one("group", k.group)});
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][conv]") {
+  std::mt19937 rng(21);
+  // Hand-picked: tiles around MR (4/6/12) and NR (16/32), K across the 320 block, 1x1, strided,
+  // dilated, asymmetric pads, groups, depthwise, empty batch.
+  const ConvCase fixed[] = {
+      {1, 8, 8, 4, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 1x1, 32 pixels, M = 12
+      {1, 7, 5, 7, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 35 pixels, M = 13
+      {2, 40, 6, 6, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // K = 360: two K blocks, accumulate
+      {1, 3, 23, 21, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1},  // stem-like 7x7 stride 2
+      {1, 6, 9, 10, 6, 3, 3, 1, 2, 2, 1, 2, 0, 1, 3, 2},    // asymmetric pads, strides, dilations, groups
+      {1, 16, 12, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16},  // depthwise
+      {2, 10, 9, 9, 10, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 10},    // depthwise stride 2
+      {1, 5, 8, 13, 5, 5, 3, 1, 1, 2, 2, 4, 2, 0, 1, 5},      // depthwise dilated, asymmetric
+      {1, 4, 3, 3, 4, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 4},       // depthwise: pads wider than the image
+      {0, 4, 5, 5, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // empty batch
+      {1, 12, 4, 4, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // 16 pixels: one partial NR tile
+      {1, 3, 9, 75, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},      // stride 2, rows of 38: the vector gather and its tail
+      {1, 3, 9, 75, 8, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // stride 3 on wide rows
+      {1, 4, 7, 70, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 2, rows of 35
+      {1, 4, 7, 70, 4, 3, 5, 1, 1, 1, 2, 1, 4, 1, 3, 4},      // depthwise stride 1, rows of 70, dilated
+      {1, 4, 7, 40, 4, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 3 (the scalar plane)
+  };
+  for (size_t i = 0; i < std::size(fixed); ++i) {
+    const ConvCase& k = fixed[i];
+    Builder b = convModel(k, rng, i % 2 == 0, i % 3 == 0);
+    INFO("fixed case " << i);
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK((ranOn(kernels, "cpu.conv.f32.gemm") || ranOn(kernels, "cpu.conv.f32.depthwise")));
+    if (k.group == k.c && k.group == k.m) CHECK(ranOn(kernels, "cpu.conv.f32.depthwise"));
+  }
+  int ran = 0;
+  for (int iter = 0; iter < 80 && ran < 40; ++iter) {
+    std::uniform_int_distribution<int64_t> chans(1, 20), spatial(1, 14), kern(1, 4), str(1, 2), pad(0, 2);
+    ConvCase k{};
+    k.group = iter % 4 == 0 ? 3 : 1;
+    k.n = iter % 5 == 0 ? 2 : 1;
+    k.c = chans(rng) * k.group;
+    k.m = iter % 6 == 1 ? k.c : chans(rng) * k.group;
+    if (iter % 7 == 2) k.group = k.m = k.c;  // depthwise
+    k.h = spatial(rng), k.w = spatial(rng), k.kh = kern(rng), k.kw = kern(rng);
+    k.sh = str(rng), k.sw = str(rng), k.dh = iter % 3 == 0 ? 2 : 1, k.dw = iter % 5 == 0 ? 2 : 1;
+    k.pt = pad(rng), k.pl = pad(rng), k.pb = pad(rng), k.pr = pad(rng);
+    int64_t oh = (k.h + k.pt + k.pb - k.dh * (k.kh - 1) - 1) / k.sh + 1, ow = (k.w + k.pl + k.pr - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    if (oh <= 0 || ow <= 0) continue;
+    Builder b = convModel(k, rng, iter % 2 == 1, iter % 4 == 3);
+    INFO("random n" << k.n << " c" << k.c << " " << k.h << "x" << k.w << " m" << k.m << " k" << k.kh << "x" << k.kw << " s" << k.sh
+                    << "," << k.sw << " d" << k.dh << "," << k.dw << " p" << k.pt << "," << k.pl << "," << k.pb << "," << k.pr
+                    << " g" << k.group);
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK((ranOn(kernels, "cpu.conv.f32.gemm") || ranOn(kernels, "cpu.conv.f32.depthwise")));
+    ++ran;
+  }
+  CHECK(ran >= 30);
+}
+
+TEST_CASE("cpu Conv large enough to split across threads matches the reference kernel", "[cpu][conv]") {
+  std::mt19937 rng(28);
+  const ConvCase cases[] = {
+      {1, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // threads split the output pixels
+      {1, 64, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // few pixels: threads split the weight panels
+      {2, 64, 32, 32, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 64},   // depthwise: threads split the planes (2*64*16*16*9 taps)
+  };
+  for (const ConvCase& k : cases) {
+    Builder b = convModel(k, rng, true, true);
+    INFO("m" << k.m << " c" << k.c << " " << k.h << "x" << k.w << " g" << k.group);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    CHECK((ranOn(kernels, "cpu.conv.f32.gemm") || ranOn(kernels, "cpu.conv.f32.depthwise")));
+  }
+}
+
+TEST_CASE("cpu Conv with weights computed at run time runs on the im2col kernel", "[cpu][conv]") {
+  std::mt19937 rng(22);
+  Builder b(13);
+  b.input("x", randomTensor({1, 3, 6, 6}, rng));
+  b.input("w", randomTensor({4, 3, 3, 3}, rng));
+  b.node("Conv", {"x", "w"}, "y0", {testutil::ints("kernel_shape", {3, 3})});
+  b.node("Relu", {"y0"}, "y");
+  b.output("y");
+  auto kernels = checkAgainstRef(*b.m, b.feeds);
+  INFO(joined(kernels));
+  CHECK(ranOn(kernels, "cpu.conv.f32.im2col"));
+  CHECK(ranOn(kernels, "cpu.relu"));  // not fused: the im2col kernel has no epilogue
+}
+
+TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's store", "[cpu][conv][fusion]") {
+  std::mt19937 rng(23);
+  auto conv = [&](Builder& b, const std::string& x, const std::string& out, int64_t c, int64_t m, int64_t group = 1) {
+    b.constant(out + "_w", randomTensor({m, c / group, 3, 3}, rng));
+    b.constant(out + "_b", randomTensor({m}, rng));
+    b.node("Conv", {x, out + "_w", out + "_b"}, out,
+           {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1}), testutil::one("group", group)});
+  };
+  SECTION("Conv + Relu, Conv + Add + Relu (residual), Conv + Sum") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 8, 9, 7}, rng, true));
+    conv(b, "x", "c1", 8, 8);
+    b.node("Relu", {"c1"}, "r1");
+    conv(b, "r1", "c2", 8, 8);
+    b.node("Add", {"x", "c2"}, "a2");  // the residual first: either operand order
+    b.node("Relu", {"a2"}, "r2");
+    conv(b, "r2", "c3", 8, 8);
+    b.node("Sum", {"c3", "r1"}, "y");
+    b.output("y");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK(kernels.size() == 3);
+    CHECK(ranOn(kernels, "cpu.conv.f32.gemm.") );
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.ends_with("+relu") && !k.ends_with("+add+relu"); }) == 1);
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.ends_with("+add+relu"); }) == 1);
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.ends_with("+add"); }) == 1);
+  }
+  SECTION("Conv + Clip (ReLU6) with bound inputs, and depthwise + Clip with attributes (opset 6)") {
+    for (int64_t opset : {6, 13}) {
+      Builder b(opset);
+      b.input("x", randomTensor({1, 6, 8, 8}, rng, true));
+      b.constant("w", randomTensor({6, 1, 3, 3}, rng));
+      b.node("Conv", {"x", "w"}, "c", {testutil::ints("kernel_shape", {3, 3}), testutil::one("group", 6)});
+      if (opset >= 11) {
+        b.constant("lo", f32({}, {0.f}));
+        b.constant("hi", f32({}, {0.5f}));
+        b.node("Clip", {"c", "lo", "hi"}, "y");
+      } else {
+        b.node("Clip", {"c"}, "y", {Attribute::ofFloat("min", -0.25f), Attribute::ofFloat("max", 0.5f)});
+      }
+      b.output("y");
+      INFO("opset " << opset);
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(kernels[0] == "cpu.conv.f32.depthwise+clip");
+    }
+  }
+  SECTION("not fused: the Conv output read twice, a graph output, a broadcast Add, Clip bounds from an input") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 5, 5}, rng));
+    b.input("bias", randomTensor({4, 1, 1}, rng));
+    b.input("hi", f32({}, {1.f}));
+    conv(b, "x", "c1", 4, 4);
+    b.node("Relu", {"c1"}, "r1");
+    b.node("Add", {"c1", "r1"}, "a1");  // c1 read twice
+    conv(b, "a1", "c2", 4, 4);
+    b.node("Add", {"c2", "bias"}, "a2");  // broadcast: not a residual
+    conv(b, "a2", "c3", 4, 4);
+    b.node("Relu", {"c3"}, "r3");
+    conv(b, "r3", "c4", 4, 4);
+    b.node("Clip", {"c4", "", "hi"}, "y");
+    b.output("y");
+    b.output("c3");  // a graph output is not absorbed
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find('+') == std::string::npos);
+  }
+  SECTION("BatchNormalization folded into the convolution: with and without bias, then Add, Relu, Clip") {
+    auto bn = [&](Builder& b, const std::string& x, const std::string& out, int64_t c, bool constant) {
+      auto variances = randomFloats(static_cast<size_t>(c), rng);
+      for (float& v : variances) v = std::fabs(v) + 0.1f;
+      Tensor var = f32({c}, variances);
+      std::vector<std::pair<std::string, Tensor>> params{{out + "_s", randomTensor({c}, rng)},
+                                                         {out + "_b", randomTensor({c}, rng)},
+                                                         {out + "_m", randomTensor({c}, rng)},
+                                                         {out + "_v", var}};
+      for (auto& [name, t] : params) {
+        if (constant) b.constant(name, t);
+        else b.input(name, t);
+      }
+      b.node("BatchNormalization", {x, out + "_s", out + "_b", out + "_m", out + "_v"}, out, {Attribute::ofFloat("epsilon", 1e-3f)});
+    };
+    Builder b(15);
+    b.input("x", randomTensor({2, 6, 7, 9}, rng, true));
+    conv(b, "x", "c1", 6, 6);
+    bn(b, "c1", "n1", 6, true);
+    b.node("Relu", {"n1"}, "r1");
+    b.constant("w2", randomTensor({6, 6, 1, 1}, rng));
+    b.node("Conv", {"r1", "w2"}, "c2", {testutil::ints("kernel_shape", {1, 1})});  // no bias
+    bn(b, "c2", "n2", 6, true);
+    b.node("Add", {"n2", "x"}, "a2");
+    b.node("Relu", {"a2"}, "r2");
+    conv(b, "r2", "c3", 6, 6, 6);  // depthwise
+    bn(b, "c3", "n3", 6, true);
+    b.constant("lo", f32({}, {-0.5f}));
+    b.constant("hi", f32({}, {0.5f}));
+    b.node("Clip", {"n3", "lo", "hi"}, "k3");
+    conv(b, "k3", "c4", 6, 6);
+    bn(b, "c4", "y", 6, false);  // parameters fed at run time: not folded
+    b.output("y");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 5);
+    CHECK(kernels[0].ends_with("+bn+relu"));
+    CHECK(kernels[1].ends_with("+bn+add+relu"));
+    CHECK(kernels[2] == "cpu.conv.f32.depthwise+bn+clip");
+    CHECK(kernels[3].find('+') == std::string::npos);
+    CHECK(kernels[4].rfind("cpu.batchnorm", 0) == 0);
+  }
+  SECTION("Add of two convolutions: one of them fuses, the other feeds it") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 5, 6, 6}, rng));
+    conv(b, "x", "c1", 5, 7);
+    conv(b, "x", "c2", 5, 7);
+    b.node("Add", {"c1", "c2"}, "a");
+    b.node("Relu", {"a"}, "y");
+    b.output("y");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK(kernels.size() == 2);
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.ends_with("+add+relu"); }) == 1);
+  }
+}
+
+TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilogues included", "[cpu][conv]") {
+  using namespace onnxtool::cpu;
+  std::vector<GemmMicroKernelInfo> kernels{gemmMicroKernelPortable()};
+  if (detectedIsa() >= Isa::Avx2) kernels.push_back(gemmMicroKernelAvx2());
+  if (detectedIsa() >= Isa::Avx512) {
+    kernels.push_back(gemmMicroKernelAvx512(12));
+    kernels.push_back(gemmMicroKernelAvx512(16));
+    CHECK(kernels.back().mr == 8);
+  }
+  std::mt19937 rng(24);
+  for (const auto& mk : kernels) {
+    for (int64_t kc : {1, 7, 64}) {
+      for (int m : {1, mk.mr - 1, mk.mr}) {
+        for (int n : {1, mk.nr / 2, mk.nr / 2 + 1, mk.nr - 1, mk.nr}) {
+          if (m < 1) continue;
+          auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * mk.nr), rng);
+          const int64_t ldc = mk.nr + 3;
+          auto c0 = randomFloats(static_cast<size_t>(mk.mr * ldc), rng, true), res = randomFloats(static_cast<size_t>(mk.mr * ldc), rng);
+          auto bias = randomFloats(static_cast<size_t>(mk.mr), rng);
+          for (int variant = 0; variant < 3; ++variant) {
+            TileEpilogue ep;
+            ep.accumulate = variant == 1;
+            ep.last = variant != 1;
+            ep.bias = variant == 2 ? bias.data() : nullptr;
+            ep.residual = variant == 2 ? res.data() : nullptr;
+            ep.ldr = ldc;
+            ep.clamp = variant == 2;
+            ep.lo = -0.5f, ep.hi = 0.75f;
+            auto c = c0;
+            mk.kernel(kc, a.data(), b.data(), c.data(), ldc, m, n, ep);
+            for (int i = 0; i < mk.mr; ++i)
+              for (int64_t j = 0; j < ldc; ++j) {
+                float want = c0[static_cast<size_t>(i * ldc + j)];
+                if (i < m && j < n) {
+                  double s = 0;
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  if (ep.accumulate) s += want;
+                  if (ep.bias) s += bias[static_cast<size_t>(i)];
+                  if (ep.residual) s += res[static_cast<size_t>(i * ldc + j)];
+                  if (ep.clamp) s = std::min<double>(std::max<double>(s, ep.lo), ep.hi);
+                  want = static_cast<float>(s);
+                }
+                float got = c[static_cast<size_t>(i * ldc + j)];
+                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
+                            << "," << j);
+                if (std::isnan(want)) CHECK(std::isnan(got));
+                else if (std::isinf(want)) CHECK(got == want);
+                else CHECK(got == Approx(want).epsilon(1e-4).margin(1e-4));
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric windows", "[cpu][pool]") {
+  std::mt19937 rng(25);
+  int ran = 0;
+  for (int iter = 0; iter < 120 && ran < 60; ++iter) {
+    std::uniform_int_distribution<int64_t> spatial(1, 19), kern(1, 4), str(1, 3), pad(0, 2), dil(1, 2);
+    bool maxPool = iter % 2 == 0;
+    int64_t h = spatial(rng), w = spatial(rng), kh = kern(rng), kw = kern(rng), sh = str(rng), sw = str(rng);
+    int64_t dh = maxPool ? dil(rng) : 1, dw = maxPool ? dil(rng) : 1;
+    int64_t pt = std::min(pad(rng), kh - 1), pl = std::min(pad(rng), kw - 1), pb = std::min(pad(rng), kh - 1), pr = std::min(pad(rng), kw - 1);
+    int64_t ceil = maxPool && iter % 4 == 0 ? 1 : 0;
+    if ((h + pt + pb - dh * (kh - 1) - 1) < 0 || (w + pl + pr - dw * (kw - 1) - 1) < 0) continue;
+    Builder b(12);
+    b.input("x", randomTensor({2, 3, h, w}, rng, iter % 3 == 0));
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {kh, kw}), testutil::ints("strides", {sh, sw}),
+                                 testutil::ints("pads", {pt, pl, pb, pr})};
+    if (maxPool) attrs.push_back(testutil::ints("dilations", {dh, dw}));
+    if (ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+    if (!maxPool && iter % 4 == 1) attrs.push_back(testutil::one("count_include_pad", 1));
+    b.node(maxPool ? "MaxPool" : "AveragePool", {"x"}, "y", attrs);
+    b.output("y");
+    INFO((maxPool ? "MaxPool" : "AveragePool") << " " << h << "x" << w << " k" << kh << "x" << kw << " s" << sh << "," << sw << " d" << dh
+                                               << "," << dw << " p" << pt << "," << pl << "," << pb << "," << pr << " ceil " << ceil);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, maxPool ? "cpu.maxpool" : "cpu.averagepool"));
+    ++ran;
+  }
+  CHECK(ran >= 40);
+  // Wide rows: the vector paths (16 lanes, stride 2 by permute) and their tails.
+  for (int64_t w : {33, 34, 64, 71}) {
+    for (int64_t sw : {1, 2, 3}) {
+      for (bool nan : {false, true}) {
+        Builder b(12);
+        b.input("x", randomTensor({1, 2, 5, w}, rng, nan));
+        b.node("MaxPool", {"x"}, "y",
+               {testutil::ints("kernel_shape", {3, 3}), testutil::ints("strides", {2, sw}), testutil::ints("pads", {1, 1, 1, 1})});
+        b.output("y");
+        INFO("MaxPool width " << w << " stride " << sw << " nan " << nan);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-6, 0);
+        CHECK(ranOn(kernels, "cpu.maxpool"));
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu LRN matches the reference kernel", "[cpu][lrn]") {
+  std::mt19937 rng(26);
+  struct Case {
+    std::vector<int64_t> dims;
+    int64_t size;
+    float alpha, beta, bias;
+  };
+  const Case cases[] = {{{1, 7, 9, 11}, 5, 1e-4f, 0.75f, 1.f}, {{2, 3, 70}, 3, 0.5f, 0.6f, 2.f}, {{1, 16, 5, 5}, 4, 2.f, 0.75f, 0.5f},
+                        {{1, 2, 3, 3}, 7, 1.f, 1.5f, 1.f}, {{0, 4, 3, 3}, 5, 1e-4f, 0.75f, 1.f}, {{3, 5}, 2, 1.f, 0.75f, 1.f}};
+  for (const Case& c : cases) {
+    Builder b(13);
+    b.input("x", randomTensor(c.dims, rng, true));
+    b.node("LRN", {"x"}, "y",
+           {testutil::one("size", c.size), Attribute::ofFloat("alpha", c.alpha), Attribute::ofFloat("beta", c.beta),
+            Attribute::ofFloat("bias", c.bias)});
+    b.output("y");
+    INFO("LRN rank " << c.dims.size() << " size " << c.size << " beta " << c.beta);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.lrn"));
+  }
+}
+
+TEST_CASE("cpu runs reuse a finished run's arena only when none of its outputs is held", "[cpu][arena]") {
+  std::mt19937 rng(27);
+  Builder b(13);
+  b.input("x", randomTensor({1, 3, 6, 6}, rng));
+  b.constant("w", randomTensor({4, 3, 3, 3}, rng));
+  b.node("Conv", {"x", "w"}, "c", {testutil::ints("kernel_shape", {3, 3})});
+  b.node("Relu", {"c"}, "y");
+  b.output("y");
+  auto ref = makeExecutor("ref")->prepare(*b.m, {});
+  auto plan = makeExecutor("cpu")->prepare(*b.m, {});
+  std::vector<std::map<std::string, RtValue>> feeds;
+  for (int i = 0; i < 4; ++i) feeds.push_back({{"x", RtValue::ofTensor(randomTensor({1, 3, 6, 6}, rng))}});
+  auto held = plan->run(feeds[0]);  // kept while the next runs go on
+  for (int i = 1; i < 4; ++i) {
+    auto got = plan->run(feeds[static_cast<size_t>(i)]);  // dropped at once: its arena is reused
+    CompareResult r = compareValues(got[0], ref->run(feeds[static_cast<size_t>(i)])[0], 1e-5, 1e-5);
+    INFO("run " << i << ": " << r.message);
+    CHECK(r.ok);
+  }
+  CompareResult r = compareValues(held[0], ref->run(feeds[0])[0], 1e-5, 1e-5);
+  INFO(r.message);
+  CHECK(r.ok);
+}
