@@ -14,6 +14,7 @@
 #include "exec/cpu/cpu_executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -42,6 +43,7 @@ using cpu::CpuKernel;
 using cpu::CpuKernelDef;
 using cpu::OutputReuse;
 using cpu::StaticTensorType;
+using cpu::VecUnary;
 
 constexpr size_t kArenaAlignment = 64;
 constexpr int kForever = INT_MAX;
@@ -139,6 +141,7 @@ class Specialization {
       outputSlots_.push_back(s);
       if (s >= 0) slots_[static_cast<size_t>(s)].graphOutput = true;
     }
+    fuseSteps();
     planMemory();
   }
 
@@ -237,6 +240,165 @@ class Specialization {
     st.kernel = std::move(k);
     st.def = def;
     st.kernelName = std::string(def->name);
+  }
+
+  // ---- executor fusions: several nodes become one step of a fast kernel ----
+
+  /// The steps reading slot s (its outer reads included); graph outputs count as a reader.
+  std::vector<int> readersOf(int s) const {
+    std::vector<int> r;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Step& st = steps_[i];
+      if (st.node == nullptr) continue;  // fused away
+      bool reads = std::find(st.in.begin(), st.in.end(), s) != st.in.end() ||
+                   std::find(st.outerReads.begin(), st.outerReads.end(), s) != st.outerReads.end();
+      if (reads) r.push_back(static_cast<int>(i));
+    }
+    if (slots_[static_cast<size_t>(s)].graphOutput) r.push_back(-1);
+    return r;
+  }
+
+  /// The one step reading step i's output 0 (a fast kernel of `opType`), or -1.
+  int soleFastReader(int i, std::string_view opType) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (st.out.size() != 1 || st.out[0] < 0) return -1;
+    auto r = readersOf(st.out[0]);
+    if (r.size() != 1 || r[0] < 0) return -1;
+    const Step& next = steps_[static_cast<size_t>(r[0])];
+    return next.kernel && next.node->opType == opType && canonicalDomain(next.node->domain).empty() ? r[0] : -1;
+  }
+
+  /// The float scalar of a constant slot (an initializer of one element), if it is one.
+  std::optional<float> constScalar(int s) const {
+    if (s < 0) return std::nullopt;
+    const Slot& sl = slots_[static_cast<size_t>(s)];
+    if (!sl.value->initializer() || sl.value->isGraphInput() || !sl.type || sl.type->dtype != DType::Float ||
+        sl.type->numElements() != 1)
+      return std::nullopt;
+    float f;
+    std::memcpy(&f, ref_->initializer(sl.value).tensor->raw.data(), sizeof f);
+    return f;
+  }
+
+  /// The other input of binary step i than slot s, or -1 (when s is not an input, or both are).
+  int otherInput(int i, int s) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (st.in.size() != 2) return -1;
+    if (st.in[0] == s && st.in[1] != s) return st.in[1];
+    if (st.in[1] == s && st.in[0] != s) return st.in[0];
+    return -1;
+  }
+
+  /// Step `into` takes over the output of step `last` (steps between fused away).
+  void absorb(int into, int last, const std::vector<int>& removed, std::string_view what) {
+    Step& st = steps_[static_cast<size_t>(into)];
+    st.out = steps_[static_cast<size_t>(last)].out;
+    for (int r : removed) {
+      st.kernelName += fmt::format("+{}", steps_[static_cast<size_t>(r)].node->opType);
+      steps_[static_cast<size_t>(r)].node = nullptr;
+    }
+    (void)what;
+  }
+
+  /// The erf GELU as exporters spell it after a node writing x: Div(x, sqrt 2) -> Erf ->
+  /// Add(., 1) -> Mul(x, .) -> Mul(., 0.5). Returns the steps (Div, Erf, Add, Mul, Mul) or empty.
+  std::vector<int> matchGeluErf(int i) const {
+    int x = steps_[static_cast<size_t>(i)].out[0];
+    auto readers = readersOf(x);
+    if (readers.size() != 2 || readers[0] < 0 || readers[1] < 0) return {};
+    for (int k = 0; k < 2; ++k) {
+      int div = readers[static_cast<size_t>(k)], mul1 = readers[static_cast<size_t>(1 - k)];
+      const Step& d = steps_[static_cast<size_t>(div)];
+      if (!d.kernel || d.node->opType != "Div" || d.in.size() != 2 || d.in[0] != x) continue;
+      auto c = constScalar(d.in[1]);
+      if (!c || std::fabs(*c - 1.41421356f) > 1e-5f) continue;
+      int erf = soleFastReader(div, "Erf");
+      if (erf < 0) continue;
+      int add = soleFastReader(erf, "Add");
+      if (add < 0) continue;
+      auto one = constScalar(otherInput(add, steps_[static_cast<size_t>(erf)].out[0]));
+      if (!one || *one != 1.f) continue;
+      if (soleFastReader(add, "Mul") != mul1 || otherInput(mul1, steps_[static_cast<size_t>(add)].out[0]) != x) continue;
+      int mul2 = soleFastReader(mul1, "Mul");
+      if (mul2 < 0) continue;
+      auto half = constScalar(otherInput(mul2, steps_[static_cast<size_t>(mul1)].out[0]));
+      if (!half || *half != 0.5f) continue;
+      return {div, erf, add, mul1, mul2};
+    }
+    return {};
+  }
+
+  /// MatMul/Gemm + constant bias Add (+ Relu, Gelu, Sigmoid, Tanh or the spelled-out erf GELU)
+  /// become one GEMM with an epilogue; Add + LayerNormalization becomes a residual LayerNorm.
+  /// Only single-reader intermediates that are not graph outputs are fused away, and every
+  /// fused node had a fast kernel of its own (so the result is what the steps computed, up to
+  /// the approximations of vec.h).
+  void fuseSteps() {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& st = steps_[i];
+      if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
+      const std::string& op = st.node->opType;
+      int ii = static_cast<int>(i);
+      if ((op == "MatMul" || op == "Gemm") && canonicalDomain(st.node->domain).empty()) {
+        int last = ii;
+        if (int add = soleFastReader(last, "Add"); add >= 0) {
+          int b = otherInput(add, st.out[0]);
+          const Slot* bs = b >= 0 ? &slots_[static_cast<size_t>(b)] : nullptr;
+          const auto& outDims = slots_[static_cast<size_t>(st.out[0])].type->dims;
+          if (bs && bs->type && bs->type->dtype == DType::Float && bs->value->initializer() && !bs->value->isGraphInput() &&
+              !outDims.empty() && bs->type->numElements() == outDims.back() &&
+              slots_[static_cast<size_t>(steps_[static_cast<size_t>(add)].out[0])].type->dims == outDims) {
+            const Tensor& t = *ref_->initializer(bs->value).tensor;
+            std::vector<float> bias(static_cast<size_t>(outDims.back()));
+            std::memcpy(bias.data(), t.raw.data(), bias.size() * sizeof(float));
+            if (st.kernel->fuseBias(bias.data(), static_cast<int64_t>(bias.size()))) {
+              absorb(ii, add, {add}, "bias");
+              last = ii;
+            }
+          }
+        }
+        std::vector<int> gelu = matchGeluErf(last);
+        if (!gelu.empty() && st.kernel->fuseActivation(VecUnary::GeluErf)) {
+          absorb(ii, gelu.back(), gelu, "gelu");
+          continue;
+        }
+        const std::pair<const char*, VecUnary> acts[] = {{"Relu", VecUnary::Relu}, {"Sigmoid", VecUnary::Sigmoid}, {"Tanh", VecUnary::Tanh}};
+        for (auto [name, act] : acts) {
+          int r = soleFastReader(last, name);
+          if (r >= 0 && st.kernel->fuseActivation(act)) {
+            absorb(ii, r, {r}, name);
+            break;
+          }
+        }
+        if (int g = soleFastReader(last, "Gelu"); g >= 0) {
+          VecUnary act = steps_[static_cast<size_t>(g)].node->attrString("approximate", "none") == "tanh" ? VecUnary::GeluTanh
+                                                                                                      : VecUnary::GeluErf;
+          if (st.kernel->fuseActivation(act)) absorb(ii, g, {g}, "Gelu");
+        }
+      } else if (op == "Add" && canonicalDomain(st.node->domain).empty() && st.in.size() == 2) {
+        int ln = soleFastReader(ii, "LayerNormalization");
+        if (ln < 0) continue;
+        Step& l = steps_[static_cast<size_t>(ln)];
+        const auto& dims = slots_[static_cast<size_t>(st.out[0])].type->dims;
+        bool same = true;
+        for (int s : st.in) same &= s >= 0 && slots_[static_cast<size_t>(s)].type && slots_[static_cast<size_t>(s)].type->dims == dims;
+        if (!same || l.in[0] != st.out[0]) continue;
+        cpu::makeLayerNormResidual(*l.kernel);
+        std::vector<int> in = {st.in[0], st.in[1]};
+        in.insert(in.end(), l.in.begin() + 1, l.in.end());
+        l.in = std::move(in);
+        l.kernelName += "+residual";
+        st.node = nullptr;  // the Add is gone; the LayerNorm step reads its inputs
+      }
+    }
+    std::vector<Step> kept;
+    for (Step& st : steps_)
+      if (st.node) kept.push_back(std::move(st));
+    steps_ = std::move(kept);
+    for (Slot& sl : slots_) sl.def = -1;
+    for (size_t i = 0; i < steps_.size(); ++i)
+      for (int s : steps_[i].out)
+        if (s >= 0) slots_[static_cast<size_t>(s)].def = static_cast<int>(i);
   }
 
   int rootOf(int s) const {
