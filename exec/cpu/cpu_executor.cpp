@@ -80,6 +80,7 @@ struct Step {
   int workspaceRegion = -1;
   std::vector<int> release;  ///< Held slots dropped after this step
   std::string kernelName;
+  int graphNodes = 1;  ///< nodes of the graph this step runs (fusions make it more)
 };
 
 struct Region {
@@ -119,7 +120,46 @@ void collectOuterReads(const Graph& g, const Graph& top, std::vector<const Value
 
 std::string dimsStr(const std::vector<int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ",")); }
 
-/// One plan for one set of input shapes. Immutable once built.
+/// Arenas of one specialization kept for the next run: an arena comes back when the last
+/// output borrowing it is dropped, so a steady-state run allocates nothing (and touches pages
+/// that are already mapped). Shared by the arenas' deleters, so it outlives the plan if needed.
+class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
+ public:
+  explicit ArenaCache(size_t bytes) : bytes_(bytes) {}
+  ~ArenaCache() {
+    for (uint8_t* p : free_) ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  std::shared_ptr<uint8_t> take() {
+    uint8_t* p = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        p = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (!p) p = static_cast<uint8_t*>(::operator new(bytes_, std::align_val_t(kArenaAlignment)));
+    return std::shared_ptr<uint8_t>(p, [cache = shared_from_this()](uint8_t* q) { cache->give(q); });
+  }
+
+ private:
+  void give(uint8_t* p) {
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < kKeep) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  static constexpr size_t kKeep = 4;  // concurrent runs whose arenas are worth keeping
+  size_t bytes_;
+  std::mutex mutex_;
+  std::vector<uint8_t*> free_;
+};
+
+/// One plan for one set of input shapes. Immutable once built (its arena cache aside).
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads) {
@@ -143,6 +183,7 @@ class Specialization {
     }
     fuseSteps();
     planMemory();
+    arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
@@ -295,6 +336,7 @@ class Specialization {
     st.out = steps_[static_cast<size_t>(last)].out;
     for (int r : removed) {
       st.kernelName += fmt::format("+{}", steps_[static_cast<size_t>(r)].node->opType);
+      st.graphNodes += steps_[static_cast<size_t>(r)].graphNodes;
       steps_[static_cast<size_t>(r)].node = nullptr;
     }
     (void)what;
@@ -329,7 +371,7 @@ class Specialization {
   }
 
   /// MatMul/Gemm + constant bias Add (+ Relu, Gelu, Sigmoid, Tanh or the spelled-out erf GELU)
-  /// become one GEMM with an epilogue; Add + LayerNormalization becomes a residual LayerNorm.
+  /// become one GEMM with an epilogue (Conv + activation too, where its kernel takes one); Add + LayerNormalization becomes a residual LayerNorm.
   /// Only single-reader intermediates that are not graph outputs are fused away, and every
   /// fused node had a fast kernel of its own (so the result is what the steps computed, up to
   /// the approximations of vec.h).
@@ -339,9 +381,9 @@ class Specialization {
       if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
       const std::string& op = st.node->opType;
       int ii = static_cast<int>(i);
-      if ((op == "MatMul" || op == "Gemm") && canonicalDomain(st.node->domain).empty()) {
+      if ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) {
         int last = ii;
-        if (int add = soleFastReader(last, "Add"); add >= 0) {
+        if (int add = op == "Conv" ? -1 : soleFastReader(last, "Add"); add >= 0) {
           int b = otherInput(add, st.out[0]);
           const Slot* bs = b >= 0 ? &slots_[static_cast<size_t>(b)] : nullptr;
           const auto& outDims = slots_[static_cast<size_t>(st.out[0])].type->dims;
@@ -388,6 +430,7 @@ class Specialization {
         in.insert(in.end(), l.in.begin() + 1, l.in.end());
         l.in = std::move(in);
         l.kernelName += "+residual";
+        l.graphNodes += st.graphNodes;
         st.node = nullptr;  // the Add is gone; the LayerNorm step reads its inputs
       }
     }
@@ -525,6 +568,7 @@ class Specialization {
   std::vector<Region> regions_;
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
+  std::shared_ptr<ArenaCache> arenas_;
 
   friend class RunState;
 };
@@ -535,10 +579,7 @@ class RunState {
   RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
     ptr_.assign(sp.slots_.size(), nullptr);
-    if (sp.arenaBytes_) {
-      auto* p = static_cast<uint8_t*>(::operator new(sp.arenaBytes_, std::align_val_t(kArenaAlignment)));
-      arena_ = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t(kArenaAlignment)); });
-    }
+    if (sp.arenaBytes_) arena_ = sp.arenas_->take();
     for (size_t s = 0; s < sp.slots_.size(); ++s) {
       const Slot& sl = sp.slots_[s];
       if (sl.kind == SlotKind::Arena) ptr_[s] = arena_.get() + sp.regions_[static_cast<size_t>(sl.region)].offset;
@@ -673,7 +714,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     profile->nodes.push_back({st.node->displayName(), st.node->opType, st.kernelName, !st.kernel, sec,
-                              st.kernel ? st.kernel->flops() : 0.0});
+                              st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
   }
   return state.outputs();
 }
