@@ -12,6 +12,7 @@
 
 #include "exec/executor.h"
 #include "exec/value_ops.h"
+#include "formats/onnx_text.h"
 #include "lib/ir.h"
 #include "lib/ir_clone.h"
 #include "ref_test_util.h"
@@ -493,4 +494,111 @@ TEST_CASE("cloneModel copies graphs and shares weight bytes", "[ir]") {
     CHECK((*it)->graph() == c->graph.get());
     ++it;
   }
+}
+
+namespace {
+
+/// "{v0, v1, ...}": n standard-normal floats for a tensor literal of the textual syntax.
+std::string literal(size_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> d;
+  std::string s = "{";
+  for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(d(rng) * scale);
+  return s + "}";
+}
+
+/// Runs `text` on ref and on cpu (1 and 3 threads) with random float inputs of `inputs`;
+/// outputs must agree, and the cpu profile must list exactly `kernels` (in order) and count
+/// `graphNodes` nodes.
+void checkFused(const std::string& text, const std::map<std::string, std::vector<int64_t>>& inputs,
+                const std::vector<std::string>& kernels, int graphNodes) {
+  auto m = parseModelText(text, "fusion.onnxtxt");
+  std::mt19937 rng(7);
+  std::map<std::string, RtValue> feeds;
+  for (const auto& [name, dims] : inputs) feeds[name] = RtValue::ofTensor(randomTensor(dims, rng));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    PrepareOptions po;
+    po.threads = threads;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], 1e-4, 1e-5);
+      INFO("output " << i << ": " << r.message);
+      CHECK(r.ok);
+    }
+    std::vector<std::string> ran;
+    int counted = 0;
+    for (const NodeRun& r : prof.nodes) ran.push_back(r.kernel), counted += r.graphNodes;
+    CHECK(ran == kernels);
+    CHECK(counted == graphNodes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu fusions: GEMM + bias + activation epilogues give ref's outputs", "[cpu][fusion]") {
+  std::mt19937 rng(31);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string w = "float[20, 19] w = " + literal(20 * 19, rng, 0.3f) + ", float[19] b = " + literal(19, rng);
+  // The erf GELU as PyTorch exports it, after MatMul + bias (BERT's FFN): one step.
+  checkFused(head + "g (float[3, 5, 20] x) => (float[3, 5, 19] y) <" + w +
+                 ", float s2 = {1.4142135}, float one = {1.0}, float half = {0.5}> {\n"
+                 "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
+                 "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
+             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32.blas+Add+Div+Erf+Add+Mul+Mul"}, 7);
+  // The bias on the left of the Add, Relu after.
+  checkFused(head + "g (float[7, 20] x) => (float[7, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(b, m)\n  y = Relu(h)\n}",
+             {{"x", {7, 20}}}, {"cpu.matmul.f32.blas+Add+Relu"}, 3);
+  // Gemm (transB) + Sigmoid; Gemm + Tanh.
+  checkFused(head + "g (float[6, 20] x) => (float[6, 19] y) <float[19, 20] wt = " + literal(19 * 20, rng, 0.3f) +
+                 ", float[19] b = " + literal(19, rng) + "> {\n  m = Gemm<transB: int = 1>(x, wt, b)\n  y = Sigmoid(m)\n}",
+             {{"x", {6, 20}}}, {"cpu.gemm.f32.blas+Sigmoid"}, 2);
+  // Gelu (opset 20, tanh form) after MatMul + bias, with a 2-thread column split (N = 64).
+  checkFused("<ir_version: 9, opset_import: [\"\" : 20]>\ng (float[33, 40] x) => (float[33, 64] y) <float[40, 64] w = " +
+                 literal(40 * 64, rng, 0.2f) + ", float[64] b = " + literal(64, rng) +
+                 "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Gelu<approximate: string = \"tanh\">(h)\n}",
+             {{"x", {33, 40}}}, {"cpu.matmul.f32.blas+Add+Gelu"}, 3);
+}
+
+TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broadcasts", "[cpu][fusion]") {
+  std::mt19937 rng(32);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string w = "float[20, 19] w = " + literal(20 * 19, rng, 0.3f) + ", float[19] b = " + literal(19, rng);
+  // h is a graph output too: the bias fuses (h is the GEMM's output), the Relu does not.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y, float[4, 19] h) <" + w +
+                 "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Relu(h)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.relu.f32"}, 3);
+  // m is read twice: nothing fuses.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Mul(h, m)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32", "cpu.mul.f32"}, 3);
+  // A per-row bias [4, 1] is no row vector along N: the Add stays.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <float[20, 19] w = " + literal(20 * 19, rng) +
+                 ", float[4, 1] c = " + literal(4, rng) + "> {\n  m = MatMul(x, w)\n  y = Add(m, c)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32"}, 2);
+  // A Div by something other than sqrt(2) is no GELU.
+  checkFused(head + "g (float[3, 20] x) => (float[3, 19] y) <" + w +
+                 ", float s2 = {1.5}, float one = {1.0}, float half = {0.5}> {\n"
+                 "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
+                 "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
+             {{"x", {3, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
+             7);
+}
+
+TEST_CASE("cpu fusions: residual Add + LayerNormalization gives ref's outputs", "[cpu][fusion]") {
+  std::mt19937 rng(33);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string p = "float[48] g = " + literal(48, rng) + ", float[48] be = " + literal(48, rng);
+  checkFused(head + "g (float[2, 9, 48] x, float[2, 9, 48] r) => (float[2, 9, 48] y) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization<epsilon: float = 1e-5>(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {2, 9, 48}}}, {"cpu.layernorm.f32+residual"}, 2);
+  // The sum is also a graph output: no fusion.
+  checkFused(head + "g (float[2, 9, 48] x, float[2, 9, 48] r) => (float[2, 9, 48] y, float[2, 9, 48] s) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {2, 9, 48}}}, {"cpu.add.f32", "cpu.layernorm.f32"}, 2);
+  // A broadcasting Add: no fusion.
+  checkFused(head + "g (float[2, 9, 48] x, float[48] r) => (float[2, 9, 48] y) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {48}}}, {"cpu.add.f32", "cpu.layernorm.f32"}, 2);
 }
