@@ -44,5 +44,6 @@ void makeLayerNormResidual(CpuKernel& layerNorm);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info);
 
 }  // namespace onnxtool::cpu

@@ -13,6 +13,7 @@
 #include "exec/executor.h"
 #include "exec/value_ops.h"
 #include "formats/onnx_text.h"
+#include "lib/error.h"
 #include "lib/ir.h"
 #include "lib/ir_clone.h"
 #include "ref_test_util.h"
@@ -601,4 +602,42 @@ TEST_CASE("cpu fusions: residual Add + LayerNormalization gives ref's outputs", 
   checkFused(head + "g (float[2, 9, 48] x, float[48] r) => (float[2, 9, 48] y) <" + p +
                  "> {\n  s = Add(x, r)\n  y = LayerNormalization(s, g, be)\n}",
              {{"x", {2, 9, 48}}, {"r", {48}}}, {"cpu.add.f32", "cpu.layernorm.f32"}, 2);
+}
+
+TEST_CASE("cpu Gather matches the reference kernel and refuses indices out of range", "[cpu][kernels]") {
+  std::mt19937 rng(41);
+  struct Case {
+    std::vector<int64_t> data, idx;
+    int64_t axis;
+  };
+  const Case cases[] = {{{50, 16}, {1, 7}, 0}, {{50, 16}, {3}, 0}, {{4, 9, 5}, {2, 3}, 1}, {{4, 9, 5}, {6}, -1}, {{7}, {}, 0}, {{7, 3}, {0}, 0}};
+  for (const Case& c : cases)
+    for (DType it : {DType::Int64, DType::Int32}) {
+      int64_t dim = c.data[static_cast<size_t>(c.axis < 0 ? c.axis + static_cast<int64_t>(c.data.size()) : c.axis)];
+      std::uniform_int_distribution<int64_t> pick(-dim, dim - 1);  // negative indices count from the end
+      int64_t n = 1;
+      for (int64_t d : c.idx) n *= d;
+      std::vector<int64_t> ids(static_cast<size_t>(n));
+      for (auto& v : ids) v = pick(rng);
+      Tensor idx = i64(c.idx, ids);
+      if (it == DType::Int32) {
+        std::vector<int32_t> v32(ids.begin(), ids.end());
+        idx = testutil::i32(c.idx, v32);
+      }
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Gather", 13, {{randomTensor(c.data, rng, true), false}, {idx, false}}, {testutil::one("axis", c.axis)}, feeds);
+      INFO("Gather data rank " << c.data.size() << " axis " << c.axis);
+      checkAgainstRef(*model, feeds, "cpu.gather", 0, 0);
+    }
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("Gather", 13, {{randomTensor({5, 3}, rng), false}, {i64({2}, {1, 5}), false}}, {}, feeds);
+  PrepareOptions po;
+  po.threads = 1;
+  try {
+    makeExecutor("cpu")->prepare(*model, po)->run(feeds);
+    FAIL("an index out of range ran");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK(std::string(e.what()) == "node 'n' (Gather): Gather index 5 is out of range, expected [-5, 5)");
+  }
 }
