@@ -81,6 +81,8 @@ struct Step {
   std::vector<int> release;  ///< Held slots dropped after this step
   std::string kernelName;
   int graphNodes = 1;  ///< nodes of the graph this step runs (fusions make it more)
+  const char* fusedOp = nullptr;  ///< the op a fused step computes, when not its node's
+  std::string_view opType() const { return fusedOp ? std::string_view(fusedOp) : std::string_view(node->opType); }
 };
 
 struct Region {
@@ -306,7 +308,7 @@ class Specialization {
     auto r = readersOf(st.out[0]);
     if (r.size() != 1 || r[0] < 0) return -1;
     const Step& next = steps_[static_cast<size_t>(r[0])];
-    return next.kernel && next.node->opType == opType && canonicalDomain(next.node->domain).empty() ? r[0] : -1;
+    return next.kernel && next.opType() == opType && canonicalDomain(next.node->domain).empty() ? r[0] : -1;
   }
 
   /// The float scalar of a constant slot (an initializer of one element), if it is one.
@@ -375,11 +377,95 @@ class Specialization {
   /// Only single-reader intermediates that are not graph outputs are fused away, and every
   /// fused node had a fast kernel of its own (so the result is what the steps computed, up to
   /// the approximations of vec.h).
+  /// The constant float tensor of slot s with n elements, if it is one.
+  std::optional<std::vector<float>> constFloats(int s, int64_t n) const {
+    if (s < 0) return std::nullopt;
+    const Slot& sl = slots_[static_cast<size_t>(s)];
+    if (!sl.value->initializer() || sl.value->isGraphInput() || !sl.type || sl.type->dtype != DType::Float ||
+        sl.type->numElements() != n)
+      return std::nullopt;
+    std::vector<float> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), ref_->initializer(sl.value).tensor->raw.data(), v.size() * sizeof(float));
+    return v;
+  }
+
+  /// A ReduceMean step over the last axis only, keeping dims: its rows' length, else 0.
+  int64_t lastAxisMean(int i) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (!st.node || !st.kernel || st.opType() != "ReduceMean" || st.in.empty() || st.in[0] < 0 || st.out[0] < 0) return 0;
+    const auto& in = slots_[static_cast<size_t>(st.in[0])].type->dims;
+    const auto& out = slots_[static_cast<size_t>(st.out[0])].type->dims;
+    if (in.empty() || out.size() != in.size() || out.back() != 1 || in.back() < 1) return 0;
+    for (size_t k = 0; k + 1 < in.size(); ++k)
+      if (in[k] != out[k]) return 0;
+    return in.back();
+  }
+
+  /// The LayerNorm exporters spell out, from its first ReduceMean (step i): x -> mean =
+  /// ReduceMean(x) -> d = Sub(x, mean) -> Pow(d, 2) -> ReduceMean -> Add(., eps) -> Sqrt ->
+  /// Div(d, .) [-> Mul(., gamma)] [-> Add(., beta)], gamma and beta constant rows. One step.
+  void fuseSpelledLayerNorm(int i) {
+    int64_t n = lastAxisMean(i);
+    if (!n) return;
+    Step& r1 = steps_[static_cast<size_t>(i)];
+    int x = r1.in[0];
+    int sub = soleFastReader(i, "Sub");
+    if (sub < 0 || steps_[static_cast<size_t>(sub)].in[0] != x) return;
+    int d = steps_[static_cast<size_t>(sub)].out[0];
+    auto dr = readersOf(d);
+    if (dr.size() != 2 || dr[0] < 0 || dr[1] < 0) return;
+    int pow = steps_[static_cast<size_t>(dr[0])].opType() == "Pow" ? dr[0] : dr[1];
+    int div = pow == dr[0] ? dr[1] : dr[0];
+    const Step& ps = steps_[static_cast<size_t>(pow)];
+    if (!ps.kernel || ps.opType() != "Pow" || ps.in[0] != d || constScalar(ps.in[1]) != std::optional<float>(2.f)) return;
+    int r2 = -1;
+    if (auto r = readersOf(ps.out[0]); r.size() == 1 && r[0] >= 0 && lastAxisMean(r[0]) == n) r2 = r[0];
+    if (r2 < 0) return;
+    int add = soleFastReader(r2, "Add");
+    if (add < 0) return;
+    auto eps = constScalar(otherInput(add, steps_[static_cast<size_t>(r2)].out[0]));
+    if (!eps) return;
+    int sq = soleFastReader(add, "Sqrt");
+    if (sq < 0 || soleFastReader(sq, "Div") != div) return;
+    const Step& ds = steps_[static_cast<size_t>(div)];
+    if (!ds.kernel || ds.in.size() != 2 || ds.in[0] != d || ds.in[1] != steps_[static_cast<size_t>(sq)].out[0]) return;
+    std::vector<int> fused = {sub, pow, r2, add, sq, div};
+    int last = div;
+    std::vector<float> gamma(static_cast<size_t>(n), 1.f), beta;
+    if (int mul = soleFastReader(last, "Mul"); mul >= 0)
+      if (auto g = constFloats(otherInput(mul, steps_[static_cast<size_t>(last)].out[0]), n)) {
+        gamma = *g;
+        fused.push_back(mul);
+        last = mul;
+      }
+    if (int ab = soleFastReader(last, "Add"); ab >= 0)
+      if (auto b = constFloats(otherInput(ab, steps_[static_cast<size_t>(last)].out[0]), n)) {
+        beta = *b;
+        fused.push_back(ab);
+        last = ab;
+      }
+    if (slots_[static_cast<size_t>(steps_[static_cast<size_t>(last)].out[0])].type->dims !=
+        slots_[static_cast<size_t>(x)].type->dims)
+      return;  // a broadcast widened the result: not a LayerNorm of x
+    const auto& xd = slots_[static_cast<size_t>(x)].type->dims;
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < xd.size(); ++k) rows *= xd[k];
+    r1.kernel = cpu::makeLayerNorm(rows, n, *eps, std::move(gamma), std::move(beta));
+    r1.def = cpu::findCpuKernel("", "LayerNormalization", 17, DType::Float);
+    r1.kernelName = "cpu.layernorm.f32 (ReduceMean";
+    r1.fusedOp = "LayerNormalization";
+    r1.in = {x};
+    absorb(i, last, fused, "layernorm");
+    r1.kernelName += ")";
+  }
+
   void fuseSteps() {
+    for (size_t i = 0; i < steps_.size(); ++i)
+      if (steps_[i].node) fuseSpelledLayerNorm(static_cast<int>(i));
     for (size_t i = 0; i < steps_.size(); ++i) {
       Step& st = steps_[i];
       if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
-      const std::string& op = st.node->opType;
+      std::string_view op = st.opType();
       int ii = static_cast<int>(i);
       if ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) {
         int last = ii;
@@ -713,7 +799,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     auto t0 = std::chrono::steady_clock::now();
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    profile->nodes.push_back({st.node->displayName(), st.node->opType, st.kernelName, !st.kernel, sec,
+    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), st.kernelName, !st.kernel, sec,
                               st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
   }
   return state.outputs();

@@ -641,3 +641,26 @@ TEST_CASE("cpu Gather matches the reference kernel and refuses indices out of ra
     CHECK(std::string(e.what()) == "node 'n' (Gather): Gather index 5 is out of range, expected [-5, 5)");
   }
 }
+
+TEST_CASE("cpu fusions: the spelled-out LayerNorm (and its residual Add) is one step", "[cpu][fusion]") {
+  std::mt19937 rng(34);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string p = "float[40] g = " + literal(40, rng) + ", float[40] be = " + literal(40, rng) +
+                        ", float two = {2.0}, float eps = {1e-5}";
+  const std::string ln =
+      "  mean = ReduceMean<axes: ints = [-1]>(s)\n  d = Sub(s, mean)\n  sq = Pow(d, two)\n"
+      "  var = ReduceMean<axes: ints = [-1]>(sq)\n  ve = Add(var, eps)\n  sd = Sqrt(ve)\n  n = Div(d, sd)\n";
+  const std::string full = "cpu.layernorm.f32 (ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add)+residual";
+  checkFused(head + "g (float[3, 7, 40] x, float[3, 7, 40] r) => (float[3, 7, 40] y) <" + p + "> {\n  s = Add(x, r)\n" + ln +
+                 "  m = Mul(n, g)\n  y = Add(m, be)\n}",
+             {{"x", {3, 7, 40}}, {"r", {3, 7, 40}}}, {full}, 10);
+  // No gamma/beta; the input also read by a later node (so it is neither fused nor written over).
+  checkFused(head + "g (float[5, 33] s) => (float[5, 33] y) <" + p + "> {\n" + ln + "  y = Add(n, s)\n}",
+             {{"s", {5, 33}}}, {"cpu.layernorm.f32 (ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div)", "cpu.add.f32"}, 8);
+  // d read by a third node: not a LayerNorm.
+  checkFused(head + "g (float[5, 40] s) => (float[5, 40] y, float[5, 40] d) <" + p + "> {\n" + ln + "  y = Mul(n, g)\n}",
+             {{"s", {5, 40}}},
+             {"cpu.reducemean.f32.trailing", "cpu.sub.f32", "cpu.pow.f32", "cpu.reducemean.f32.trailing", "cpu.add.f32",
+              "cpu.sqrt.f32", "cpu.div.f32", "cpu.mul.f32"},
+             8);
+}
