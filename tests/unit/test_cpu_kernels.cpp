@@ -664,3 +664,45 @@ TEST_CASE("cpu fusions: the spelled-out LayerNorm (and its residual Add) is one 
               "cpu.sqrt.f32", "cpu.div.f32", "cpu.mul.f32"},
              8);
 }
+
+TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep their arena", "[cpu][plan]") {
+  std::mt19937 rng(35);
+  auto m = parseModelText("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[64, 96] x) => (float[64, 128] y) <float[96, 128] w = " +
+                              literal(96 * 128, rng, 0.1f) + ", float[128] b = " + literal(128, rng) +
+                              ", float[128] g = " + literal(128, rng) + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  t = Tanh(h)\n"
+                              "  e = Erf(t)\n  s = Add(e, h)\n  y = LayerNormalization(s, g)\n}",
+                          "pooled.onnxtxt");
+  auto ref = makeExecutor("ref")->prepare(*m, {});
+  auto feedsOf = [](uint32_t seed) {
+    std::mt19937 r(seed);
+    return std::map<std::string, RtValue>{{"x", RtValue::ofTensor(randomTensor({64, 96}, r))}};
+  };
+  std::vector<std::vector<RtValue>> want;
+  for (uint32_t t = 0; t < 4; ++t) want.push_back(ref->run(feedsOf(200 + t)));
+  // Tanh/Erf approximations (vec.h) pass through a LayerNorm: 1e-4, not expectSame's 1e-5.
+  auto same = [](const std::vector<RtValue>& got, const std::vector<RtValue>& w) {
+    REQUIRE(got.size() == w.size());
+    CompareResult r = compareValues(got[0], w[0], 1e-4, 1e-5);
+    INFO(r.message);
+    CHECK(r.ok);
+  };
+  for (int threads : {2, 3}) {
+    INFO("threads " << threads);
+    PrepareOptions po;
+    po.threads = threads;
+    auto cpu = makeExecutor("cpu")->prepare(*m, po);
+    // Outputs kept while later runs go on must not be overwritten by a reused arena.
+    auto first = cpu->run(feedsOf(200));
+    for (int i = 0; i < 5; ++i) cpu->run(feedsOf(201));
+    same(first, want[0]);
+    std::vector<std::vector<RtValue>> got(4);
+    std::vector<std::thread> callers;
+    for (uint32_t t = 0; t < 4; ++t)
+      callers.emplace_back([&, t] {
+        auto feeds = feedsOf(200 + t);
+        for (int i = 0; i < 30; ++i) got[t] = cpu->run(feeds);
+      });
+    for (auto& th : callers) th.join();
+    for (size_t t = 0; t < 4; ++t) same(got[t], want[t]);
+  }
+}
