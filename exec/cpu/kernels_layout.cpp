@@ -1,4 +1,4 @@
-// kernels_layout.cpp: Transpose as a strided copy, Gather (embedding lookup) as row copies,
+// kernels_layout.cpp: Transpose as a strided copy (rows over the pool), Gather (embedding lookup) as row copies,
 // and ReduceMean over trailing axes (the LayerNorm statistics of exported transformers).
 #include <algorithm>
 #include <cstring>
@@ -41,6 +41,33 @@ class TransposeKernel : public CpuKernel {
       y[0] = x[0];
       return;
     }
+    int64_t inner = outDims_[r - 1], s = inStrides_[r - 1];
+    if (r > 16) return runSerial<E>(x, y);
+    // Output rows split over the pool; each chunk starts its odometer at its first row.
+    parallelFor(args.pool, total_ / inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      int64_t idx[16] = {}, rem = b, off = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        idx[d] = rem % outDims_[d];
+        rem /= outDims_[d];
+        off += idx[d] * inStrides_[d];
+      }
+      for (int64_t o = b; o < e; ++o) {
+        E* yo = y + o * inner;
+        if (s == 1) std::memcpy(yo, x + off, static_cast<size_t>(inner) * sizeof(E));
+        else
+          for (int64_t i = 0; i < inner; ++i) yo[i] = x[off + i * s];
+        for (size_t d = r - 1; d-- > 0;) {
+          off += inStrides_[d];
+          if (++idx[d] < outDims_[d]) break;
+          off -= idx[d] * inStrides_[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+  template <typename E>
+  void runSerial(const E* x, E* y) const {
+    size_t r = outDims_.size();
     int64_t inner = outDims_[r - 1], s = inStrides_[r - 1];
     std::vector<int64_t> idx(r, 0);
     for (int64_t o = 0; o < total_ / inner; ++o) {

@@ -319,7 +319,7 @@ TEST_CASE("cpu Transpose and trailing-axes ReduceMean match the reference kernel
     std::vector<int64_t> dims, perm;
   };
   const TCase tcases[] = {{{2, 3, 4}, {}},           {{2, 3, 4}, {0, 2, 1}}, {{1, 128, 12, 64}, {0, 2, 1, 3}},
-                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}};
+                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}, {{1, 128, 12, 64}, {0, 2, 3, 1}}};
   for (const TCase& c : tcases) {
     std::map<std::string, RtValue> feeds;
     std::vector<Attribute> attrs;
