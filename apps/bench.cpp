@@ -22,6 +22,7 @@
 #include "formats/model_io.h"
 #include "lib/error.h"
 #include "lib/input_shapes.h"
+#include "lib/ir_clone.h"
 
 namespace onnxtool::app {
 
@@ -78,19 +79,87 @@ struct NodeAgg {
   int64_t calls = 0;
 };
 
+/// The --shape specs of each row: an input named k times measures k shapes, the k-th in row k;
+/// an input named fewer times than the longest keeps its last spec in the later rows.
+std::vector<std::vector<std::string>> shapeRows(const std::vector<std::string>& specs) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> byName;
+  for (const std::string& s : specs) {
+    std::string name = s.substr(0, s.rfind('='));
+    if (!byName.count(name)) order.push_back(name);
+    byName[name].push_back(s);
+  }
+  size_t rows = 1;
+  for (const auto& [n, v] : byName) rows = std::max(rows, v.size());
+  std::vector<std::vector<std::string>> out(rows);
+  for (size_t r = 0; r < rows; ++r)
+    for (const std::string& n : order) {
+      const auto& v = byName[n];
+      out[r].push_back(v[std::min(r, v.size() - 1)]);
+    }
+  return out;
+}
+
+struct Row {
+  json doc;
+  std::string text;
+};
+
+/// Times one row: `model` has the row's input shapes applied.
+Row benchRow(const BenchOptions& o, const Model& model, double loadSec);
+
 int runBench(const BenchOptions& o) {
   if (o.device == "cuda") fail(ErrorKind::Unsupported, "--device cuda: no CUDA executor in this build");
   if (o.iterations && o.duration) fail(ErrorKind::InvalidInput, "--iterations and --duration exclude each other");
-  auto specs = parseInputShapes(o.shapes);
+  auto rows = shapeRows(o.shapes);
   auto t0 = Clock::now();
   auto model = loadModel(o.model);
   double loadSec = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.model);
   requireKnownOpsets(*model, o.allowNewerOpset);
-  applyInputShapes(*model, specs);
-  const Graph& g = *model->graph;
+  if (!makeExecutor(o.executor)) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.executor);
+
+  // every row's shapes go on its own copy before anything is timed, so a bad row fails first
+  std::vector<std::unique_ptr<Model>> shaped;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    shaped.push_back(r + 1 == rows.size() ? std::move(model) : cloneModel(*model));
+    applyInputShapes(*shaped.back(), rows[r]);
+  }
+  std::vector<Row> results;
+  for (auto& m : shaped) results.push_back(benchRow(o, *m, loadSec));
+  if (o.json) {
+    // schema 2: the first row's fields at the top (as in schema 1), and every row in "rows"
+    json doc = results.front().doc;
+    doc["schema_version"] = 2;
+    json all = json::array();
+    for (const Row& r : results) all.push_back(r.doc);
+    doc["rows"] = all;
+    writeStdout(doc.dump(2) + "\n");
+    return kOk;
+  }
+  std::string out;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (results.size() > 1) out += fmt::format("{}== row {} of {} ==\n", r ? "\n" : "", r + 1, results.size());
+    out += results[r].text;
+  }
+  if (results.size() > 1) {
+    out += "\nsummary (median latency per shape row):\n";
+    for (const Row& r : results) {
+      std::string in;
+      for (const auto& j : r.doc["inputs"])
+        in += fmt::format("{}{}[{}]", in.empty() ? "" : " ", j["name"].get<std::string>(),
+                          j.contains("shape") ? fmt::format("{}", fmt::join(j["shape"].get<std::vector<int64_t>>(), ",")) : "");
+      out += fmt::format("  {:>12.4f} ms  {:>10.1f}/s  {}\n", r.doc["latency_ms"]["median"].get<double>(),
+                         r.doc["throughput_per_s"].get<double>(), in);
+    }
+  }
+  writeStdout(out);
+  return kOk;
+}
+
+Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
+  const Graph& g = *model.graph;
   auto exec = makeExecutor(o.executor);
-  if (!exec) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.executor);
 
   ModelInputOptions mio;
   mio.files = o.inputs;
@@ -102,8 +171,8 @@ int runBench(const BenchOptions& o) {
   PrepareOptions po;
   po.seed = 0;
   po.threads = threads;
-  t0 = Clock::now();
-  auto plan = exec->prepare(*model, po);
+  auto t0 = Clock::now();
+  auto plan = exec->prepare(model, po);
   double prepareSec = std::chrono::duration<double>(Clock::now() - t0).count();
 
   // The first run specialises a plan on symbolic input dims: it belongs to prepare, not latency.
@@ -166,7 +235,7 @@ int runBench(const BenchOptions& o) {
   json latency{{"min", sorted.front()},          {"median", percentile(sorted, 50)}, {"mean", mean},
                {"p90", percentile(sorted, 90)},  {"p95", percentile(sorted, 95)},    {"p99", percentile(sorted, 99)},
                {"p999", percentile(sorted, 99.9)}, {"max", sorted.back()},           {"stddev", stddev}};
-  json doc{{"schema_version", 1},
+  json doc{{"schema_version", 2},
            {"model", o.model},
            {"executor", o.executor},
            {"device", o.device},
@@ -227,10 +296,6 @@ int runBench(const BenchOptions& o) {
     doc["profile"] = profJson;
   }
 
-  if (o.json) {
-    writeStdout(doc.dump(2) + "\n");
-    return kOk;
-  }
   std::string out;
   out += fmt::format("model:       {}\n", o.model);
   out += fmt::format("executor:    {} (device {})\n", o.executor, o.device);
@@ -266,8 +331,7 @@ int runBench(const BenchOptions& o) {
     for (const auto& n : nodes)
       if (n.fallback) out += fmt::format("  {} ({}): {}\n", n.node, n.op, n.kernel);
   }
-  writeStdout(out);
-  return kOk;
+  return {doc, out};
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ struct OptimizeOptions : InputOptions {
   bool levelGiven = false;              // -O was on the command line
   bool keepFailed = false;              // --keep-failed
   bool allowNewerOpset = false;
+  int64_t foldSizeLimit = -1;           // --fold-size-limit BYTES; <0: each pass's own option
 };
 
 bool quiet() { return spdlog::get_level() >= spdlog::level::err; }
@@ -153,9 +154,18 @@ int runOptimize(const OptimizeOptions& o) {
     Pipeline f = fusionPipeline();
     pipeline.passes.insert(pipeline.passes.end(), f.passes.begin(), f.passes.end());
   }
+  if (o.foldSizeLimit >= 0) {
+    // One knob for every fold-constants instance of the preset or --passes text: onnx-simplifier
+    // and onnxslim materialise large constants (a ConstantOfShape weight becomes its bytes); we
+    // refuse to grow the model past 1 MiB per folded value unless asked.
+    for (PipelineEntry& e : pipeline.passes)
+      if (e.name == "fold-constants") e.options["size-limit"] = std::to_string(o.foldSizeLimit);
+  }
   if (o.printPipeline) {
     std::printf("%s\n", printPipeline(pipeline).c_str());
-    if (o.input.empty()) return kOk;
+    // Without -o there is nothing to write: the pipeline was the answer (a MODEL given beside it
+    // used to reach the writer with an empty output name).
+    if (o.input.empty() || o.output.empty()) return kOk;
   }
   if (o.input.empty()) fail(ErrorKind::InvalidInput, "optimize: MODEL is required");
   if (o.output.empty() && !o.printPipeline) fail(ErrorKind::InvalidInput, "optimize: -o OUTPUT is required");
@@ -378,6 +388,10 @@ std::function<int()> addOptimize(CLI::App& app) {
   sub->add_option("--seed", o->seed, "With --verify: seed of the random inputs (default 0)")->check(nonNegative());
   sub->add_option("--rtol", o->rtol, "With --verify: relative tolerance (default 1e-4)")->check(nonNegative());
   sub->add_option("--atol", o->atol, "With --verify: absolute tolerance (default 1e-5)")->check(nonNegative());
+  sub->add_option("--fold-size-limit", o->foldSizeLimit,
+                  "Largest folded constant (bytes) that may grow the model, for every fold-constants in the "
+                  "pipeline (default 1048576; 0: never grow it)")
+      ->type_name("BYTES")->check(nonNegative());
   addShapeOption(sub, o->fixShapes);
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json,

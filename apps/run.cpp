@@ -36,7 +36,7 @@ struct RunOptions : InputOptions {
   std::string outputFormat = "npy";
   std::string compareDir;
   double rtol = 1e-4, atol = 1e-5;
-  std::string executor = "ref";
+  std::string executor = "cpu";
   bool json = false;
 };
 
@@ -230,7 +230,7 @@ std::function<int()> addRun(CLI::App& app) {
   sub->add_option("--atol", o->atol, "Absolute tolerance of --compare (default 1e-5)")->check(nonNegative());
   std::string names;
   for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
-  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default ref; cpu: fast kernels, reference kernels for the rest)")
+  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default cpu: fast kernels, reference kernels for the rest; ref: the reference kernels only)")
       ->check(CLI::IsMember(executorNames()));
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document with output summaries and comparison results");

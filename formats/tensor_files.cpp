@@ -481,15 +481,16 @@ std::string toNpy(const Tensor& t) {
   return out + header + body;
 }
 
-std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path) {
-  std::string bytes = readFile(path);
+std::vector<std::pair<std::string, Tensor>> parseNpz(const std::string& bytes, const std::string& displayName) {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [name, data] : readZip(bytes, path)) {
+  for (auto& [name, data] : readZip(bytes, displayName)) {
     std::string key = name.size() > 4 && name.substr(name.size() - 4) == ".npy" ? name.substr(0, name.size() - 4) : name;
-    out.emplace_back(key, parseNpy(data, path + ":" + name));
+    out.emplace_back(key, parseNpy(data, displayName + ":" + name));
   }
   return out;
 }
+
+std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path) { return parseNpz(readFile(path), path); }
 
 RtValue parseJson(std::string_view text, const TypeInfo& expected, const std::string& dn, std::string* name) {
   json j;

@@ -30,6 +30,8 @@ std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path);
 /// as .npy, bfloat16 as .npy).
 std::string toNpy(const Tensor& t);
 Tensor parseNpy(std::string_view bytes, const std::string& displayName);
+/// The arrays of an .npz archive already in memory (stored or deflated members).
+std::vector<std::pair<std::string, Tensor>> parseNpz(const std::string& bytes, const std::string& displayName);
 std::string toJson(const RtValue& v, const std::string& name);
 RtValue parseJson(std::string_view text, const TypeInfo& expected, const std::string& displayName, std::string* name);
 std::string toPb(const RtValue& v, const std::string& name);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/ir.h"
+#include "lib/tensor_check.h"  // kMaxTensorBytes and tensorDataProblems, which checkModel applies
 
 namespace onnxtool {
 
@@ -34,8 +35,6 @@ struct Diagnostic {
 /// The newest IR version this checker knows (onnx 1.23's IR_VERSION).
 inline constexpr int64_t kMaxKnownIrVersion = 14;
 
-/// Tensors declaring more bytes than this are refused as too large to allocate (1 TiB).
-inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
 
 /// Checks `m` and returns every finding, in model order: problems the loader recorded
 /// (Model::loadIssues) first, then model-level, graph, node and function findings. A model with
@@ -57,12 +56,5 @@ std::string newerOpsetThanKnown(const Model& m);
 /// Whether any diagnostic is an Error.
 bool hasErrors(const std::vector<Diagnostic>& diagnostics);
 
-/// Problems of one tensor's declaration against its data (element type, dims, byte or string
-/// count, the kMaxTensorBytes limit), each a "<what is wrong>, <what was expected>" phrase; empty
-/// when the bytes hold exactly what the dims and type declare. Never allocates in proportion to
-/// the declared dims. Executors call it before trusting a tensor from the model.
-std::vector<std::string> tensorDataProblems(const Tensor& t);
-/// Likewise for a sparse tensor (values, indices: their shapes, range and order).
-std::vector<std::string> sparseTensorDataProblems(const SparseTensor& s);
 
 }  // namespace onnxtool

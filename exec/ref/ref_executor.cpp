@@ -10,7 +10,7 @@
 
 #include "exec/executor.h"
 #include "exec/kernel.h"
-#include "lib/checker.h"
+#include "lib/tensor_check.h"
 #include "lib/error.h"
 #include "lib/ops/op_schema.h"
 

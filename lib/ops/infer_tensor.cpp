@@ -94,12 +94,26 @@ void constantOp(InferContext& c) {
   c.fail("no value attribute");
 }
 
+/// Shape tensors longer than this (a rank, or a propagated shape's length) are not modelled:
+/// the result is left unknown. Real ranks are below 10; a declared length of 2^40 (a fuzzer found
+/// one) would otherwise allocate its rank.
+constexpr int64_t kMaxShapeTensorLength = 1024;
+
+/// The known length of 1-D input i (a shape tensor), within kMaxShapeTensorLength.
+std::optional<size_t> shapeTensorLength(InferContext& c, size_t i) {
+  auto s = c.inputShape(i);
+  if (!s || s->size() != 1 || !(*s)[0] || !(*s)[0]->isConstant()) return std::nullopt;
+  int64_t n = *(*s)[0]->asConstant();
+  if (n < 0 || n > kMaxShapeTensorLength) return std::nullopt;
+  return static_cast<size_t>(n);
+}
+
 /// The shape given by a 1-D shape tensor input: from its contents when known, else its length.
 std::optional<SymShape> shapeFromInput(InferContext& c, size_t i) {
   if (const auto* d = c.inputData(i)) return SymShape(d->begin(), d->end());
-  auto s = c.inputShape(i);
-  if (!s || s->size() != 1 || !(*s)[0] || !(*s)[0]->isConstant()) return std::nullopt;
-  return SymShape(static_cast<size_t>(*(*s)[0]->asConstant()), std::nullopt);
+  auto n = shapeTensorLength(c, i);
+  if (!n) return std::nullopt;
+  return SymShape(*n, std::nullopt);
 }
 
 void constantOfShape(InferContext& c) {
@@ -110,7 +124,7 @@ void constantOfShape(InferContext& c) {
   if (!s) return c.setOutputDType(0, dt);
   c.setOutput(0, dt, *s);
   if (v && v->t && dtypeIsInteger(dt) && v->t->numElements() == 1) {
-    if (auto n = product(*s, 0, s->size()); n && n->asConstant() && *n->asConstant() <= 1024)
+    if (auto n = product(*s, 0, s->size()); n && n->asConstant() && *n->asConstant() >= 0 && *n->asConstant() <= 1024)
       c.setOutputData(0, std::vector<SymDim>(static_cast<size_t>(*n->asConstant()), SymExpr(v->t->elementAsInt(0))));
   }
 }
@@ -288,9 +302,9 @@ void concat(InferContext& c) {
       anyKnown = true;
       continue;
     }
-    auto s = c.inputShape(i);
-    if (!s || s->size() != 1 || !(*s)[0] || !(*s)[0]->isConstant()) return;
-    d.insert(d.end(), static_cast<size_t>(*(*s)[0]->asConstant()), std::nullopt);
+    auto n = shapeTensorLength(c, i);
+    if (!n || d.size() + *n > static_cast<size_t>(kMaxShapeTensorLength)) return;
+    d.insert(d.end(), *n, std::nullopt);
   }
   if (anyKnown) c.setOutputData(0, std::move(d));
 }

@@ -2,6 +2,8 @@
 their consistency (percentiles ordered, iteration count as asked), --profile naming the kernels
 that ran and the nodes that fell back; and `run --executor cpu` giving ONNX Runtime's outputs on
 the bundled CNN, with `run -v` naming the fallbacks."""
+import atexit
+import shutil
 import json
 import os
 import sys
@@ -38,6 +40,7 @@ def mlp_with_fallback(tmp):
 def main():
     c = Checker("bench")
     tmp = tempfile.mkdtemp(prefix="onnxtool-bench-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
 
     r = run(["bench", SMALL, "--iterations", "20", "--threads", "1", "--json"])
     c.check(r.returncode == 0, f"bench --json exits 0: {r.stderr}")
@@ -46,7 +49,9 @@ def main():
                 "iterations", "latency_ms", "throughput_per_s", "peak_rss_kib"]:
         c.check(key in doc, f"--json has {key}")
     if doc:
-        c.check(doc["schema_version"] == 1 and doc["executor"] == "cpu" and doc["threads"] == 1, "schema 1, cpu, 1 thread")
+        c.check(doc["schema_version"] == 2 and doc["executor"] == "cpu" and doc["threads"] == 1, "schema 2, cpu, 1 thread")
+        c.check(len(doc.get("rows", [])) == 1 and doc["rows"][0]["latency_ms"] == doc["latency_ms"],
+                "one row, the same as the top-level fields")
         c.check(doc["iterations"] == 20, f"20 iterations, got {doc['iterations']}")
         lat = doc["latency_ms"]
         order = [lat[k] for k in ["min", "median", "p90", "p95", "p99", "p999", "max"]]
@@ -58,6 +63,19 @@ def main():
 
     r = run(["bench", SMALL, "--iterations", "5", "--shape", "input=3,1,28,28", "--executor", "ref", "--json"])
     c.check(r.returncode == 0 and json.loads(r.stdout)["inputs"][0]["shape"] == [3, 1, 28, 28], f"--shape and ref: {r.stderr}")
+
+    # several --shape of one input: a row each; an input named once keeps its dims in every row
+    r = run(["bench", SMALL, "--iterations", "3", "--shape", "input=1,1,28,28", "--shape", "input=4,1,28,28",
+             "--shape", "input=2,1,28,28", "--json"])
+    rows = json.loads(r.stdout).get("rows", []) if r.returncode == 0 else []
+    c.check([x["inputs"][0]["shape"][0] for x in rows] == [1, 4, 2] and all(x["iterations"] == 3 for x in rows),
+            f"three shape rows: {r.stderr} {[x['inputs'] for x in rows]}")
+    r = run(["bench", SMALL, "--iterations", "3", "--shape", "input=1,1,28,28", "--shape", "input=5,1,28,28"])
+    c.check(r.returncode == 0 and "row 2 of 2" in r.stdout and "summary (median latency per shape row)" in r.stdout
+            and "input[5,1,28,28]" in r.stdout, f"text rows and summary: {r.stdout} {r.stderr}")
+    r = run(["bench", SMALL, "--iterations", "3", "--shape", "input=1,1,28,28", "--shape", "input=1,1,28"])
+    c.check(r.returncode == 2 and "rank" in r.stderr and "latency" not in r.stdout,
+            f"a bad row is refused before any timing: {r.returncode} {r.stderr}")
 
     r = run(["bench", SMALL, "--iterations", "5"])
     c.check(r.returncode == 0 and "latency ms:" in r.stdout and "median" in r.stdout and "throughput:" in r.stdout,

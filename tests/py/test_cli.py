@@ -1,6 +1,7 @@
 """The CLI as users and scripts see it: help and version, exit codes, one-line errors, inspect
 --json against the onnx package as oracle, convert with external data, stdin/stdout, refusal to
 write binary to a terminal, atomic outputs."""
+import atexit
 import json
 import os
 import pty
@@ -231,6 +232,7 @@ def test_convert(c, tmp):
 def main():
     c = Checker("cli")
     tmp = tempfile.mkdtemp(prefix="onnxtool-cli-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
     try:
         test_help_and_usage(c)
         test_inspect(c)

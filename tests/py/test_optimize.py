@@ -1,6 +1,8 @@
 """`onnxtool optimize` end to end: pipelines and presets on the CLI, outputs that pass onnx.checker
 (full check) and give onnxruntime's outputs of the input model, symbolic dims kept, --verify,
 --json, --bisect, --disable, --shape, and bad input (exit 2, one line, no output file)."""
+import atexit
+import shutil
 import json
 import os
 import sys
@@ -16,6 +18,7 @@ from onnxtool_test import BUILD_DIR, SOURCE_DIR, Checker, node_test_models, run 
 
 c = Checker("optimize")
 tmp = tempfile.mkdtemp(prefix="onnxtool-optimize-")
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
 
 
 def ort_outputs(path, feeds):

@@ -4,6 +4,8 @@ output float[1, seqlen] while it computes [W', 1, 256]. onnxruntime only warns a
 onnx.checker accepts it; `optimize --fuse --verify` must keep what the model computes (onnxruntime
 gives the same shapes and values before and after, at two widths), warn naming the output, and
 write a declaration onnxruntime agrees with. `check` still reports the contradiction (a warning)."""
+import atexit
+import shutil
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from onnxtool_test import Checker, run  # noqa: E402
 ort.set_default_logger_severity(3)  # the warnings of interest are read from a child process
 c = Checker("optimize declared types")
 tmp = tempfile.mkdtemp(prefix="onnxtool-declared-")
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
 WIDTHS = (100, 37)  # W' = ceil(W / 2): 50 and 19
 
 

@@ -1,6 +1,7 @@
 """Lossless round trip: load -> IR -> save -> load gives the same model (onnx's own parser as the
 oracle) for every backend node test model, every other model the onnx package ships, and
 testdata/; plus unknown fields at several levels and models with external data."""
+import atexit
 import os
 import shutil
 import subprocess
@@ -76,6 +77,7 @@ def with_external_data(tmp):
 def main():
     c = Checker("roundtrip")
     tmp = tempfile.mkdtemp(prefix="onnxtool-rt-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
     try:
         models = node_test_models() + backend_data_models() + testdata_models()
         models.append(with_unknown_fields(tmp))

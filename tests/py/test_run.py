@@ -1,6 +1,7 @@
 """`onnxtool run`: inputs from .npy/.npz/.pb/.json/--inputs-dir/--random, outputs as summaries,
 -O files in every format, --compare, and clear exit-2 errors naming the input. Oracles:
 onnxruntime for model outputs, numpy/onnx for the files."""
+import atexit
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ def two_input_model(tmp):
 def main():
     c = Checker("run")
     tmp = tempfile.mkdtemp(prefix="onnxtool-run-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # no temp folders left behind
     try:
         model = two_input_model(tmp)
         a = np.random.RandomState(0).rand(4, 3).astype(np.float32)
