@@ -183,6 +183,7 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
 
   std::vector<double> samples;
   std::vector<NodeAgg> nodes;
+  size_t graphNodeCount = 0;
   RunProfile prof;
   double budget = o.duration.value_or(o.iterations ? 0.0 : 3.0);
   auto start = Clock::now();
@@ -197,7 +198,11 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
     if (o.profile) {
       if (nodes.size() != prof.nodes.size()) {
         nodes.clear();
-        for (const NodeRun& r : prof.nodes) nodes.push_back({r.node, r.opType, r.kernel, r.fallback, 0, r.flops, 0});
+        graphNodeCount = 0;
+        for (const NodeRun& r : prof.nodes) {
+          nodes.push_back({r.node, r.opType, r.kernel, r.fallback, 0, r.flops, 0});
+          graphNodeCount += static_cast<size_t>(r.graphNodes);  // fused steps count every node they ran
+        }
       }
       for (size_t k = 0; k < prof.nodes.size(); ++k) {
         nodes[k].seconds += prof.nodes[k].seconds;
@@ -287,7 +292,7 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
                            {"gflops_per_s", gflops(n->flops * static_cast<double>(n->calls), n->seconds)}});
     for (const auto& n : nodes)
       if (n.fallback) fallbacks.push_back({{"node", n.node}, {"op", n.op}, {"kernel", n.kernel}});
-    profJson = {{"node_count", nodes.size()}, {"ops", opsJson}, {"top_nodes", nodesJson}, {"fallback_nodes", fallbacks}};
+    profJson = {{"node_count", graphNodeCount}, {"ops", opsJson}, {"top_nodes", nodesJson}, {"fallback_nodes", fallbacks}};
     doc["profile"] = profJson;
   }
 
@@ -322,7 +327,7 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
                          n->fallback ? "  (fallback)" : "");
     size_t nf = 0;
     for (const auto& n : nodes) nf += n.fallback;
-    out += fmt::format("fallback nodes (reference kernels): {} of {}\n", nf, nodes.size());
+    out += fmt::format("fallback nodes (reference kernels): {} of {}\n", nf, graphNodeCount);
     for (const auto& n : nodes)
       if (n.fallback) out += fmt::format("  {} ({}): {}\n", n.node, n.op, n.kernel);
   }

@@ -140,13 +140,14 @@ int runRun(const RunOptions& o) {
   if (spdlog::should_log(spdlog::level::info)) {  // -v: say which nodes fell back to reference kernels
     RunProfile prof;
     outs = plan->runProfiled(feeds, prof);
-    size_t fallbacks = 0;
+    size_t fallbacks = 0, graphNodes = 0;
+    for (const NodeRun& r : prof.nodes) graphNodes += static_cast<size_t>(r.graphNodes);
     for (const NodeRun& r : prof.nodes)
       if (r.fallback) {
         ++fallbacks;
         spdlog::info("node '{}' ({}): fallback to the reference kernel {}", r.node, r.opType, r.kernel);
       }
-    if (!prof.nodes.empty()) spdlog::info("{} of {} nodes ran on reference kernels", fallbacks, prof.nodes.size());
+    if (!prof.nodes.empty()) spdlog::info("{} of {} nodes ran on reference kernels", fallbacks, graphNodes);
   } else {
     outs = plan->run(feeds);
   }

@@ -29,6 +29,7 @@ struct NodeRun {
   bool fallback = false;  ///< ran on the reference kernel for want of a fast one
   double seconds = 0;
   double flops = 0;       ///< 0 when not counted
+  int graphNodes = 1;     ///< nodes of the graph this entry ran (> 1: the executor fused them)
 };
 
 struct RunProfile {

@@ -18,6 +18,7 @@
 #include "exec/cpu/cpu_executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -51,6 +52,7 @@ using cpu::CpuKernel;
 using cpu::CpuKernelDef;
 using cpu::OutputReuse;
 using cpu::StaticTensorType;
+using cpu::VecUnary;
 
 constexpr size_t kArenaAlignment = 64;
 constexpr int kForever = INT_MAX;
@@ -87,6 +89,9 @@ struct Step {
   int workspaceRegion = -1;
   std::vector<int> release;  ///< Held slots dropped after this step
   std::string kernelName;
+  int graphNodes = 1;  ///< nodes of the graph this step runs (fusions make it more)
+  const char* fusedOp = nullptr;  ///< the op a fused step computes, when not its node's
+  std::string_view opType() const { return fusedOp ? std::string_view(fusedOp) : std::string_view(node->opType); }
 };
 
 struct Region {
@@ -126,7 +131,46 @@ void collectOuterReads(const Graph& g, const Graph& top, std::vector<const Value
 
 std::string dimsStr(const std::vector<int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ",")); }
 
-/// One plan for one set of input shapes. Immutable once built.
+/// Arenas of one specialization kept for the next run: an arena comes back when the last
+/// output borrowing it is dropped, so a steady-state run allocates nothing (and touches pages
+/// that are already mapped). Shared by the arenas' deleters, so it outlives the plan if needed.
+class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
+ public:
+  explicit ArenaCache(size_t bytes) : bytes_(bytes) {}
+  ~ArenaCache() {
+    for (uint8_t* p : free_) ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  std::shared_ptr<uint8_t> take() {
+    uint8_t* p = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        p = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (!p) p = static_cast<uint8_t*>(::operator new(bytes_, std::align_val_t(kArenaAlignment)));
+    return std::shared_ptr<uint8_t>(p, [cache = shared_from_this()](uint8_t* q) { cache->give(q); });
+  }
+
+ private:
+  void give(uint8_t* p) {
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < kKeep) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  static constexpr size_t kKeep = 4;  // concurrent runs whose arenas are worth keeping
+  size_t bytes_;
+  std::mutex mutex_;
+  std::vector<uint8_t*> free_;
+};
+
+/// One plan for one set of input shapes. Immutable once built (its arena cache aside).
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads) {
@@ -166,7 +210,9 @@ class Specialization {
       outputSlots_.push_back(s);
       if (s >= 0) slots_[static_cast<size_t>(s)].graphOutput = true;
     }
+    fuseSteps();
     planMemory();
+    arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
@@ -426,6 +472,251 @@ class Specialization {
     st.kernelName = std::string(def->name) + st.kernel->variant();
   }
 
+  // ---- executor fusions: several nodes become one step of a fast kernel ----
+
+  /// The steps reading slot s (its outer reads included); graph outputs count as a reader.
+  std::vector<int> readersOf(int s) const {
+    std::vector<int> r;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Step& st = steps_[i];
+      if (st.node == nullptr) continue;  // fused away
+      bool reads = std::find(st.in.begin(), st.in.end(), s) != st.in.end() ||
+                   std::find(st.outerReads.begin(), st.outerReads.end(), s) != st.outerReads.end();
+      if (reads) r.push_back(static_cast<int>(i));
+    }
+    if (slots_[static_cast<size_t>(s)].graphOutput) r.push_back(-1);
+    return r;
+  }
+
+  /// The one step reading step i's output 0 (a fast kernel of `opType`), or -1.
+  int soleFastReader(int i, std::string_view opType) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (st.out.size() != 1 || st.out[0] < 0) return -1;
+    auto r = readersOf(st.out[0]);
+    if (r.size() != 1 || r[0] < 0) return -1;
+    const Step& next = steps_[static_cast<size_t>(r[0])];
+    return next.kernel && next.opType() == opType && canonicalDomain(next.node->domain).empty() ? r[0] : -1;
+  }
+
+  /// The float scalar of a constant slot (an initializer of one element), if it is one.
+  std::optional<float> constScalar(int s) const {
+    if (s < 0) return std::nullopt;
+    const Slot& sl = slots_[static_cast<size_t>(s)];
+    if (!sl.value->initializer() || sl.value->isGraphInput() || !sl.type || sl.type->dtype != DType::Float ||
+        sl.type->numElements() != 1)
+      return std::nullopt;
+    float f;
+    std::memcpy(&f, ref_->initializer(sl.value).tensor->raw.data(), sizeof f);
+    return f;
+  }
+
+  /// The other input of binary step i than slot s, or -1 (when s is not an input, or both are).
+  int otherInput(int i, int s) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (st.in.size() != 2) return -1;
+    if (st.in[0] == s && st.in[1] != s) return st.in[1];
+    if (st.in[1] == s && st.in[0] != s) return st.in[0];
+    return -1;
+  }
+
+  /// Step `into` takes over the output of step `last` (steps between fused away).
+  void absorb(int into, int last, const std::vector<int>& removed, std::string_view what) {
+    Step& st = steps_[static_cast<size_t>(into)];
+    st.out = steps_[static_cast<size_t>(last)].out;
+    for (int r : removed) {
+      st.kernelName += fmt::format("+{}", steps_[static_cast<size_t>(r)].node->opType);
+      st.graphNodes += steps_[static_cast<size_t>(r)].graphNodes;
+      steps_[static_cast<size_t>(r)].node = nullptr;
+    }
+    (void)what;
+  }
+
+  /// The erf GELU as exporters spell it after a node writing x: Div(x, sqrt 2) -> Erf ->
+  /// Add(., 1) -> Mul(x, .) -> Mul(., 0.5). Returns the steps (Div, Erf, Add, Mul, Mul) or empty.
+  std::vector<int> matchGeluErf(int i) const {
+    int x = steps_[static_cast<size_t>(i)].out[0];
+    auto readers = readersOf(x);
+    if (readers.size() != 2 || readers[0] < 0 || readers[1] < 0) return {};
+    for (int k = 0; k < 2; ++k) {
+      int div = readers[static_cast<size_t>(k)], mul1 = readers[static_cast<size_t>(1 - k)];
+      const Step& d = steps_[static_cast<size_t>(div)];
+      if (!d.kernel || d.node->opType != "Div" || d.in.size() != 2 || d.in[0] != x) continue;
+      auto c = constScalar(d.in[1]);
+      if (!c || std::fabs(*c - 1.41421356f) > 1e-5f) continue;
+      int erf = soleFastReader(div, "Erf");
+      if (erf < 0) continue;
+      int add = soleFastReader(erf, "Add");
+      if (add < 0) continue;
+      auto one = constScalar(otherInput(add, steps_[static_cast<size_t>(erf)].out[0]));
+      if (!one || *one != 1.f) continue;
+      if (soleFastReader(add, "Mul") != mul1 || otherInput(mul1, steps_[static_cast<size_t>(add)].out[0]) != x) continue;
+      int mul2 = soleFastReader(mul1, "Mul");
+      if (mul2 < 0) continue;
+      auto half = constScalar(otherInput(mul2, steps_[static_cast<size_t>(mul1)].out[0]));
+      if (!half || *half != 0.5f) continue;
+      return {div, erf, add, mul1, mul2};
+    }
+    return {};
+  }
+
+  /// MatMul/Gemm + constant bias Add (+ Relu, Gelu, Sigmoid, Tanh or the spelled-out erf GELU)
+  /// become one GEMM with an epilogue (Conv + activation too, where its kernel takes one); Add + LayerNormalization becomes a residual LayerNorm.
+  /// Only single-reader intermediates that are not graph outputs are fused away, and every
+  /// fused node had a fast kernel of its own (so the result is what the steps computed, up to
+  /// the approximations of vec.h).
+  /// The constant float tensor of slot s with n elements, if it is one.
+  std::optional<std::vector<float>> constFloats(int s, int64_t n) const {
+    if (s < 0) return std::nullopt;
+    const Slot& sl = slots_[static_cast<size_t>(s)];
+    if (!sl.value->initializer() || sl.value->isGraphInput() || !sl.type || sl.type->dtype != DType::Float ||
+        sl.type->numElements() != n)
+      return std::nullopt;
+    std::vector<float> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), ref_->initializer(sl.value).tensor->raw.data(), v.size() * sizeof(float));
+    return v;
+  }
+
+  /// A ReduceMean step over the last axis only, keeping dims: its rows' length, else 0.
+  int64_t lastAxisMean(int i) const {
+    const Step& st = steps_[static_cast<size_t>(i)];
+    if (!st.node || !st.kernel || st.opType() != "ReduceMean" || st.in.empty() || st.in[0] < 0 || st.out[0] < 0) return 0;
+    const auto& in = slots_[static_cast<size_t>(st.in[0])].type->dims;
+    const auto& out = slots_[static_cast<size_t>(st.out[0])].type->dims;
+    if (in.empty() || out.size() != in.size() || out.back() != 1 || in.back() < 1) return 0;
+    for (size_t k = 0; k + 1 < in.size(); ++k)
+      if (in[k] != out[k]) return 0;
+    return in.back();
+  }
+
+  /// The LayerNorm exporters spell out, from its first ReduceMean (step i): x -> mean =
+  /// ReduceMean(x) -> d = Sub(x, mean) -> Pow(d, 2) -> ReduceMean -> Add(., eps) -> Sqrt ->
+  /// Div(d, .) [-> Mul(., gamma)] [-> Add(., beta)], gamma and beta constant rows. One step.
+  void fuseSpelledLayerNorm(int i) {
+    int64_t n = lastAxisMean(i);
+    if (!n) return;
+    Step& r1 = steps_[static_cast<size_t>(i)];
+    int x = r1.in[0];
+    int sub = soleFastReader(i, "Sub");
+    if (sub < 0 || steps_[static_cast<size_t>(sub)].in[0] != x) return;
+    int d = steps_[static_cast<size_t>(sub)].out[0];
+    auto dr = readersOf(d);
+    if (dr.size() != 2 || dr[0] < 0 || dr[1] < 0) return;
+    int pow = steps_[static_cast<size_t>(dr[0])].opType() == "Pow" ? dr[0] : dr[1];
+    int div = pow == dr[0] ? dr[1] : dr[0];
+    const Step& ps = steps_[static_cast<size_t>(pow)];
+    if (!ps.kernel || ps.opType() != "Pow" || ps.in[0] != d || constScalar(ps.in[1]) != std::optional<float>(2.f)) return;
+    int r2 = -1;
+    if (auto r = readersOf(ps.out[0]); r.size() == 1 && r[0] >= 0 && lastAxisMean(r[0]) == n) r2 = r[0];
+    if (r2 < 0) return;
+    int add = soleFastReader(r2, "Add");
+    if (add < 0) return;
+    auto eps = constScalar(otherInput(add, steps_[static_cast<size_t>(r2)].out[0]));
+    if (!eps) return;
+    int sq = soleFastReader(add, "Sqrt");
+    if (sq < 0 || soleFastReader(sq, "Div") != div) return;
+    const Step& ds = steps_[static_cast<size_t>(div)];
+    if (!ds.kernel || ds.in.size() != 2 || ds.in[0] != d || ds.in[1] != steps_[static_cast<size_t>(sq)].out[0]) return;
+    std::vector<int> fused = {sub, pow, r2, add, sq, div};
+    int last = div;
+    std::vector<float> gamma(static_cast<size_t>(n), 1.f), beta;
+    if (int mul = soleFastReader(last, "Mul"); mul >= 0)
+      if (auto g = constFloats(otherInput(mul, steps_[static_cast<size_t>(last)].out[0]), n)) {
+        gamma = *g;
+        fused.push_back(mul);
+        last = mul;
+      }
+    if (int ab = soleFastReader(last, "Add"); ab >= 0)
+      if (auto b = constFloats(otherInput(ab, steps_[static_cast<size_t>(last)].out[0]), n)) {
+        beta = *b;
+        fused.push_back(ab);
+        last = ab;
+      }
+    if (slots_[static_cast<size_t>(steps_[static_cast<size_t>(last)].out[0])].type->dims !=
+        slots_[static_cast<size_t>(x)].type->dims)
+      return;  // a broadcast widened the result: not a LayerNorm of x
+    const auto& xd = slots_[static_cast<size_t>(x)].type->dims;
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < xd.size(); ++k) rows *= xd[k];
+    r1.kernel = cpu::makeLayerNorm(rows, n, *eps, std::move(gamma), std::move(beta));
+    r1.def = cpu::findCpuKernel("", "LayerNormalization", 17, DType::Float);
+    r1.kernelName = "cpu.layernorm.f32 (ReduceMean";
+    r1.fusedOp = "LayerNormalization";
+    r1.in = {x};
+    absorb(i, last, fused, "layernorm");
+    r1.kernelName += ")";
+  }
+
+  void fuseSteps() {
+    for (size_t i = 0; i < steps_.size(); ++i)
+      if (steps_[i].node) fuseSpelledLayerNorm(static_cast<int>(i));
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& st = steps_[i];
+      if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
+      std::string_view op = st.opType();
+      int ii = static_cast<int>(i);
+      if ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) {
+        int last = ii;
+        if (int add = op == "Conv" ? -1 : soleFastReader(last, "Add"); add >= 0) {
+          int b = otherInput(add, st.out[0]);
+          const Slot* bs = b >= 0 ? &slots_[static_cast<size_t>(b)] : nullptr;
+          const auto& outDims = slots_[static_cast<size_t>(st.out[0])].type->dims;
+          if (bs && bs->type && bs->type->dtype == DType::Float && bs->value->initializer() && !bs->value->isGraphInput() &&
+              !outDims.empty() && bs->type->numElements() == outDims.back() &&
+              slots_[static_cast<size_t>(steps_[static_cast<size_t>(add)].out[0])].type->dims == outDims) {
+            const Tensor& t = *ref_->initializer(bs->value).tensor;
+            std::vector<float> bias(static_cast<size_t>(outDims.back()));
+            std::memcpy(bias.data(), t.raw.data(), bias.size() * sizeof(float));
+            if (st.kernel->fuseBias(bias.data(), static_cast<int64_t>(bias.size()))) {
+              absorb(ii, add, {add}, "bias");
+              last = ii;
+            }
+          }
+        }
+        std::vector<int> gelu = matchGeluErf(last);
+        if (!gelu.empty() && st.kernel->fuseActivation(VecUnary::GeluErf)) {
+          absorb(ii, gelu.back(), gelu, "gelu");
+          continue;
+        }
+        const std::pair<const char*, VecUnary> acts[] = {{"Relu", VecUnary::Relu}, {"Sigmoid", VecUnary::Sigmoid}, {"Tanh", VecUnary::Tanh}};
+        for (auto [name, act] : acts) {
+          int r = soleFastReader(last, name);
+          if (r >= 0 && st.kernel->fuseActivation(act)) {
+            absorb(ii, r, {r}, name);
+            break;
+          }
+        }
+        if (int g = soleFastReader(last, "Gelu"); g >= 0) {
+          VecUnary act = steps_[static_cast<size_t>(g)].node->attrString("approximate", "none") == "tanh" ? VecUnary::GeluTanh
+                                                                                                      : VecUnary::GeluErf;
+          if (st.kernel->fuseActivation(act)) absorb(ii, g, {g}, "Gelu");
+        }
+      } else if (op == "Add" && canonicalDomain(st.node->domain).empty() && st.in.size() == 2) {
+        int ln = soleFastReader(ii, "LayerNormalization");
+        if (ln < 0) continue;
+        Step& l = steps_[static_cast<size_t>(ln)];
+        const auto& dims = slots_[static_cast<size_t>(st.out[0])].type->dims;
+        bool same = true;
+        for (int s : st.in) same &= s >= 0 && slots_[static_cast<size_t>(s)].type && slots_[static_cast<size_t>(s)].type->dims == dims;
+        if (!same || l.in[0] != st.out[0]) continue;
+        cpu::makeLayerNormResidual(*l.kernel);
+        std::vector<int> in = {st.in[0], st.in[1]};
+        in.insert(in.end(), l.in.begin() + 1, l.in.end());
+        l.in = std::move(in);
+        l.kernelName += "+residual";
+        l.graphNodes += st.graphNodes;
+        st.node = nullptr;  // the Add is gone; the LayerNorm step reads its inputs
+      }
+    }
+    std::vector<Step> kept;
+    for (Step& st : steps_)
+      if (st.node) kept.push_back(std::move(st));
+    steps_ = std::move(kept);
+    for (Slot& sl : slots_) sl.def = -1;
+    for (size_t i = 0; i < steps_.size(); ++i)
+      for (int s : steps_[i].out)
+        if (s >= 0) slots_[static_cast<size_t>(s)].def = static_cast<int>(i);
+  }
+
   int rootOf(int s) const {
     const Slot& sl = slots_[static_cast<size_t>(s)];
     return sl.kind == SlotKind::Alias ? sl.root : s;
@@ -555,26 +846,8 @@ class Specialization {
   std::vector<Region> regions_;
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
+  std::shared_ptr<ArenaCache> arenas_;
 
-  /// The arena of a finished run that nothing else holds any more (no output of it is still
-  /// alive), or nullptr: steady-state runs then reuse memory whose pages are already mapped
-  /// instead of faulting in a fresh allocation each time.
-  std::shared_ptr<uint8_t> takeSpareArena() const {
-    std::lock_guard lock(spareMutex_);
-    for (auto it = spareArenas_.begin(); it != spareArenas_.end(); ++it)
-      if (it->use_count() == 1) {  // only this list holds it, and only under the mutex
-        auto a = std::move(*it);
-        spareArenas_.erase(it);
-        return a;
-      }
-    return nullptr;
-  }
-  void giveBackArena(std::shared_ptr<uint8_t> a) const {
-    std::lock_guard lock(spareMutex_);
-    if (spareArenas_.size() < 4) spareArenas_.push_back(std::move(a));
-  }
-  mutable std::mutex spareMutex_;
-  mutable std::vector<std::shared_ptr<uint8_t>> spareArenas_;
 
   friend class RunState;
 };
@@ -585,11 +858,8 @@ class RunState {
   RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
     ptr_.assign(sp.slots_.size(), nullptr);
-    if (sp.arenaBytes_) arena_ = sp.takeSpareArena();
-    if (sp.arenaBytes_ && !arena_) {
-      auto* p = static_cast<uint8_t*>(::operator new(sp.arenaBytes_, std::align_val_t(kArenaAlignment)));
-      arena_ = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t(kArenaAlignment)); });
-    }
+    // a finished run's arena comes back from the cache once nothing (no output) holds it
+    if (sp.arenaBytes_) arena_ = sp.arenas_->take();
     for (size_t s = 0; s < sp.slots_.size(); ++s) {
       const Slot& sl = sp.slots_[s];
       if (sl.kind == SlotKind::Arena) ptr_[s] = arena_.get() + sp.regions_[static_cast<size_t>(sl.region)].offset;
@@ -597,8 +867,8 @@ class RunState {
   }
 
   ~RunState() {
-    vals_.clear();  // drop this run's own views of the arena first
-    if (arena_) sp_.giveBackArena(std::move(arena_));
+    vals_.clear();  // this run's own views of the arena go; the arena returns to the cache
+                    // when the last output a caller still holds goes too
   }
   RunState(const RunState&) = delete;
   RunState& operator=(const RunState&) = delete;
@@ -730,8 +1000,8 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     auto t0 = std::chrono::steady_clock::now();
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    profile->nodes.push_back({st.node->displayName(), st.node->opType, st.kernelName, !st.kernel, sec,
-                              st.kernel ? st.kernel->flops() : 0.0});
+    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), st.kernelName, !st.kernel, sec,
+                              st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
   }
   return state.outputs();
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "exec/cpu/thread_pool.h"
+#include "exec/cpu/vec.h"
 #include "lib/dtype.h"
 #include "lib/ir.h"
 
@@ -89,6 +90,11 @@ class CpuKernel {
   virtual double flops() const { return 0; }
   /// Appended to the table's kernel name in profiles: which variant create() chose (".gemm").
   virtual std::string variant() const { return {}; }
+  /// Executor fusions at prepare (an epilogue applied while the output is hot): add a constant
+  /// bias of `n` floats along output 0's last axis (copied), or apply `act` to output 0 after
+  /// everything else. Return false when this kernel cannot (the nodes then stay apart).
+  virtual bool fuseBias(const float* bias, int64_t n) { return false; }
+  virtual bool fuseActivation(VecUnary act) { return false; }
 };
 
 /// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.

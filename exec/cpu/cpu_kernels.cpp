@@ -39,6 +39,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "LayerNormalization", 17, kLast, DType::Float, "cpu.layernorm.f32", OutputReuse::InPlace, createLayerNorm},
     {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
     {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
+    {"", "Gather", 1, kLast, DType::Undefined, "cpu.gather.copy", OutputReuse::None, createGather},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
     {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},

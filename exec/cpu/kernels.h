@@ -43,11 +43,16 @@ std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLayerNorm(const CpuNodeInfo& info);
-/// Makes a kernel of createLayerNorm read inputs (A, R, Scale[, B]) and normalise A + R: the
-/// executor's fusion of a residual Add into the LayerNormalization after it.
+/// A LayerNorm over rows of n with its scale (n floats) and bias (n or none) held: the executor's
+/// fusion of the spelled-out ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div[/Mul][/Add] form.
+std::unique_ptr<CpuKernel> makeLayerNorm(int64_t rows, int64_t n, float eps, std::vector<float> gamma, std::vector<float> beta);
+/// Makes a kernel of createLayerNorm (or makeLayerNorm) read inputs (A, R, Scale[, B]) and normalise A + R: the
+/// executor's fusion of a residual Add into the LayerNormalization after it (with makeLayerNorm's
+/// held parameters the inputs are A, R).
 void makeLayerNormResidual(CpuKernel& layerNorm);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info);
 
 }  // namespace onnxtool::cpu

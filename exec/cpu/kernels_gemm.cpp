@@ -15,6 +15,7 @@
 
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/vec.h"
 
 // OpenBLAS (DYNAMIC_ARCH builds, as Debian's) picks its kernels once, when it is loaded, from the
 // CPU model number; on a CPU it does not know (a VM reporting "Intel(R) Xeon(R) Processor") it
@@ -43,7 +44,10 @@ void configureBlas(int threads) {
     gotoblas_dynamic_init();
     spdlog::debug("OpenBLAS kernels: {} -> {} (isa {})", have, openblas_get_corename(), isaName(isa));
   });
-  openblas_set_num_threads(threads);  // process-wide: OpenBLAS has one pool
+  // Our kernels split GEMMs over the plan's pool and call OpenBLAS single-threaded: two pools
+  // spinning against each other on the same cores cost more than either saves.
+  (void)threads;
+  openblas_set_num_threads(1);
 }
 
 namespace {
@@ -61,24 +65,73 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+/// The GEMM epilogue of fused nodes: a bias along the last axis and an activation.
+struct Epilogue {
+  std::vector<float> bias;  ///< empty: none
+  VecUnary act = VecUnary::Count;  ///< Count: none
+  bool any() const { return !bias.empty() || act != VecUnary::Count; }
+  /// Applies itself to rows [0, m) x columns [c0, c1) of a row-major C with leading dim ldc.
+  void apply(const VecKernels& vk, float* c, int64_t m, int64_t ldc, int64_t c0, int64_t c1) const {
+    if (!any()) return;
+    for (int64_t i = 0; i < m; ++i) vk.biasAct(c + i * ldc + c0, bias.empty() ? nullptr : bias.data() + c0, c1 - c0, act);
+  }
+  bool addBias(const float* b, int64_t n, int64_t cols) {
+    if (!bias.empty() || act != VecUnary::Count || n != cols) return false;
+    bias.assign(b, b + n);
+    return true;
+  }
+  bool addAct(VecUnary a) {
+    if (act != VecUnary::Count) return false;
+    act = a;
+    return true;
+  }
+};
+
+/// How a GEMM of `batches` x [m, n] outputs splits over `threads`: whole batches when there
+/// are enough, else column blocks (multiples of 16, so that vector stores stay whole).
+struct GemmSplit {
+  int64_t colBlock = 0, colBlocks = 1, units = 0;
+  GemmSplit(int64_t batches, int64_t m, int64_t n, int64_t k, int threads) {
+    colBlock = n;
+    double work = 2.0 * static_cast<double>(m) * n * k;
+    if (threads > 1 && batches < threads && n >= 32 && work >= 2e5) colBlock = std::max<int64_t>(16, (n / threads + 15) / 16 * 16);
+    colBlocks = colBlock ? (n + colBlock - 1) / colBlock : 1;
+    units = batches * colBlocks;
+  }
+};
+
 /// MatMul of rank >= 2 operands with numpy batch broadcasting. A 2-D B (a weight) folds the
-/// batch into M: one sgemm over all rows.
+/// batch into M: one sgemm over all rows. Work splits over the pool by batch or by column
+/// block (OpenBLAS runs single-threaded inside each), the fused epilogue applied per block.
 class MatMulKernel : public CpuKernel {
  public:
-  MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff)
-      : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)) {}
+  MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff, int threads)
+      : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)),
+        split_(static_cast<int64_t>(aOff_.size()), m, n, k, threads), vk_(vecKernels()) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (size_t i = 0; i < aOff_.size(); ++i)
-      sgemm(false, false, m_, n_, k_, 1.f, a + aOff_[i], k_, b + bOff_[i], n_, 0.f, y + static_cast<int64_t>(i) * m_ * n_, n_);
+    parallelFor(args.pool, split_.units, 1, [&](int64_t s, int64_t e) {
+      for (int64_t u = s; u < e; ++u) {
+        size_t bi = static_cast<size_t>(u / split_.colBlocks);
+        int64_t c0 = (u % split_.colBlocks) * split_.colBlock, c1 = std::min(n_, c0 + split_.colBlock);
+        float* yb = y + static_cast<int64_t>(bi) * m_ * n_;
+        sgemm(false, false, m_, c1 - c0, k_, 1.f, a + aOff_[bi], k_, b + bOff_[bi] + c0, n_, 0.f, yb + c0, n_);
+        epilogue_.apply(vk_, yb, m_, n_, c0, c1);
+      }
+    });
   }
   double flops() const override { return 2.0 * static_cast<double>(aOff_.size()) * m_ * n_ * k_; }
+  bool fuseBias(const float* bias, int64_t n) override { return epilogue_.addBias(bias, n, n_); }
+  bool fuseActivation(VecUnary act) override { return epilogue_.addAct(act); }
 
  private:
   int64_t m_, n_, k_;
   std::vector<int64_t> aOff_, bOff_;  // element offsets of each batch's A and B
+  GemmSplit split_;
+  Epilogue epilogue_;
+  const VecKernels& vk_;
 };
 
 }  // namespace
@@ -93,7 +146,8 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   size_t batchRank = y.size() - 2;
   int64_t batches = 1;
   for (size_t i = 0; i < batchRank; ++i) batches *= y[i];
-  if (b.size() == 2) return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0});
+  if (b.size() == 2)
+    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, info.threads);
   // Broadcast batch offsets: walk the output batch index and map it into A's and B's.
   auto offsets = [&](const std::vector<int64_t>& d, int64_t matSize) {
     std::vector<int64_t> out(static_cast<size_t>(batches));
@@ -113,37 +167,49 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
     }
     return out;
   };
-  return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n));
+  return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n), info.threads);
 }
 
 namespace {
 
 class GemmKernel : public CpuKernel {
  public:
-  GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, std::vector<int64_t> cDims)
-      : ta_(ta), tb_(tb), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)) {}
+  GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, std::vector<int64_t> cDims, int threads)
+      : ta_(ta), tb_(tb), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)),
+        split_(1, m, n, k, threads), vk_(vecKernels()) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
     const float* c = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    float beta = 0.f;
-    if (c && beta_ != 0.f) {
-      // C broadcasts to [M, N] from a scalar, [N], [1, N], [M, 1] or [M, N].
-      int64_t cr = cDims_.size() == 2 ? cDims_[0] : 1, cc = cDims_.empty() ? 1 : cDims_.back();
-      for (int64_t i = 0; i < m_; ++i)
-        for (int64_t j = 0; j < n_; ++j) y[i * n_ + j] = beta_ * c[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
-      beta = 1.f;
-    }
-    sgemm(ta_, tb_, m_, n_, k_, alpha_, a, ta_ ? m_ : k_, b, tb_ ? k_ : n_, beta, y, n_);
+    parallelFor(args.pool, split_.units, 1, [&](int64_t s, int64_t e) {
+      for (int64_t u = s; u < e; ++u) {
+        int64_t c0 = u * split_.colBlock, c1 = std::min(n_, c0 + split_.colBlock);
+        float beta = 0.f;
+        if (c && beta_ != 0.f) {
+          // C broadcasts to [M, N] from a scalar, [N], [1, N], [M, 1] or [M, N].
+          int64_t cr = cDims_.size() == 2 ? cDims_[0] : 1, cc = cDims_.empty() ? 1 : cDims_.back();
+          for (int64_t i = 0; i < m_; ++i)
+            for (int64_t j = c0; j < c1; ++j) y[i * n_ + j] = beta_ * c[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
+          beta = 1.f;
+        }
+        const float* bb = tb_ ? b + c0 * k_ : b + c0;
+        sgemm(ta_, tb_, m_, c1 - c0, k_, alpha_, a, ta_ ? m_ : k_, bb, tb_ ? k_ : n_, beta, y + c0, n_);
+        epilogue_.apply(vk_, y, m_, n_, c0, c1);
+      }
+    });
   }
   double flops() const override { return 2.0 * m_ * n_ * k_; }
+  bool fuseActivation(VecUnary act) override { return epilogue_.addAct(act); }
 
  private:
   bool ta_, tb_;
   int64_t m_, n_, k_;
   float alpha_, beta_;
   std::vector<int64_t> cDims_;
+  GemmSplit split_;
+  Epilogue epilogue_;
+  const VecKernels& vk_;
 };
 
 float attrF(const Node& n, const char* name, float def) { return n.attrFloat(name, def); }
@@ -167,7 +233,7 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
     if (cDims.size() == 1 && !(cDims[0] == 1 || cDims[0] == n2)) return nullptr;
   }
   return std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), info.hasInput(2) ? attrF(n, "beta", 1.f) : 0.f,
-                                      cDims);
+                                      cDims, info.threads);
 }
 
 namespace {
@@ -203,13 +269,18 @@ class ConvKernel : public CpuKernel {
           im2col(xg, cg, col);
           colp = col;
         }
-        sgemm(false, false, mg, pix, kdim, 1.f, w + grp * mg * kdim, kdim, colp, pix, 0.f, yg, pix);
-        if (bias)
-          for (int64_t oc = 0; oc < mg; ++oc) {
-            float bv = bias[grp * mg + oc];
-            float* row = yg + oc * pix;
-            for (int64_t p = 0; p < pix; ++p) row[p] += bv;
-          }
+        // Output channels split over the pool (OpenBLAS runs single-threaded).
+        double work = 2.0 * static_cast<double>(mg) * pix * kdim;
+        int64_t rowGrain = work < 2e5 ? mg : std::max<int64_t>(1, mg / 8);
+        parallelFor(args.pool, mg, rowGrain, [&](int64_t r0, int64_t r1) {
+          sgemm(false, false, r1 - r0, pix, kdim, 1.f, w + (grp * mg + r0) * kdim, kdim, colp, pix, 0.f, yg + r0 * pix, pix);
+          if (bias)
+            for (int64_t oc = r0; oc < r1; ++oc) {
+              float bv = bias[grp * mg + oc];
+              float* row = yg + oc * pix;
+              for (int64_t p = 0; p < pix; ++p) row[p] += bv;
+            }
+        });
       }
     }
   }

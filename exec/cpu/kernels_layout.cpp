@@ -1,9 +1,12 @@
-// kernels_layout.cpp: Transpose as a strided copy, and ReduceMean over trailing axes (the
-// LayerNorm statistics of exported transformers).
+// kernels_layout.cpp: Transpose as a strided copy (rows over the pool), Gather (embedding lookup) as row copies,
+// and ReduceMean over trailing axes (the LayerNorm statistics of exported transformers).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+#include <string>
 
 #include "exec/cpu/kernels.h"
+#include "lib/error.h"
 
 namespace onnxtool::cpu {
 
@@ -38,6 +41,33 @@ class TransposeKernel : public CpuKernel {
       y[0] = x[0];
       return;
     }
+    int64_t inner = outDims_[r - 1], s = inStrides_[r - 1];
+    if (r > 16) return runSerial<E>(x, y);
+    // Output rows split over the pool; each chunk starts its odometer at its first row.
+    parallelFor(args.pool, total_ / inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      int64_t idx[16] = {}, rem = b, off = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        idx[d] = rem % outDims_[d];
+        rem /= outDims_[d];
+        off += idx[d] * inStrides_[d];
+      }
+      for (int64_t o = b; o < e; ++o) {
+        E* yo = y + o * inner;
+        if (s == 1) std::memcpy(yo, x + off, static_cast<size_t>(inner) * sizeof(E));
+        else
+          for (int64_t i = 0; i < inner; ++i) yo[i] = x[off + i * s];
+        for (size_t d = r - 1; d-- > 0;) {
+          off += inStrides_[d];
+          if (++idx[d] < outDims_[d]) break;
+          off -= idx[d] * inStrides_[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+  template <typename E>
+  void runSerial(const E* x, E* y) const {
+    size_t r = outDims_.size();
     int64_t inner = outDims_[r - 1], s = inStrides_[r - 1];
     std::vector<int64_t> idx(r, 0);
     for (int64_t o = 0; o < total_ / inner; ++o) {
@@ -74,7 +104,59 @@ class ReduceMeanKernel : public CpuKernel {
   int64_t outer_, n_;
 };
 
+/// Gather: for each outer index and each index, one memcpy of `inner` elements of any size.
+/// An index out of [-dim, dim) fails like the reference kernel (before anything is written).
+class GatherKernel : public CpuKernel {
+ public:
+  GatherKernel(const Node& node, int64_t outer, int64_t dim, int64_t inner, int64_t count, size_t elem, bool idx64)
+      : node_(node), outer_(outer), dim_(dim), rowBytes_(static_cast<size_t>(inner) * elem), count_(count), idx64_(idx64) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* x = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    auto index = [&](int64_t j) -> int64_t {
+      int64_t i = idx64_ ? static_cast<const int64_t*>(args.inputs[1])[j] : static_cast<const int32_t*>(args.inputs[1])[j];
+      if (i < -dim_ || i >= dim_)
+        fail(ErrorKind::InvalidInput, "node '{}' ({}): Gather index {} is out of range, expected [{}, {})", node_.displayName(),
+             node_.opType, i, -dim_, dim_);
+      return i < 0 ? i + dim_ : i;
+    };
+    for (int64_t j = 0; j < count_; ++j) index(j);  // validate first
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < count_; ++j)
+        std::memcpy(y + static_cast<size_t>(o * count_ + j) * rowBytes_,
+                    x + static_cast<size_t>(o * dim_ + index(j)) * rowBytes_, rowBytes_);
+  }
+
+ private:
+  const Node& node_;
+  int64_t outer_, dim_;
+  size_t rowBytes_;
+  int64_t count_;
+  bool idx64_;
+};
+
 }  // namespace
+
+std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (!info.hasInput(1)) return nullptr;
+  DType it = info.in(1).dtype;
+  if (it != DType::Int64 && it != DType::Int32) return nullptr;
+  const auto& x = info.in(0).dims;
+  int64_t r = static_cast<int64_t>(x.size()), axis = n.attrInt("axis", 0);
+  if (axis < 0) axis += r;
+  if (r == 0 || axis < 0 || axis >= r) return nullptr;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < r; ++i) {
+    if (i < axis) outer *= x[static_cast<size_t>(i)];
+    if (i > axis) inner *= x[static_cast<size_t>(i)];
+  }
+  size_t elem = static_cast<size_t>(dtypeBits(info.in(0).dtype) / 8);
+  return std::make_unique<GatherKernel>(n, outer, x[static_cast<size_t>(axis)], inner, info.in(1).numElements(), elem,
+                                        it == DType::Int64);
+}
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info) {
   const Node& n = *info.node;

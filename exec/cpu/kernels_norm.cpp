@@ -40,13 +40,18 @@ class BatchNormKernel : public CpuKernel {
 class LayerNormKernel : public CpuKernel {
  public:
   LayerNormKernel(int64_t rows, int64_t n, float eps, bool bias) : rows_(rows), n_(n), eps_(eps), bias_(bias), vk_(vecKernels()) {}
+  /// Scale and bias held by the kernel (a LayerNorm the executor fused from its spelled-out
+  /// form): the inputs are then X alone (or A, R).
+  LayerNormKernel(int64_t rows, int64_t n, float eps, std::vector<float> gamma, std::vector<float> beta)
+      : rows_(rows), n_(n), eps_(eps), bias_(!beta.empty()), vk_(vecKernels()), gamma_(std::move(gamma)), beta_(std::move(beta)) {}
   void setResidual() { residual_ = true; }
   void compute(const CpuComputeArgs& args) const override {
     size_t k = residual_ ? 1 : 0;
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* r = residual_ ? static_cast<const float*>(args.inputs[1]) : nullptr;
-    const float* scale = static_cast<const float*>(args.inputs[k + 1]);
-    const float* b = bias_ ? static_cast<const float*>(args.inputs[k + 2]) : nullptr;
+    bool held = !gamma_.empty();
+    const float* scale = held ? gamma_.data() : static_cast<const float*>(args.inputs[k + 1]);
+    const float* b = !bias_ ? nullptr : held ? beta_.data() : static_cast<const float*>(args.inputs[k + 2]);
     float* y = static_cast<float*>(args.outputs[0]);
     if (n_ == 0) return;
     parallelFor(args.pool, rows_, std::max<int64_t>(1, 4096 / n_), [&](int64_t s, int64_t e) {
@@ -59,6 +64,7 @@ class LayerNormKernel : public CpuKernel {
   float eps_;
   bool bias_, residual_ = false;
   const VecKernels& vk_;
+  std::vector<float> gamma_, beta_;
 };
 
 }  // namespace
@@ -79,6 +85,10 @@ std::unique_ptr<CpuKernel> createLayerNorm(const CpuNodeInfo& info) {
   bool bias = info.hasInput(2);
   if (bias && (info.in(2).dtype != DType::Float || info.in(2).numElements() != cols)) return nullptr;
   return std::make_unique<LayerNormKernel>(rows, cols, n.attrFloat("epsilon", 1e-5f), bias);
+}
+
+std::unique_ptr<CpuKernel> makeLayerNorm(int64_t rows, int64_t n, float eps, std::vector<float> gamma, std::vector<float> beta) {
+  return std::make_unique<LayerNormKernel>(rows, n, eps, std::move(gamma), std::move(beta));
 }
 
 void makeLayerNormResidual(CpuKernel& k) { static_cast<LayerNormKernel&>(k).setResidual(); }

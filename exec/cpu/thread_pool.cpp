@@ -1,8 +1,9 @@
 // thread_pool.cpp: see thread_pool.h. The job protocol: the caller takes `busy_`, writes the job,
-// bumps `generation_` (release) and wakes sleepers; every worker, on seeing a new generation
-// (acquire), claims chunks from `next_` until none is left and then decrements `unfinished_`;
-// the caller claims chunks too and spins until `unfinished_` is 0 before it frees the pool, so
-// no worker still reads a job when the next one is written.
+// opens it (`open_`), bumps `generation_` and wakes sleepers, then claims chunks itself. A worker
+// that sees a new generation registers in `inJob_` and, if the job is still open, claims chunks
+// from `next_` until none is left. The caller waits until every element is done (`remaining_`),
+// closes the job and waits for `inJob_` to drain, so no worker reads a job while the next one is
+// written; it never waits for a worker that is still asleep or descheduled and took no chunk.
 #include "exec/cpu/thread_pool.h"
 
 #include <chrono>
@@ -41,7 +42,9 @@ void ThreadPool::runChunks() {
   for (;;) {
     int64_t b = next_.fetch_add(chunk_, std::memory_order_relaxed);
     if (b >= n_) return;
-    call_(ctx_, b, std::min(n_, b + chunk_));
+    int64_t e = std::min(n_, b + chunk_);
+    call_(ctx_, b, e);
+    remaining_.fetch_sub(e - b, std::memory_order_release);
   }
 }
 
@@ -66,8 +69,11 @@ void ThreadPool::workerLoop() {
     }
     seen = g;
     if (stop_) return;
-    runChunks();
-    unfinished_.fetch_sub(1, std::memory_order_release);
+    // inJob_ then open_, both seq_cst, against the caller's open_ = false then inJob_: either
+    // the caller waits for this worker or this worker sees the job closed.
+    inJob_.fetch_add(1);
+    if (open_.load()) runChunks();
+    inJob_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -89,12 +95,17 @@ void ThreadPool::dispatch(int64_t n, int64_t grain, Trampoline call, void* ctx) 
   call_ = call;
   ctx_ = ctx;
   n_ = n;
-  chunk_ = std::max(grain, (n + t - 1) / t);
+  // Two chunks per thread: a worker that comes late (or loses its core) leaves its share to
+  // the others instead of holding everyone up.
+  chunk_ = std::max(grain, (n + 2 * t - 1) / (2 * t));
   next_.store(0, std::memory_order_relaxed);
-  unfinished_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  remaining_.store(n, std::memory_order_relaxed);
+  open_.store(true);
   publish();
   runChunks();
-  while (unfinished_.load(std::memory_order_acquire) != 0) cpuRelax();
+  while (remaining_.load(std::memory_order_acquire) > 0) cpuRelax();
+  open_.store(false);
+  while (inJob_.load(std::memory_order_acquire) != 0) cpuRelax();
   busy_.store(false, std::memory_order_release);
 }
 

@@ -56,7 +56,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};  ///< a job is being served (held by its caller)
   std::atomic<uint32_t> generation_{0};  ///< bumped to publish a job (and to stop)
-  std::atomic<int> unfinished_{0};  ///< workers yet to finish the current job
+  std::atomic<bool> open_{false};   ///< the current job still takes workers
+  std::atomic<int> inJob_{0};       ///< workers looking at the current job
+  std::atomic<int64_t> remaining_{0};  ///< elements of the current job not yet done
   std::atomic<int> sleepers_{0};    ///< workers asleep (or about to be) on wake_
   std::mutex sleepMutex_;
   std::condition_variable wake_;

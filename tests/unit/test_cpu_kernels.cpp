@@ -12,6 +12,8 @@
 
 #include "exec/executor.h"
 #include "exec/value_ops.h"
+#include "formats/onnx_text.h"
+#include "lib/error.h"
 #include "lib/ir.h"
 #include "lib/ir_clone.h"
 #include "ref_test_util.h"
@@ -317,7 +319,7 @@ TEST_CASE("cpu Transpose and trailing-axes ReduceMean match the reference kernel
     std::vector<int64_t> dims, perm;
   };
   const TCase tcases[] = {{{2, 3, 4}, {}},           {{2, 3, 4}, {0, 2, 1}}, {{1, 128, 12, 64}, {0, 2, 1, 3}},
-                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}};
+                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}, {{1, 128, 12, 64}, {0, 2, 3, 1}}};
   for (const TCase& c : tcases) {
     std::map<std::string, RtValue> feeds;
     std::vector<Attribute> attrs;
@@ -492,5 +494,215 @@ TEST_CASE("cloneModel copies graphs and shares weight bytes", "[ir]") {
     for (size_t i = 0; i < n->inputs().size(); ++i) CHECK((*it)->inputs()[i]->name() == n->inputs()[i]->name());
     CHECK((*it)->graph() == c->graph.get());
     ++it;
+  }
+}
+
+namespace {
+
+/// "{v0, v1, ...}": n standard-normal floats for a tensor literal of the textual syntax.
+std::string literal(size_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> d;
+  std::string s = "{";
+  for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(d(rng) * scale);
+  return s + "}";
+}
+
+/// Runs `text` on ref and on cpu (1 and 3 threads) with random float inputs of `inputs`;
+/// outputs must agree, and the cpu profile must list exactly `kernels` (in order) and count
+/// `graphNodes` nodes.
+void checkFused(const std::string& text, const std::map<std::string, std::vector<int64_t>>& inputs,
+                const std::vector<std::string>& kernels, int graphNodes) {
+  auto m = parseModelText(text, "fusion.onnxtxt");
+  std::mt19937 rng(7);
+  std::map<std::string, RtValue> feeds;
+  for (const auto& [name, dims] : inputs) feeds[name] = RtValue::ofTensor(randomTensor(dims, rng));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    PrepareOptions po;
+    po.threads = threads;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CompareResult r = compareValues(got[i], want[i], 1e-4, 1e-5);
+      INFO("output " << i << ": " << r.message);
+      CHECK(r.ok);
+    }
+    std::vector<std::string> ran;
+    int counted = 0;
+    for (const NodeRun& r : prof.nodes) ran.push_back(r.kernel), counted += r.graphNodes;
+    CHECK(ran == kernels);
+    CHECK(counted == graphNodes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu fusions: GEMM + bias + activation epilogues give ref's outputs", "[cpu][fusion]") {
+  std::mt19937 rng(31);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string w = "float[20, 19] w = " + literal(20 * 19, rng, 0.3f) + ", float[19] b = " + literal(19, rng);
+  // The erf GELU as PyTorch exports it, after MatMul + bias (BERT's FFN): one step.
+  checkFused(head + "g (float[3, 5, 20] x) => (float[3, 5, 19] y) <" + w +
+                 ", float s2 = {1.4142135}, float one = {1.0}, float half = {0.5}> {\n"
+                 "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
+                 "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
+             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32.blas+Add+Div+Erf+Add+Mul+Mul"}, 7);
+  // The bias on the left of the Add, Relu after.
+  checkFused(head + "g (float[7, 20] x) => (float[7, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(b, m)\n  y = Relu(h)\n}",
+             {{"x", {7, 20}}}, {"cpu.matmul.f32.blas+Add+Relu"}, 3);
+  // Gemm (transB) + Sigmoid; Gemm + Tanh.
+  checkFused(head + "g (float[6, 20] x) => (float[6, 19] y) <float[19, 20] wt = " + literal(19 * 20, rng, 0.3f) +
+                 ", float[19] b = " + literal(19, rng) + "> {\n  m = Gemm<transB: int = 1>(x, wt, b)\n  y = Sigmoid(m)\n}",
+             {{"x", {6, 20}}}, {"cpu.gemm.f32.blas+Sigmoid"}, 2);
+  // Gelu (opset 20, tanh form) after MatMul + bias, with a 2-thread column split (N = 64).
+  checkFused("<ir_version: 9, opset_import: [\"\" : 20]>\ng (float[33, 40] x) => (float[33, 64] y) <float[40, 64] w = " +
+                 literal(40 * 64, rng, 0.2f) + ", float[64] b = " + literal(64, rng) +
+                 "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Gelu<approximate: string = \"tanh\">(h)\n}",
+             {{"x", {33, 40}}}, {"cpu.matmul.f32.blas+Add+Gelu"}, 3);
+}
+
+TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broadcasts", "[cpu][fusion]") {
+  std::mt19937 rng(32);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string w = "float[20, 19] w = " + literal(20 * 19, rng, 0.3f) + ", float[19] b = " + literal(19, rng);
+  // h is a graph output too: the bias fuses (h is the GEMM's output), the Relu does not.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y, float[4, 19] h) <" + w +
+                 "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Relu(h)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.relu.f32"}, 3);
+  // m is read twice: nothing fuses.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Mul(h, m)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32", "cpu.mul.f32"}, 3);
+  // A per-row bias [4, 1] is no row vector along N: the Add stays.
+  checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <float[20, 19] w = " + literal(20 * 19, rng) +
+                 ", float[4, 1] c = " + literal(4, rng) + "> {\n  m = MatMul(x, w)\n  y = Add(m, c)\n}",
+             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32"}, 2);
+  // A Div by something other than sqrt(2) is no GELU.
+  checkFused(head + "g (float[3, 20] x) => (float[3, 19] y) <" + w +
+                 ", float s2 = {1.5}, float one = {1.0}, float half = {0.5}> {\n"
+                 "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
+                 "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
+             {{"x", {3, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
+             7);
+}
+
+TEST_CASE("cpu fusions: residual Add + LayerNormalization gives ref's outputs", "[cpu][fusion]") {
+  std::mt19937 rng(33);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string p = "float[48] g = " + literal(48, rng) + ", float[48] be = " + literal(48, rng);
+  checkFused(head + "g (float[2, 9, 48] x, float[2, 9, 48] r) => (float[2, 9, 48] y) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization<epsilon: float = 1e-5>(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {2, 9, 48}}}, {"cpu.layernorm.f32+residual"}, 2);
+  // The sum is also a graph output: no fusion.
+  checkFused(head + "g (float[2, 9, 48] x, float[2, 9, 48] r) => (float[2, 9, 48] y, float[2, 9, 48] s) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {2, 9, 48}}}, {"cpu.add.f32", "cpu.layernorm.f32"}, 2);
+  // A broadcasting Add: no fusion.
+  checkFused(head + "g (float[2, 9, 48] x, float[48] r) => (float[2, 9, 48] y) <" + p +
+                 "> {\n  s = Add(x, r)\n  y = LayerNormalization(s, g, be)\n}",
+             {{"x", {2, 9, 48}}, {"r", {48}}}, {"cpu.add.f32", "cpu.layernorm.f32"}, 2);
+}
+
+TEST_CASE("cpu Gather matches the reference kernel and refuses indices out of range", "[cpu][kernels]") {
+  std::mt19937 rng(41);
+  struct Case {
+    std::vector<int64_t> data, idx;
+    int64_t axis;
+  };
+  const Case cases[] = {{{50, 16}, {1, 7}, 0}, {{50, 16}, {3}, 0}, {{4, 9, 5}, {2, 3}, 1}, {{4, 9, 5}, {6}, -1}, {{7}, {}, 0}, {{7, 3}, {0}, 0}};
+  for (const Case& c : cases)
+    for (DType it : {DType::Int64, DType::Int32}) {
+      int64_t dim = c.data[static_cast<size_t>(c.axis < 0 ? c.axis + static_cast<int64_t>(c.data.size()) : c.axis)];
+      std::uniform_int_distribution<int64_t> pick(-dim, dim - 1);  // negative indices count from the end
+      int64_t n = 1;
+      for (int64_t d : c.idx) n *= d;
+      std::vector<int64_t> ids(static_cast<size_t>(n));
+      for (auto& v : ids) v = pick(rng);
+      Tensor idx = i64(c.idx, ids);
+      if (it == DType::Int32) {
+        std::vector<int32_t> v32(ids.begin(), ids.end());
+        idx = testutil::i32(c.idx, v32);
+      }
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Gather", 13, {{randomTensor(c.data, rng, true), false}, {idx, false}}, {testutil::one("axis", c.axis)}, feeds);
+      INFO("Gather data rank " << c.data.size() << " axis " << c.axis);
+      checkAgainstRef(*model, feeds, "cpu.gather", 0, 0);
+    }
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("Gather", 13, {{randomTensor({5, 3}, rng), false}, {i64({2}, {1, 5}), false}}, {}, feeds);
+  PrepareOptions po;
+  po.threads = 1;
+  try {
+    makeExecutor("cpu")->prepare(*model, po)->run(feeds);
+    FAIL("an index out of range ran");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidInput);
+    CHECK(std::string(e.what()) == "node 'n' (Gather): Gather index 5 is out of range, expected [-5, 5)");
+  }
+}
+
+TEST_CASE("cpu fusions: the spelled-out LayerNorm (and its residual Add) is one step", "[cpu][fusion]") {
+  std::mt19937 rng(34);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  const std::string p = "float[40] g = " + literal(40, rng) + ", float[40] be = " + literal(40, rng) +
+                        ", float two = {2.0}, float eps = {1e-5}";
+  const std::string ln =
+      "  mean = ReduceMean<axes: ints = [-1]>(s)\n  d = Sub(s, mean)\n  sq = Pow(d, two)\n"
+      "  var = ReduceMean<axes: ints = [-1]>(sq)\n  ve = Add(var, eps)\n  sd = Sqrt(ve)\n  n = Div(d, sd)\n";
+  const std::string full = "cpu.layernorm.f32 (ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add)+residual";
+  checkFused(head + "g (float[3, 7, 40] x, float[3, 7, 40] r) => (float[3, 7, 40] y) <" + p + "> {\n  s = Add(x, r)\n" + ln +
+                 "  m = Mul(n, g)\n  y = Add(m, be)\n}",
+             {{"x", {3, 7, 40}}, {"r", {3, 7, 40}}}, {full}, 10);
+  // No gamma/beta; the input also read by a later node (so it is neither fused nor written over).
+  checkFused(head + "g (float[5, 33] s) => (float[5, 33] y) <" + p + "> {\n" + ln + "  y = Add(n, s)\n}",
+             {{"s", {5, 33}}}, {"cpu.layernorm.f32 (ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div)", "cpu.add.f32"}, 8);
+  // d read by a third node: not a LayerNorm.
+  checkFused(head + "g (float[5, 40] s) => (float[5, 40] y, float[5, 40] d) <" + p + "> {\n" + ln + "  y = Mul(n, g)\n}",
+             {{"s", {5, 40}}},
+             {"cpu.reducemean.f32.trailing", "cpu.sub.f32", "cpu.pow.f32", "cpu.reducemean.f32.trailing", "cpu.add.f32",
+              "cpu.sqrt.f32", "cpu.div.f32", "cpu.mul.f32"},
+             8);
+}
+
+TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep their arena", "[cpu][plan]") {
+  std::mt19937 rng(35);
+  auto m = parseModelText("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[64, 96] x) => (float[64, 128] y) <float[96, 128] w = " +
+                              literal(96 * 128, rng, 0.1f) + ", float[128] b = " + literal(128, rng) +
+                              ", float[128] g = " + literal(128, rng) + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  t = Tanh(h)\n"
+                              "  e = Erf(t)\n  s = Add(e, h)\n  y = LayerNormalization(s, g)\n}",
+                          "pooled.onnxtxt");
+  auto ref = makeExecutor("ref")->prepare(*m, {});
+  auto feedsOf = [](uint32_t seed) {
+    std::mt19937 r(seed);
+    return std::map<std::string, RtValue>{{"x", RtValue::ofTensor(randomTensor({64, 96}, r))}};
+  };
+  std::vector<std::vector<RtValue>> want;
+  for (uint32_t t = 0; t < 4; ++t) want.push_back(ref->run(feedsOf(200 + t)));
+  // Tanh/Erf approximations (vec.h) pass through a LayerNorm: 1e-4, not expectSame's 1e-5.
+  auto same = [](const std::vector<RtValue>& got, const std::vector<RtValue>& w) {
+    REQUIRE(got.size() == w.size());
+    CompareResult r = compareValues(got[0], w[0], 1e-4, 1e-5);
+    INFO(r.message);
+    CHECK(r.ok);
+  };
+  for (int threads : {2, 3}) {
+    INFO("threads " << threads);
+    PrepareOptions po;
+    po.threads = threads;
+    auto cpu = makeExecutor("cpu")->prepare(*m, po);
+    // Outputs kept while later runs go on must not be overwritten by a reused arena.
+    auto first = cpu->run(feedsOf(200));
+    for (int i = 0; i < 5; ++i) cpu->run(feedsOf(201));
+    same(first, want[0]);
+    std::vector<std::vector<RtValue>> got(4);
+    std::vector<std::thread> callers;
+    for (uint32_t t = 0; t < 4; ++t)
+      callers.emplace_back([&, t] {
+        auto feeds = feedsOf(200 + t);
+        for (int i = 0; i < 30; ++i) got[t] = cpu->run(feeds);
+      });
+    for (auto& th : callers) th.join();
+    for (size_t t = 0; t < 4; ++t) same(got[t], want[t]);
   }
 }
