@@ -334,6 +334,19 @@ Converter run(Model& model, const std::map<std::string, int64_t>& targets) {
   return c;
 }
 
+/// onnx's checker expands MeanVarianceNormalization's function body with the caller's `axes`
+/// and fails from opset 14 on when the node leaves it at its default: state it.
+void stateCheckerDefaults(Model& model) {
+  auto fix = [](Graph& g) {
+    for (const auto& n : g.nodes())
+      if (n->opType == "MeanVarianceNormalization" && n->isDomain("") && !n->attr("axes"))
+        n->setAttr(Attribute::ofInts("axes", {0, 2, 3}));
+  };
+  model.graph->forEachGraph(fix);
+  for (auto& f : model.functions)
+    if (f->body) f->body->forEachGraph(fix);
+}
+
 void updateImports(Model& model, const std::map<std::string, int64_t>& targets) {
   auto update = [&](std::vector<OpsetImport>& imports) {
     for (OpsetImport& i : imports) {
@@ -354,8 +367,10 @@ void updateImports(Model& model, const std::map<std::string, int64_t>& targets) 
   // Lowering: the target's IR version, but never below what the model's structure needs
   // (initializers that are not inputs: 4; model-local functions: 8).
   int64_t floor = 3;
-  for (Value* v : model.graph->initializers())
-    if (!v->isGraphInput()) floor = std::max<int64_t>(floor, 4);
+  model.graph->forEachGraph([&](Graph& g) {
+    for (Value* v : g.initializers())
+      if (!v->isGraphInput()) floor = std::max<int64_t>(floor, 4);
+  });
   if (!model.functions.empty()) floor = std::max<int64_t>(floor, 8);
   model.irVersion = std::min(from, std::max(need, floor));
 }
@@ -394,6 +409,7 @@ OpsetConvertReport convertOpset(Model& model, const OpsetConvertOptions& options
     fail(ErrorKind::Internal, "opset conversion of '{}' failed after a successful trial: {}", c.blocked[0].node,
          c.blocked[0].reason);
   updateImports(model, targets);
+  if (report.toOpset != report.fromOpset) stateCheckerDefaults(model);
   report.nodesConverted = c.nodesConverted;
   report.adaptersApplied = c.adaptersApplied;
   report.irVersionAfter = model.irVersion;

@@ -394,6 +394,7 @@ std::string dropoutRatioToAttr(AdaptStep& s) {
     if (!t || t->size() != 1) return notConstant(s.n, 2, "training_mode");
     if ((*t)[0] != 0) return "training_mode=true (opset 10 drops out only when training)";
   }
+  s.n->removeAttr("seed");  // opset 10 has no seed; an inference Dropout draws nothing
   std::optional<double> ratio;
   if (s.n->input(1)) {
     auto v = constantAsDoubles(s.n->input(1));
