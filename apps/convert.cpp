@@ -79,7 +79,8 @@ OpsetConvertOptions parseDomains(int64_t opset, const std::vector<std::string>& 
 
 }  // namespace
 
-int convertModelOpset(Model& model, int64_t opset, const std::vector<std::string>& domains, bool asJson) {
+int convertModelOpset(Model& model, int64_t opset, const std::vector<std::string>& domains, bool asJson,
+                      bool jsonToStderr) {
   OpsetConvertOptions c = parseDomains(opset, domains);
   OpsetConvertReport r = convertOpset(model, c);
   if (!r.blocked.empty()) {
@@ -88,7 +89,7 @@ int convertModelOpset(Model& model, int64_t opset, const std::vector<std::string
       for (const NodeReach& b : r.blocked) nodes.push_back(reachJson(b));
       json doc{{"schema_version", 1}, {"model", model.path}, {"from_opset", r.fromOpset}, {"to_opset", r.toOpset},
                {"converted", false}, {"blocked", nodes}};
-      std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+      std::fputs((doc.dump(2) + "\n").c_str(), jsonToStderr ? stderr : stdout);
     }
     for (const NodeReach& b : r.blocked) printError(reachLine(b));
     printError(fmt::format("{}: cannot convert to opset {}: {} node{} cannot move; nothing was written", model.path,
@@ -97,6 +98,15 @@ int convertModelOpset(Model& model, int64_t opset, const std::vector<std::string
   }
   spdlog::info("converted ai.onnx opset {} -> {}: {} nodes changed ({} adapter steps), IR version {} -> {}", r.fromOpset,
                r.toOpset, r.nodesConverted, r.adaptersApplied, r.irVersionBefore, r.irVersionAfter);
+  if (asJson) {
+    json doc{{"schema_version", 1},          {"model", model.path},
+             {"from_opset", r.fromOpset},    {"to_opset", r.toOpset},
+             {"converted", true},            {"nodes_converted", r.nodesConverted},
+             {"adapter_steps", r.adaptersApplied}, {"ir_version_before", r.irVersionBefore},
+             {"ir_version_after", r.irVersionAfter}, {"blocked", json::array()}};
+    // stdout carries the model when -o -; the report then goes to stderr.
+    std::fputs((doc.dump(2) + "\n").c_str(), jsonToStderr ? stderr : stdout);
+  }
   return kOk;
 }
 
@@ -151,7 +161,7 @@ int runConvert(const ConvertOptions& o) {
   }
   if (o.output.empty()) fail(ErrorKind::InvalidInput, "convert: -o OUTPUT is required");
   if (o.opset != 0 || !o.domains.empty()) {
-    if (int rc = convertModelOpset(*model, o.opset, o.domains, o.json); rc != kOk) return rc;
+    if (int rc = convertModelOpset(*model, o.opset, o.domains, o.json, o.output == "-"); rc != kOk) return rc;
   }
   if (o.inferShapes) {
     InferReport report = inferShapes(*model);
