@@ -235,6 +235,14 @@ std::string splitInputToAttr(AdaptStep& s) {
   return "";
 }
 
+std::string splitNumOutputsUp(AdaptStep& s) {
+  // Opset 13 splits equally into as many outputs when no split input is given; 18 needs
+  // num_outputs for that (the sizes divide evenly in a valid opset-13 model, so both agree).
+  if (s.n->input(1) || s.n->attr("num_outputs")) return "";
+  s.n->setAttr(Attribute::ofInt("num_outputs", static_cast<int64_t>(s.n->outputs().size())));
+  return "";
+}
+
 std::string splitNumOutputsDown(AdaptStep& s) {
   const Attribute* a = s.n->attr("num_outputs");
   if (!a) return "";
