@@ -193,8 +193,10 @@ struct Converter {
         AdaptStep step(g, n, boundary, boundary - 1, inFunction);
         const AdapterInfo* ad = domain.empty() ? findAdapter(op, boundary, AdaptDirection::Down) : nullptr;
         std::string r;
-        if (ad) r = ad->fn(step);
-        else if (!prev) r = fmt::format("{} does not exist before opset {} and has no lowering", op, boundary);
+        if (ad) {
+          r = ad->fn(step);
+          if (r.empty() && !step.removed && prev && runsGenericAfter(*ad)) r = genericStep(n, *prev, *sc, true);
+        } else if (!prev) r = fmt::format("{} does not exist before opset {} and has no lowering", op, boundary);
         else r = genericStep(n, *prev, *sc, true);
         if (!r.empty()) return fmt::format("{} {} -> {}: {}", op, boundary, boundary - 1, r);
         if (ad) ++adaptersApplied;
@@ -354,14 +356,15 @@ void updateImports(Model& model, const std::map<std::string, int64_t>& targets) 
       if (t != targets.end()) i.version = t->second;
     }
   };
+  int64_t sourceOpset = model.opsetVersion("").value_or(0);
   update(model.opsetImports);
   for (auto& f : model.functions) update(f->opsetImports);
   auto t = targets.find("");
   if (t == targets.end() || !model.opsetVersion("")) return;
   int64_t from = model.irVersion;
   int64_t need = irVersionForOpset(t->second);
-  if (need >= from) {
-    model.irVersion = need;
+  if (need >= from || t->second >= sourceOpset) {  // raising (or keeping) the opset never lowers the IR
+    model.irVersion = std::max(from, need);
     return;
   }
   // Lowering: the target's IR version, but never below what the model's structure needs

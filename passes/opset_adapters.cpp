@@ -1063,6 +1063,8 @@ constexpr AdapterInfo kAdapters[] = {
 
 std::span<const AdapterInfo> allAdapters() { return kAdapters; }
 
+bool runsGenericAfter(const AdapterInfo& a) { return a.fn == &negativeAxesDown || a.fn == &oneHotNegativeDown; }
+
 const AdapterInfo* findAdapter(std::string_view op, int version, AdaptDirection direction) {
   for (const AdapterInfo& a : kAdapters)
     if (a.op == op && a.version == version && a.direction == direction) return &a;

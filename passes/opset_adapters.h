@@ -59,6 +59,11 @@ struct AdapterInfo {
   std::string_view summary;
 };
 
+/// Whether the step also needs the generic check after the adapter: adapters that only normalise
+/// part of a node (negative axes below 11) leave the rest of the step (new attributes such as
+/// TopK's largest) to it.
+bool runsGenericAfter(const AdapterInfo& a);
+
 /// Every adapter, in opset_adapters.def order.
 std::span<const AdapterInfo> allAdapters();
 /// The adapter of op's step at `version` in `direction`, or nullptr.

@@ -100,3 +100,23 @@ TEST_CASE("targets beyond the registry are unsupported") {
     CHECK(e.kind() == ErrorKind::Unsupported);
   }
 }
+
+TEST_CASE("the IR version is raised with the opset and lowered only when the opset is") {
+  const char* text = R"(<ir_version: 10, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y)
+{
+  y = Neg (x)
+}
+)";
+  auto m = parseModelText(text, "neg.onnxtxt");
+  OpsetConvertOptions o;
+  o.target = 18;  // raising keeps IR 10 (18 needs 8)
+  REQUIRE(convertOpset(*m, o).blocked.empty());
+  CHECK(m->irVersion == 10);
+  o.target = 13;  // lowering: 13's IR version
+  REQUIRE(convertOpset(*m, o).blocked.empty());
+  CHECK(m->irVersion == 7);
+  o.target = 23;
+  REQUIRE(convertOpset(*m, o).blocked.empty());
+  CHECK(m->irVersion == 11);
+}
