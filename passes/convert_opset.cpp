@@ -187,6 +187,7 @@ struct Converter {
       const OpSchema* st = findSchema(domain, op, target);
       if (!sc) return fmt::format("{} is not an operator of opset {}", op, cur);
       if (sc == st && !sc->deprecated) return "";
+      if (sc == st) return fmt::format("{} {} is deprecated: no model of opset {} may use it", op, sc->sinceVersion, target);
       if (target < cur) {
         int boundary = sc->sinceVersion;
         const OpSchema* prev = boundary > 1 ? findSchema(domain, op, boundary - 1) : nullptr;
