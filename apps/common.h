@@ -66,6 +66,14 @@ struct InputOptions {
 /// The library's ModelInputOptions for these options.
 ModelInputOptions modelInputOptions(const InputOptions& o);
 
+/// Converts `model` to ai.onnx `opset` (0: leave) and the `DOMAIN=V` entries of `domains`
+/// (convert --opset, optimize --opset). Returns kOk, or kFinding after printing every node that
+/// cannot move; the model is unchanged then. With `asJson` the report (converted or not) is also
+/// one JSON document on stdout (stderr when `jsonToStderr`, for -o -). Throws Error(Unsupported)
+/// for a target beyond the registry.
+int convertModelOpset(Model& model, int64_t opset, const std::vector<std::string>& domains, bool asJson,
+                      bool jsonToStderr = false);
+
 // One function per subcommand file.
 std::function<int()> addInspect(CLI::App& app);
 std::function<int()> addCheck(CLI::App& app);

@@ -51,6 +51,7 @@ struct OptimizeOptions : InputOptions {
   bool keepFailed = false;              // --keep-failed
   bool allowNewerOpset = false;
   int64_t foldSizeLimit = -1;           // --fold-size-limit BYTES; <0: each pass's own option
+  int64_t opset = 0;                    // --opset N: convert first
 };
 
 bool quiet() { return spdlog::get_level() >= spdlog::level::err; }
@@ -215,6 +216,10 @@ int runOptimize(const OptimizeOptions& o) {
   if (!pipeline.passes.empty()) {
     if (size_t n = promoteIr3Initializers(*model))
       spdlog::info("IR version 3 model: raised to IR version 4; {} weights are no longer listed as inputs", n);
+  }
+  if (o.opset != 0) {
+    // Convert first, so that fusions needing newer standard ops apply to older exports.
+    if (int rc = convertModelOpset(*model, o.opset, {}, false); rc != kOk) return rc;
   }
   PassManagerOptions pm;
   pm.maxIterations = o.maxIterations;
@@ -394,10 +399,14 @@ std::function<int()> addOptimize(CLI::App& app) {
       ->type_name("BYTES")->check(nonNegative());
   addShapeOption(sub, o->fixShapes);
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
+  sub->add_option("--opset", o->opset,
+                  "Convert the model to ai.onnx opset N first (as convert --opset), then run the pipeline; exit 1 "
+                  "naming the nodes that cannot move")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   sub->add_flag("--json", o->json,
                 "Print the before/after summary and per-pass statistics as JSON to stdout (to stderr when -o - puts "
                 "the model on stdout)");
-  sub->footer("Exit codes: 0 success, 1 --verify found different outputs, 2 invalid input or usage error, 3 unsupported, 4 internal error (--verify-each).");
+  sub->footer("Exit codes: 0 success, 1 --verify found different outputs or --opset cannot convert a node, 2 invalid input or usage error, 3 unsupported, 4 internal error (--verify-each).");
   return [o, levelOpt] {
     OptimizeOptions opts = *o;
     opts.levelGiven = levelOpt->count() > 0;

@@ -2,7 +2,8 @@
 
 Each tests/passes/*.onnxtxt holds a model in ONNX's textual syntax and, in `#` comments, one intent
 line and RUN lines (shell commands, piped) with substitutions: %onnxtool (the CLI), %s (this file),
-%t (a fresh temporary path), %FileCheck (llvm's FileCheck). CHECK lines are read by FileCheck from
+%t (a fresh temporary path), %FileCheck (llvm's FileCheck), %python (the test venv's Python),
+%srcdir (the source tree). CHECK lines are read by FileCheck from
 the same file. A file passes when every RUN line exits 0.
 """
 import glob
@@ -43,6 +44,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             for i, r in enumerate(runs):
                 cmd = (r.replace("%onnxtool", ONNXTOOL).replace("%FileCheck", fc)
+                       .replace("%python", sys.executable).replace("%srcdir", SOURCE_DIR)
                        .replace("%s", f).replace("%t", os.path.join(tmp, f"t{i}")))
                 p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=300)
                 ok = p.returncode == 0

@@ -9,6 +9,9 @@
 // --optimize runs the optimizer's preset pipeline -O LEVEL (3: with the fusions) on each model
 // before executing it, then saves and reloads the result: optimized models must pass as the
 // originals do.
+// --convert-opset N converts each model to ai.onnx opset N first (passes/convert_opset.h), saves
+// and reloads it (with --write-converted DIR also writes it as DIR/<case>.onnx); a model that
+// cannot move fails with "refused: <node>: <reason>" (scripts/convert-sweep counts those apart).
 // Exit 0 when every failure is listed in the expected-failures file, 1 otherwise.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #include "formats/model_io.h"
 #include "formats/value_files.h"
 #include "lib/error.h"
+#include "passes/convert_opset.h"
 #include "passes/pass_manager.h"
 
 using namespace onnxtool;
@@ -50,12 +54,28 @@ struct Options {
   int timeout = 60;
   bool quiet = false;
   int optimize = -1;
+  int64_t convertOpset = 0;
+  std::string writeConverted;
 };
 
 /// Runs one case; returns "" on success or the reason of failure.
 std::string runCase(const fs::path& caseDir, const Options& o) {
   auto model = loadModel((caseDir / "model.onnx").string());
   std::string bytes;  // outlives the model loaded from it
+  if (o.convertOpset > 0) {
+    OpsetConvertOptions co;
+    co.target = o.convertOpset;
+    co.computeReach = false;
+    OpsetConvertReport r = convertOpset(*model, co);
+    if (!r.blocked.empty())
+      return fmt::format("refused: {} '{}': {}", r.blocked[0].op, r.blocked[0].node, r.blocked[0].reason);
+    bytes = serializeModel(*model);
+    if (!o.writeConverted.empty()) {
+      std::ofstream f(fs::path(o.writeConverted) / (caseDir.filename().string() + ".onnx"), std::ios::binary);
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    model = loadModelFromBytes(bytes, caseDir.string(), (caseDir / "model.onnx").string() + " (converted)");
+  }
   if (o.optimize >= 0) {
     runPipeline(*model, presetPipeline(o.optimize, false));
     // Run what a user gets: the optimized model saved and loaded again, so a rewrite that only
@@ -189,9 +209,11 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") o.timeout = std::stoi(next());
     else if (a == "--quiet") o.quiet = true;
     else if (a == "--optimize") o.optimize = std::stoi(next());
+    else if (a == "--convert-opset") o.convertOpset = std::stoll(next());
+    else if (a == "--write-converted") o.writeConverted = next();
     else if (!a.empty() && a[0] != '-') o.dir = a;
     else {
-      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet] [--optimize LEVEL]\n");
+      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet] [--optimize LEVEL] [--convert-opset N [--write-converted DIR]]\n");
       return 2;
     }
   }
