@@ -92,9 +92,9 @@ void packA(Path path, const uint8_t* a, int64_t m, int64_t k, int64_t lda, void*
       int16_t* d = static_cast<int16_t*>(dst) + i * kp;
       for (int64_t kk = 0; kk < k; ++kk) d[kk] = row[kk];
       for (int64_t kk = k; kk < kp; ++kk) d[kk] = 0;
-    } else {
+    } else if (kp > 0) {  // k == 0 (an empty operand): no bytes, and `row` may be null
       uint8_t* d = static_cast<uint8_t*>(dst) + i * kp;
-      std::memcpy(d, row, static_cast<size_t>(k));
+      if (k > 0) std::memcpy(d, row, static_cast<size_t>(k));
       std::memset(d + k, 0, static_cast<size_t>(kp - k));
     }
   }
