@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -58,10 +59,17 @@ std::string cpuModel() {
   return "unknown";
 }
 
+/// This process's peak resident memory. Linux: VmHWM of /proc/self/status, the high-water mark
+/// of this program's own address space; getrusage's ru_maxrss also carries the peak of the
+/// process that forked us (it survives exec), so a bench started from a large Python process
+/// would report that process's memory. Elsewhere ru_maxrss.
 double peakRssKiB() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr);  // "VmHWM:  1234 kB"
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss);  // KiB on Linux
+  return static_cast<double>(u.ru_maxrss);
 }
 
 /// Nearest-rank percentile of sorted samples: the smallest sample with at least p% of the

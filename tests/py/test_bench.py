@@ -61,6 +61,15 @@ def main():
         c.check(doc["cpu"]["isa"] in ("avx512", "avx2", "portable"), f"isa: {doc['cpu']}")
         c.check(doc["peak_rss_kib"] > 0 and doc["throughput_per_s"] > 0, "rss and throughput")
 
+    # Peak RSS is the bench process's own: not the high-water mark of the process that started it
+    # (getrusage's ru_maxrss survives fork + exec on Linux, so a 300 MiB parent made a 15 MiB run
+    # report 300 MiB).
+    ballast = b"\x01" * (300 << 20)  # touched: resident in this process
+    r = run(["bench", SMALL, "--iterations", "3", "--threads", "1", "--json"])
+    rss = json.loads(r.stdout)["peak_rss_kib"] if r.returncode == 0 else -1
+    c.check(0 < rss < 150 * 1024, f"bench's peak RSS is its own (parent holds 300 MiB): {rss} KiB")
+    del ballast
+
     r = run(["bench", SMALL, "--iterations", "5", "--shape", "input=3,1,28,28", "--executor", "ref", "--json"])
     c.check(r.returncode == 0 and json.loads(r.stdout)["inputs"][0]["shape"] == [3, 1, 28, 28], f"--shape and ref: {r.stderr}")
 
