@@ -198,6 +198,7 @@ RunProfile compareWithRef(const Model& m, const std::map<std::string, RtValue>& 
   RunProfile prof;
   for (int threads : {1, 2}) {
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto got = makeExecutor("cpu")->prepare(m, po)->runProfiled(feeds, prof);
     REQUIRE(got.size() == want.size());

@@ -24,6 +24,13 @@ using testutil::i64;
 
 namespace {
 
+/// The cpu executor's own kernels and fusions on the graph as written (no optimizer preset).
+PrepareOptions rawGraph() {
+  PrepareOptions po;
+  po.graphOptLevel = 0;
+  return po;
+}
+
 /// A graph input or a constant (initializer) of a test model.
 struct Arg {
   Tensor value;
@@ -92,6 +99,7 @@ void checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds
   for (int threads : {1, 3}) {  // inline, and split over a pool
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto plan = makeExecutor("cpu")->prepare(m, po);
     RunProfile prof;
@@ -435,7 +443,7 @@ void expectSame(const std::vector<RtValue>& got, const std::vector<RtValue>& wan
 TEST_CASE("cpu plan: views, in-place writes and fallbacks in one graph give ref's outputs", "[cpu][plan]") {
   auto m = chainModel();
   auto ref = makeExecutor("ref")->prepare(*m, {});
-  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  auto cpu = makeExecutor("cpu")->prepare(*m, rawGraph());
   for (int64_t n : {3, 1, 5, 3}) {  // new shapes re-plan; 3 again comes from the cache
     INFO("N = " << n);
     auto feeds = chainFeeds(n, static_cast<uint32_t>(n + 1));
@@ -452,6 +460,7 @@ TEST_CASE("cpu plan: concurrent runs of one plan each get their own arena", "[cp
   auto m = chainModel();
   auto ref = makeExecutor("ref")->prepare(*m, {});
   PrepareOptions po;
+  po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
   po.threads = 1;
   auto cpu = makeExecutor("cpu")->prepare(*m, po);
   std::vector<std::vector<RtValue>> want;
@@ -471,7 +480,7 @@ TEST_CASE("cpu prepare and run leave the caller's model untouched", "[cpu][plan]
   auto m = chainModel();
   const Value* mm = m->graph->findLocal("mm");
   REQUIRE(mm->type().kind == TypeInfo::Kind::None);  // no value_info: only inference would type it
-  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  auto cpu = makeExecutor("cpu")->prepare(*m, rawGraph());
   cpu->run(chainFeeds(2, 1));
   CHECK(mm->type().kind == TypeInfo::Kind::None);
   CHECK(m->graph->inputs()[0].type().shape.dims[0].isParam());
@@ -520,6 +529,7 @@ void checkFused(const std::string& text, const std::map<std::string, std::vector
   for (int threads : {1, 3}) {
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     RunProfile prof;
     auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
@@ -632,6 +642,7 @@ TEST_CASE("cpu Gather matches the reference kernel and refuses indices out of ra
   std::map<std::string, RtValue> feeds;
   auto model = oneNode("Gather", 13, {{randomTensor({5, 3}, rng), false}, {i64({2}, {1, 5}), false}}, {}, feeds);
   PrepareOptions po;
+  po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
   po.threads = 1;
   try {
     makeExecutor("cpu")->prepare(*model, po)->run(feeds);
@@ -689,6 +700,7 @@ TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep the
   for (int threads : {2, 3}) {
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto cpu = makeExecutor("cpu")->prepare(*m, po);
     // Outputs kept while later runs go on must not be overwritten by a reused arena.
@@ -704,5 +716,52 @@ TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep the
       });
     for (auto& th : callers) th.join();
     for (size_t t = 0; t < 4; ++t) same(got[t], want[t]);
+  }
+}
+
+TEST_CASE("cpu plan: the optimizer preset folds data-dependent shape arithmetic so fast kernels take the nodes",
+          "[cpu][plan]") {
+  // As exporters write a reshape to heads: the target shape computed from Shape/Gather/Concat of
+  // the activation, so the MatMul after it has no static input shape in the file. With the input
+  // shape fixed, -O3 folds the arithmetic into a constant and the MatMul gets a fast kernel;
+  // at -O0 it falls back. Both give ref's outputs.
+  std::mt19937 rng(51);
+  const std::string text =
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+      "g (float[N, 12] x) => (float[N, 3, 5] y) <float[4, 5] w = " + literal(20, rng, 0.3f) +
+      ", int64[1] i0 = {0}, int64[1] three = {3}, int64[1] four = {4}, float zero = {0.0}> {\n"
+      "  s = Shape(x)\n  n = Gather<axis: int = 0>(s, i0)\n  t = Concat<axis: int = 0>(n, three, four)\n"
+      "  r = Reshape(x, t)\n  z = Add(r, zero)\n  y = MatMul(z, w)\n}";
+  auto m = parseModelText(text, "shape_arith.onnxtxt");
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = RtValue::ofTensor(randomTensor({2, 12}, rng));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int level : {0, 3}) {
+    INFO("-O" << level);
+    PrepareOptions po;
+    po.threads = 1;
+    po.graphOptLevel = level;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == 1);
+    CompareResult r = compareValues(got[0], want[0], 1e-5, 1e-6);
+    INFO(r.message);
+    CHECK(r.ok);
+    std::string matmul;
+    size_t fallbacks = 0;
+    for (const NodeRun& n : prof.nodes) {
+      if (n.opType == "MatMul") matmul = n.kernel;
+      fallbacks += n.fallback;
+    }
+    if (level == 0) {
+      CHECK(prof.nodes.size() >= 6);  // Shape, Gather, Concat, Reshape, Add, MatMul as written
+      CHECK(fallbacks >= 1);
+    } else {
+      CHECK(prof.nodes.size() == 2);  // Reshape (a view) and the MatMul; x + 0 went too
+      CHECK(fallbacks == 0);
+      CHECK(matmul.rfind("cpu.", 0) == 0);
+    }
+    // The caller's model is untouched either way.
+    CHECK(m->graph->nodes().size() == 6);
   }
 }
