@@ -52,7 +52,9 @@ bool isConstant(const Value* v) {
 bool keptByOp(const Node& n) {
   static const std::unordered_set<std::string> ops = {
       "Cast", "ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-      "Multinomial", "Bernoulli", "Range", "Constant"};
+      "Multinomial", "Bernoulli", "Range", "Constant", "BitCast",
+      // onnx's function body of MeanVarianceNormalization adds a float32 constant: invalid in float16
+      "MeanVarianceNormalization"};
   return ops.count(n.opType) > 0;
 }
 
@@ -118,7 +120,11 @@ class Converter {
     if (!o_.keepIoTypes) narrowOutputs();
     cleanup();
     g_.sortTopologically();
-    for (auto& e : g_.valueInfos()) e.typeOverride.reset();
+    // Declared types keep their shapes and take the new element types.
+    for (auto* entries : {&g_.inputs(), &g_.outputs(), &g_.valueInfos()})
+      for (auto& e : *entries)
+        if (e.typeOverride && e.typeOverride->isTensor() && e.value && e.value->type().isTensor())
+          e.typeOverride->elemType = e.value->type().elemType;
     for (Node* c : casts_)
       if (alive_.count(c)) r_.castsInserted++;
   }
@@ -185,6 +191,16 @@ class Converter {
       why = n->opType == "Range" ? "Range stays float32" : "its output type comes from an attribute";
       return out;
     }
+    if ((n->opType == "ScatterElements" || n->opType == "ScatterND") && n->attrString("reduction", "none") != "none") {
+      why = "a scatter reduction (accumulating in float16 loses precision; ONNX Runtime's CPU provider refuses it)";
+      return out;
+    }
+    for (const auto* vs : {&n->inputs(), &n->outputs()})
+      for (const Value* v : *vs)
+        if (v && !v->type().isNone() && !v->type().isTensor()) {
+          why = "reads or writes a sequence, map or optional";
+          return out;
+        }
     int64_t opset = m_.opsetVersion(n->domain).value_or(0);
     const OpSchema* s = findSchema(n->domain, n->opType, opset);
     if (!s) {
@@ -209,10 +225,16 @@ class Converter {
     };
     bind(s->inputs, n->inputs());
     bind(s->outputs, n->outputs());
+    // A parameter no input carries (Cast's T2, BitCast's, the window functions' output type,
+    // OptionalGetElement's V) is set by an attribute or another parameter: it stays.
+    std::unordered_set<std::string_view> inInputs;
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (const FormalParam* f = formalFor(s->inputs, i); f && n->input(i)) inInputs.insert(f->typeStr);
     bool anyFloat = false;
     for (const auto& [param, dt] : bound) {
       if (dt != DType::Float || unsure.count(param)) continue;
       anyFloat = true;
+      if (!inInputs.count(param)) continue;
       // Resize/Upsample: only the data; roi and scales stay float32.
       if ((n->opType == "Resize" || n->opType == "Upsample") && n->isDomain("") &&
           param != s->inputs[0].typeStr)
@@ -278,7 +300,6 @@ class Converter {
       w->producer()->setInput(0, x);
       w->setType(t32);
       x->setType(withDtype(t32, o_.target));
-      e.typeOverride.reset();
       half_.emplace(w, x);
     }
   }
@@ -333,7 +354,7 @@ class Converter {
       if (s->isGraphInput()) continue;
       std::string name = y->name();
       for (size_t k = 0; k < g_.outputs().size(); ++k)
-        if (g_.outputs()[k].value == y) g_.setOutput(k, s), g_.outputs()[k].typeOverride.reset();
+        if (g_.outputs()[k].value == y) g_.setOutput(k, s);
       g_.renameValue(y, g_.uniqueName(name + "_fp32"));
       g_.renameValue(s, name);
     }
@@ -389,7 +410,8 @@ Float16Report convertToFloat16(Model& model, const Float16Options& options) {
   if (!model.graph) return report;
   if (options.target != DType::Float16 && options.target != DType::BFloat16)
     fail(ErrorKind::InvalidInput, "float16 conversion: the target must be float16 or bfloat16");
-  int64_t opset = model.opsetVersion("").value_or(0);
+  if (!model.opsetVersion("")) return report;  // no ai.onnx: no Cast to write, and no op that takes float16
+  int64_t opset = *model.opsetVersion("");
   if (opset < 6) fail(ErrorKind::Unsupported, "float16 conversion needs opset 6 or newer; the model has {} (onnxtool convert --opset 13 moves it)", opset);
   if (options.target == DType::BFloat16 && opset < 13)
     fail(ErrorKind::Unsupported, "bfloat16 needs opset 13 or newer; the model has {} (onnxtool convert --opset 13 moves it)", opset);

@@ -12,6 +12,7 @@
 #include "formats/model_inputs.h"
 #include "lib/error.h"
 #include "lib/ir_clone.h"
+#include "lib/shape_inference.h"
 #include "lib/tensor.h"
 
 namespace onnxtool {
@@ -167,6 +168,14 @@ AccuracyReport compareModels(const Model& reference, const Model& candidate,
   const Model* rm = &reference;
   const Model* cm = &candidate;
   if (layers) {
+    // Copies, typed by inference (a saved model may carry no value_info), in which every
+    // compared tensor becomes a graph output after the real outputs.
+    rcopy = cloneModel(reference);
+    ccopy = cloneModel(candidate);
+    inferShapes(*rcopy);
+    inferShapes(*ccopy);
+    const Graph& rg = *rcopy->graph;
+    const Graph& cg = *ccopy->graph;
     std::vector<Node*> order;
     if (auto t = cg.topologicalOrder()) order = *t;
     std::unordered_set<std::string> seen;
@@ -199,9 +208,6 @@ AccuracyReport compareModels(const Model& reference, const Model& candidate,
           addLayer(y->name(), y, "op-output", static_cast<int64_t>(k));
       }
     }
-    // Copies with every compared tensor exposed as a graph output, after the real outputs.
-    rcopy = cloneModel(reference);
-    ccopy = cloneModel(candidate);
     for (const TensorError& e : report.layers) {
       rcopy->graph->addOutput(rcopy->graph->findLocal(e.name));
       ccopy->graph->addOutput(ccopy->graph->findLocal(e.candidate));
