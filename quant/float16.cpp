@@ -230,19 +230,22 @@ class Converter {
     std::unordered_set<std::string_view> inInputs;
     for (size_t i = 0; i < n->inputs().size(); ++i)
       if (const FormalParam* f = formalFor(s->inputs, i); f && n->input(i)) inInputs.insert(f->typeStr);
-    bool anyFloat = false;
+    // Every float parameter narrows, or none does (parameters may be tied through the op's
+    // semantics: OptionalGetElement's output has its input's element type); Resize/Upsample's
+    // roi and scales alone stay float32 beside narrow data.
+    bool anyFloat = false, allNarrow = true;
     for (const auto& [param, dt] : bound) {
       if (dt != DType::Float || unsure.count(param)) continue;
       anyFloat = true;
-      if (!inInputs.count(param)) continue;
-      // Resize/Upsample: only the data; roi and scales stay float32.
-      if ((n->opType == "Resize" || n->opType == "Upsample") && n->isDomain("") &&
-          param != s->inputs[0].typeStr)
-        continue;
+      if ((n->opType == "Resize" || n->opType == "Upsample") && n->isDomain("") && param != s->inputs[0].typeStr) continue;
       const TypeConstraint* c = s->findConstraint(param);
-      if (std::find(c->allowedTypes.begin(), c->allowedTypes.end(), narrowTypeStr()) != c->allowedTypes.end())
+      if (inInputs.count(param) &&
+          std::find(c->allowedTypes.begin(), c->allowedTypes.end(), narrowTypeStr()) != c->allowedTypes.end())
         out.insert(param);
+      else
+        allNarrow = false;
     }
+    if (!allNarrow) out.clear();
     if (out.empty())
       why = anyFloat ? fmt::format("the schema ({} {}) has no {} for its float inputs", n->opType, s->sinceVersion,
                                    narrowTypeStr())
