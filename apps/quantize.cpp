@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -113,14 +114,20 @@ void printReport(const AccuracyReport& r, const std::string& source, std::FILE* 
   if (!r.layers.empty()) {
     size_t lw = 6;
     for (const TensorError& e : r.layers) lw = std::min<size_t>(std::max(lw, e.name.size()), 48);
-    s += fmt::format("layers ({}, in execution order; << marks a new low of SQNR by 3 dB or more):\n", r.layers.size());
+    s += fmt::format("layers ({}, in execution order; << marks an activation whose SQNR is 3 dB or more below every one before):\n", r.layers.size());
     s += fmt::format("  {:>5}  {:<{}}  {:<10}  {:<16}  {:>10}  {:>10}  {:>8}\n", "order", "tensor", lw, "kind", "op", "max abs",
                      "cosine", "SQNR dB");
+    // Weights have their own scale of error: the marks follow the activations and op outputs.
     double low = std::numeric_limits<double>::infinity();
+    bool first = true;
     for (const TensorError& e : r.layers) {
       double db = e.stats.sqnrDb();
-      bool jump = db <= low - 3 && std::isfinite(db);
-      if (std::isfinite(low) || std::isfinite(db)) low = std::min(low, db);
+      bool jump = false;
+      if (e.kind != "weight" && e.stats.count > 0) {
+        jump = !first && db <= low - 3;
+        low = first ? db : std::min(low, db);
+        first = false;
+      }
       s += fmt::format("  {:>5}  {:<{}}  {:<10}  {:<16}  {:>10.4g}  {:>10.6f}  {:>8}{}\n", e.order, e.name, lw, e.kind, e.op,
                        e.stats.maxAbs, e.stats.cosine(), sqnrText(db), jump ? "  <<" : "");
     }
