@@ -70,6 +70,7 @@ std::vector<std::map<std::string, RtValue>> randomSets(const Model& m, const Qua
 
 /// The evaluation samples of --eval DATA (at most --eval-sets when given), else the random sets.
 std::vector<std::map<std::string, RtValue>> evalSamples(const Model& m, const QuantizeOptions& o) {
+  if (o.evalSetsGiven && o.evalSets == 0) return {};
   if (!o.evalData.empty()) return readCalibrationData(*m.graph, o.evalData, o.evalSetsGiven ? static_cast<size_t>(o.evalSets) : 0);
   return randomSets(m, o);
 }
@@ -104,6 +105,10 @@ json reportJson(const AccuracyReport& r, const std::string& source, const Quanti
 /// The --report tables (stdout): per output, then with --report-layers per compared tensor in
 /// execution order, flagging ("<<") each tensor whose SQNR falls 3 dB or more below every one before.
 void printReport(const AccuracyReport& r, const std::string& source, std::FILE* out) {
+  if (r.outputs.empty()) {
+    std::fputs("accuracy: not measured (nothing was quantized, or no evaluation sets)\n", out);
+    return;
+  }
   std::string s = fmt::format("accuracy on {} {} input set{}:\n", r.samples, source, r.samples == 1 ? "" : "s");
   size_t w = 6;
   for (const TensorError& e : r.outputs) w = std::max(w, e.name.size());
@@ -155,7 +160,7 @@ int runReportOnly(const QuantizeOptions& o) {
     requireKnownOpsets(*m, o.allowNewerOpset);
     applyInputShapes(*m, specs);
   }
-  if (o.evalSets == 0 && o.evalData.empty()) fail(ErrorKind::InvalidInput, "--eval-sets 0 leaves nothing to report on");
+  if (o.evalSets == 0) fail(ErrorKind::InvalidInput, "--eval-sets 0 leaves nothing to report on");
   auto samples = evalSamples(*reference, o);
   AccuracyReport r = compareModels(*reference, *candidate, samples, o.reportLayers);
   std::string source = o.evalData.empty() ? "random" : "evaluation";
@@ -194,7 +199,7 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput, "--{} converts float types: it takes none of --int8, --int4, --dynamic, --static", o.fp16 ? "fp16" : "bf16");
   if (!half && (o.keepIoTypes || !o.opBlockList.empty()))
     fail(ErrorKind::InvalidInput, "--keep-io-types and --op-block-list apply to --fp16 and --bf16");
-  if ((o.report || o.reportLayers || o.minCosine) && o.evalSets == 0 && o.evalData.empty())
+  if ((o.report || o.reportLayers || o.minCosine) && o.evalSets == 0)
     fail(ErrorKind::InvalidInput, "--report, --report-layers and --min-cosine need evaluation input sets (--eval-sets 0 given)");
   if (!o.int8 && !o.int4 && !half)
     fail(ErrorKind::InvalidInput,

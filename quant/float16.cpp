@@ -207,6 +207,13 @@ class Converter {
       why = "no schema (a function or an unknown op)";
       return out;
     }
+    // ONNX Runtime expands an op it has no kernel for into the schema's function body, whose ops
+    // may lack bfloat16 at the model's opset (Clip's Where before 16, SoftmaxCrossEntropyLoss's
+    // NegativeLogLikelihoodLoss): it then rejects the model as invalid. Such ops stay float32.
+    if (o_.target == DType::BFloat16 && (s->hasFunction || s->hasContextDependentFunction)) {
+      why = "an op defined by a function body, which may not take bfloat16";
+      return out;
+    }
     // The dtype each type parameter is bound to, from the known types of the arguments.
     std::unordered_map<std::string_view, DType> bound;
     std::unordered_set<std::string_view> unsure;
