@@ -102,7 +102,8 @@ Tensor narrowTensor(const Tensor& t, Narrower& narrow) {
 }
 
 bool denseFloat(const Tensor* t) {
-  return t && t->dtype() == DType::Float && !t->external && t->raw.size() == t->expectedBytes().value_or(UINT64_MAX);
+  // External data is bound at load: the bytes are there; the narrow copy is written anew.
+  return t && t->dtype() == DType::Float && t->raw.size() == t->expectedBytes().value_or(UINT64_MAX);
 }
 
 class Converter {

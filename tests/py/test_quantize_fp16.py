@@ -177,6 +177,24 @@ def mixed_checks(c, tmp):
             c.check("NOT_IMPLEMENTED" in str(e), f"--bf16: ONNX Runtime refuses only for a missing kernel: {e}")
 
 
+def external_data_checks(c, tmp):
+    """Weights in an external data file are converted like inline ones (not left float32 behind Casts)."""
+    d = os.path.join(tmp, "ext")
+    os.makedirs(d)
+    src = os.path.join(d, "m.onnx")
+    onnx.save(mixed_model(), src, save_as_external_data=True, location="m.data", size_threshold=0)
+    dst = os.path.join(d, "m16.onnx")
+    r = run(["quantize", src, "-o", dst, "--fp16", "--eval-sets", "1", "--json"])
+    if not c.check(r.returncode == 0, f"external data: {r.stderr}"):
+        return
+    doc = json.loads(r.stdout)
+    c.check(doc["weights_quantized"] == 4 and doc["float_weight_bytes"] == 2 * doc["int8_weight_bytes"],
+            f"external data: 4 initializers converted (W, B, small, zero): {doc}")
+    m = onnx.load(dst)
+    c.check(next(i for i in m.graph.initializer if i.name == "W").data_type == TensorProto.FLOAT16, "external W stored as float16")
+    checker_ok(c, dst, "external data model")
+
+
 def node_test_checks(c, tmp):
     """A spread of ONNX backend node tests: valid, runnable in ONNX Runtime, and on our executor
     within tolerance of float32 on the node test's own inputs."""
@@ -216,6 +234,7 @@ def main():
     c = Checker("quantize --fp16/--bf16")
     with tempfile.TemporaryDirectory() as tmp:
         mixed_checks(c, tmp)
+        external_data_checks(c, tmp)
         node_test_checks(c, tmp)
         src = os.path.join(tmp, "mixed.onnx")
         dst = os.path.join(tmp, "out.onnx")
