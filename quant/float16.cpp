@@ -396,7 +396,7 @@ class Converter {
       if (v->hasUses() || v->isGraphOutput() || v->isGraphInput()) continue;
       std::string name = v->name();
       g_.removeInitializer(v);
-      g_.renameValue(h, name);
+      if (h->name().ends_with(suffix())) g_.renameValue(h, name);  // not when it became a graph output
     }
   }
 

@@ -126,3 +126,20 @@ g (float[2] x) => (float[2] y) {
   b.target = DType::BFloat16;
   CHECK_THROWS(convertToFloat16(*m2, b));
 }
+
+TEST_CASE("float16: a graph output that is an initializer keeps its name", "[quant][float16]") {
+  auto m = parseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y, float[2] w) <float[2] w = {1.0, 2.0}> {
+  y = Add (x, w)
+})",
+                          "t.onnxtxt");
+  convertToFloat16(*m);
+  const Graph& g = *m->graph;
+  REQUIRE(g.outputs().size() == 2);
+  CHECK(g.outputs()[1].value->name() == "w");
+  CHECK(g.outputs()[1].type().dtype() == DType::Float16);
+  CHECK(g.outputs()[1].value->initializer() != nullptr);
+  CHECK(g.initializers().size() == 1);
+  CHECK(g.outputs()[0].value->name() == "y");
+  CHECK(g.verifyLinks().empty());
+}
