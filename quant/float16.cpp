@@ -42,6 +42,18 @@ const FormalParam* formalFor(std::span<const FormalParam> ps, size_t i) {
   return nullptr;
 }
 
+/// A tensor of at most 64 elements by its inferred shape (a scalar, a scales vector).
+bool isSmall(const Value* v) {
+  const TypeInfo& t = v->type();
+  if (!t.isTensor() || !t.shape.hasRank) return false;
+  int64_t n = 1;
+  for (const Dim& d : t.shape.dims) {
+    if (!d.isValue() || d.value > 64) return false;
+    n *= d.value;
+  }
+  return n <= 64;
+}
+
 bool isConstant(const Value* v) {
   if (!v) return true;
   if (v->initializer() && !v->isGraphInput()) return true;
@@ -165,7 +177,9 @@ class Converter {
     while (!stack.empty()) {
       Value* v = stack.back();
       stack.pop_back();
-      if (!v || dtypeOf(v) != DType::Float || !v->producer() || v->graph() != &g_) continue;
+      // Only through small values (scalars, scale vectors): a limit taken from a large
+      // activation (Range(0, ReduceMax(x), 1)) keeps its reduction float32, not the network.
+      if (!v || dtypeOf(v) != DType::Float || !v->producer() || v->graph() != &g_ || !isSmall(v)) continue;
       Node* p = v->producer();
       if (keepWhy_.count(p) && keepWhy_[p] == "computes Range or Resize scales") continue;
       keepWhy_[p] = "computes Range or Resize scales";

@@ -143,3 +143,27 @@ g (float[2] x) => (float[2] y, float[2] w) <float[2] w = {1.0, 2.0}> {
   CHECK(g.outputs()[0].value->name() == "y");
   CHECK(g.verifyLinks().empty());
 }
+
+TEST_CASE("float16: Range's limit from a large activation keeps only the scalar chain float32", "[quant][float16]") {
+  auto m = parseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[100] x) => (float[100] y, float[?] r) <float zero = {0.0}, float one = {1.0}> {
+  y = Relu (x)
+  m = ReduceMax <keepdims: int = 0> (y)
+  r = Range (zero, m, one)
+})",
+                          "t.onnxtxt");
+  convertToFloat16(*m);
+  const Graph& g = *m->graph;
+  // Relu computes in float16 (its output y is a float16 graph output); ReduceMax (feeding Range's
+  // limit) and Range stay float32
+  const Node* relu = nullptr;
+  const Node* rmax = nullptr;
+  for (const auto& n : g.nodes()) {
+    if (n->opType == "Relu") relu = n.get();
+    if (n->opType == "ReduceMax") rmax = n.get();
+  }
+  REQUIRE((relu && rmax));
+  CHECK(relu->output(0)->type().dtype() == DType::Float16);
+  CHECK(rmax->output(0)->type().dtype() == DType::Float);
+  CHECK(rmax->input(0)->producer()->opType == "Cast");
+}
