@@ -548,19 +548,19 @@ TEST_CASE("cpu fusions: GEMM + bias + activation epilogues give ref's outputs", 
                  ", float s2 = {1.4142135}, float one = {1.0}, float half = {0.5}> {\n"
                  "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
                  "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
-             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32.blas+Add+Div+Erf+Add+Mul+Mul"}, 7);
+             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32+Add+Div+Erf+Add+Mul+Mul"}, 7);
   // The bias on the left of the Add, Relu after.
   checkFused(head + "g (float[7, 20] x) => (float[7, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(b, m)\n  y = Relu(h)\n}",
-             {{"x", {7, 20}}}, {"cpu.matmul.f32.blas+Add+Relu"}, 3);
+             {{"x", {7, 20}}}, {"cpu.matmul.f32+Add+Relu"}, 3);
   // Gemm (transB) + Sigmoid; Gemm + Tanh.
   checkFused(head + "g (float[6, 20] x) => (float[6, 19] y) <float[19, 20] wt = " + literal(19 * 20, rng, 0.3f) +
                  ", float[19] b = " + literal(19, rng) + "> {\n  m = Gemm<transB: int = 1>(x, wt, b)\n  y = Sigmoid(m)\n}",
-             {{"x", {6, 20}}}, {"cpu.gemm.f32.blas+Sigmoid"}, 2);
+             {{"x", {6, 20}}}, {"cpu.gemm.f32+Sigmoid"}, 2);
   // Gelu (opset 20, tanh form) after MatMul + bias, with a 2-thread column split (N = 64).
   checkFused("<ir_version: 9, opset_import: [\"\" : 20]>\ng (float[33, 40] x) => (float[33, 64] y) <float[40, 64] w = " +
                  literal(40 * 64, rng, 0.2f) + ", float[64] b = " + literal(64, rng) +
                  "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Gelu<approximate: string = \"tanh\">(h)\n}",
-             {{"x", {33, 40}}}, {"cpu.matmul.f32.blas+Add+Gelu"}, 3);
+             {{"x", {33, 40}}}, {"cpu.matmul.f32+Add+Gelu"}, 3);
 }
 
 TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broadcasts", "[cpu][fusion]") {
@@ -570,20 +570,20 @@ TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broad
   // h is a graph output too: the bias fuses (h is the GEMM's output), the Relu does not.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y, float[4, 19] h) <" + w +
                  "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Relu(h)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.relu.f32"}, 3);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32+Add", "cpu.relu.f32"}, 3);
   // m is read twice: nothing fuses.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Mul(h, m)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32", "cpu.mul.f32"}, 3);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32", "cpu.add.f32", "cpu.mul.f32"}, 3);
   // A per-row bias [4, 1] is no row vector along N: the Add stays.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <float[20, 19] w = " + literal(20 * 19, rng) +
                  ", float[4, 1] c = " + literal(4, rng) + "> {\n  m = MatMul(x, w)\n  y = Add(m, c)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32"}, 2);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32", "cpu.add.f32"}, 2);
   // A Div by something other than sqrt(2) is no GELU.
   checkFused(head + "g (float[3, 20] x) => (float[3, 19] y) <" + w +
                  ", float s2 = {1.5}, float one = {1.0}, float half = {0.5}> {\n"
                  "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
                  "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
-             {{"x", {3, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
+             {{"x", {3, 20}}}, {"cpu.matmul.f32+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
              7);
 }
 
