@@ -6,6 +6,10 @@
 #include <cstring>
 #include <new>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace onnxtool::cpu {
 
 GemmMicroKernelInfo gemmMicroKernelRowsPortable(int) { return gemmMicroKernelPortable(); }
@@ -24,10 +28,15 @@ void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc
     const int64_t j = j0 + jp * nr, cols = std::min<int64_t>(nr, nc - jp * nr);
     if (!transB) {
       const float* s = b + k0 * ldb + j;
-      for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) {
-        std::memcpy(d, s, static_cast<size_t>(cols) * sizeof(float));
-        if (cols < nr) std::fill(d + cols, d + nr, 0.f);
-      }
+      if (cols == nr && nr == 32)  // whole panels of the AVX-512 and AVX2 kernels: copies of a constant size
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) std::memcpy(d, s, 32 * sizeof(float));
+      else if (cols == nr && nr == 16)
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) std::memcpy(d, s, 16 * sizeof(float));
+      else
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) {
+          std::memcpy(d, s, static_cast<size_t>(cols) * sizeof(float));
+          std::fill(d + cols, d + nr, 0.f);
+        }
     } else {  // B is [n, k]: column j of op(B) is row j of B
       if (cols < nr)
         for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * nr + cols, d + kk * nr + nr, 0.f);
@@ -37,6 +46,30 @@ void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc
       }
     }
   }
+}
+
+/// Four rows of row-major A (row stride lda) from column k0, kc columns, into a k-major panel of
+/// mr rows at d (rows ii0..ii0 + 3 of it), times alpha: 4 x 4 SSE transposes (the x86-64
+/// baseline), the k tail scalar.
+void packRows4(const float* s, int64_t lda, float alpha, int64_t kc, int mr, float* d) {
+  int64_t kk = 0;
+#if defined(__SSE2__)
+  const __m128 va = _mm_set1_ps(alpha);
+  for (; kk + 4 <= kc; kk += 4) {
+    __m128 r0 = _mm_loadu_ps(s + kk), r1 = _mm_loadu_ps(s + lda + kk), r2 = _mm_loadu_ps(s + 2 * lda + kk),
+           r3 = _mm_loadu_ps(s + 3 * lda + kk);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    if (alpha != 1.f) {
+      r0 = _mm_mul_ps(r0, va), r1 = _mm_mul_ps(r1, va), r2 = _mm_mul_ps(r2, va), r3 = _mm_mul_ps(r3, va);
+    }
+    _mm_storeu_ps(d + kk * mr, r0);
+    _mm_storeu_ps(d + (kk + 1) * mr, r1);
+    _mm_storeu_ps(d + (kk + 2) * mr, r2);
+    _mm_storeu_ps(d + (kk + 3) * mr, r3);
+  }
+#endif
+  for (; kk < kc; ++kk)
+    for (int ii = 0; ii < 4; ++ii) d[kk * mr + ii] = alpha * s[ii * lda + kk];
 }
 
 /// Packs alpha * op(A)[i0 .. i0 + mc, k0 .. k0 + kc] into panels of mr rows, k-major, rows past
@@ -50,12 +83,11 @@ void packABlock(const float* a, int64_t lda, bool transA, float alpha, int64_t i
     if (!transA) {
       if (rows < mr)
         for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * mr + rows, d + kk * mr + mr, 0.f);
-      for (int64_t ii = 0; ii < rows; ++ii) {
+      int64_t ii = 0;
+      for (; ii + 4 <= rows; ii += 4) packRows4(a + (i + ii) * lda + k0, lda, alpha, kc, mr, d + ii);
+      for (; ii < rows; ++ii) {
         const float* s = a + (i + ii) * lda + k0;
-        if (alpha == 1.f)
-          for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + ii] = s[kk];
-        else
-          for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + ii] = alpha * s[kk];
+        for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + ii] = alpha * s[kk];
       }
     } else {  // A is [k, m]: row i of op(A) is column i of A
       const float* s = a + k0 * lda + i;
