@@ -226,9 +226,8 @@ size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p) {
 void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace) {
   if (p.m <= 0 || p.n <= 0 || p.batches <= 0) return;
   const int64_t perThread = static_cast<int64_t>(gemmWorkspaceFloats(cfg, p));
-  // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
   const double flops = 2.0 * static_cast<double>(p.batches) * p.m * p.n * std::max<int64_t>(p.k, 1);
-  threads = static_cast<int>(std::clamp<double>(flops / 2e6, 1, std::max(threads, 1)));
+  if (cfg.minFlopsPerThread > 0) threads = static_cast<int>(std::clamp<double>(flops / cfg.minFlopsPerThread, 1, std::max(threads, 1)));
   if (!pool) threads = 1;
   const int mr = cfg.mk.mr, nr = cfg.mk.nr;
   if (threads == 1) {

@@ -30,6 +30,9 @@ struct GemmConfig {
   int64_t kcMax = 256;  ///< K is cut into equal blocks of at most this depth
   int64_t mc = 144;     ///< rows of a packed A block (a multiple of MR)
   int64_t nc = 1024;    ///< columns of a packed B block when B is packed per call (a multiple of NR)
+  /// Work per thread below which fewer threads run (waking a worker costs microseconds); tests
+  /// set 0 to split even tiny products.
+  double minFlopsPerThread = 2e6;
 };
 
 /// The configuration of path `isa` (which must not be above detectedIsa()) for m rows: the

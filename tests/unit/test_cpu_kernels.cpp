@@ -158,6 +158,54 @@ TEST_CASE("cpu Gemm matches the reference kernel", "[cpu][kernels]") {
   }
 }
 
+TEST_CASE("cpu Gemm with B and C computed at run time, beta 1 and GEMV shapes matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(14);
+  for (int iter = 0; iter < 24; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 70);
+    int64_t m = iter % 4 == 0 ? 1 : dim(rng), k = dim(rng), n = dim(rng);
+    bool ta = iter & 1, tb = iter & 2, constB = iter % 3 == 0, constC = iter % 5 < 2;
+    int cKind = iter % 6;  // none, scalar, [N], [1,N], [M,1], [M,N]
+    std::vector<Arg> args{{randomTensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng), false},
+                          {randomTensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng), constB}};
+    const std::vector<int64_t> cDims[] = {{}, {}, {n}, {1, n}, {m, 1}, {m, n}};
+    if (cKind) args.push_back({randomTensor(cDims[cKind], rng), constC});
+    float beta = iter % 7 == 3 ? 0.25f : 1.f;
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Gemm", 13, args,
+                         {testutil::one("transA", ta), testutil::one("transB", tb), Attribute::ofFloat("alpha", iter % 2 ? 1.f : -2.f),
+                          Attribute::ofFloat("beta", beta)},
+                         feeds);
+    INFO("Gemm " << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb << " const B " << constB << " C kind " << cKind
+                 << " const C " << constC << " beta " << beta);
+    checkAgainstRef(*model, feeds, "cpu.gemm");
+  }
+  // The classifier of MobileNetV2 scaled down: one row, B transposed and constant, C along N.
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("Gemm", 13,
+                       {{randomTensor({1, 320}, rng), false}, {randomTensor({250, 320}, rng), true}, {randomTensor({250}, rng), true}},
+                       {testutil::one("transB", 1)}, feeds);
+  checkAgainstRef(*model, feeds, "cpu.gemm");
+}
+
+TEST_CASE("cpu MatMul: attention-shaped broadcast batches and a constant B of rank 3", "[cpu][kernels]") {
+  std::mt19937 rng(15);
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool constB;
+  };
+  const Case cases[] = {{{1, 4, 33, 16}, {1, 4, 16, 33}, false},  // Q*K^T per head
+                        {{1, 4, 33, 33}, {1, 4, 33, 16}, false},  // P*V per head
+                        {{2, 1, 17, 65}, {1, 3, 65, 63}, false},  // both broadcast
+                        {{3, 1, 40}, {3, 40, 129}, true},         // a constant B of rank 3 (packed per call)
+                        {{5, 129, 70}, {70, 130}, true}};         // a weight: batches fold into M
+  for (const Case& c : cases) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("MatMul", 17, {{randomTensor(c.a, rng), false}, {randomTensor(c.b, rng), c.constB}}, {}, feeds);
+    INFO("MatMul a rank " << c.a.size() << " b rank " << c.b.size());
+    checkAgainstRef(*model, feeds, "cpu.matmul");
+  }
+}
+
 TEST_CASE("cpu Conv matches the reference kernel", "[cpu][kernels]") {
   std::mt19937 rng(13);
   int ran = 0;
