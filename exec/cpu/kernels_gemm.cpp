@@ -1,7 +1,8 @@
-// kernels_gemm.cpp: MatMul, Gemm and Conv (im2col + GEMM; 1x1 stride-1 as plain GEMM) on
-// OpenBLAS's sgemm. OpenBLAS has no public API for prepacked B panels, so a constant B is read
-// in place by every call (sgemm packs it internally); our own packed micro-kernels are to come
-// (issue 11) and will have to beat these numbers.
+// kernels_gemm.cpp: MatMul and Gemm on our packed SGEMM (gemm.h: constant B packed once here,
+// epilogues in the micro-kernel's store), and Conv with weights computed at run time (im2col +
+// GEMM; 1x1 stride-1 as plain GEMM) on OpenBLAS's sgemm, which measured faster than ours on those
+// shapes (small N, a large A packed per call: scripts/gemm-bench's conv rows). Convolutions with
+// constant weights run on kernels_conv.cpp.
 #include <cblas.h>
 
 #include <algorithm>
@@ -150,6 +151,16 @@ std::vector<float> constantFloats(const Tensor* t, int64_t n) {
   return v;
 }
 
+/// The floats of a constant tensor of `n` elements, read in place when its bytes are aligned
+/// (the executor views initializers so too), else copied into `copy`; nullptr when `t` is not a
+/// float tensor of n elements or n is 0.
+const float* constantView(const Tensor* t, int64_t n, std::vector<float>& copy) {
+  if (!t || n == 0 || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return nullptr;
+  if (reinterpret_cast<uintptr_t>(t->raw.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(t->raw.data());
+  copy = constantFloats(t, n);
+  return copy.data();
+}
+
 }  // namespace
 
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
@@ -163,13 +174,13 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   int64_t batches = 1;
   for (size_t i = 0; i < batchRank; ++i) batches *= y[i];
   if (b.size() == 2) {
-    std::vector<float> constB;
+    std::vector<float> copy;
+    const float* constB = nullptr;
     if (info.constants.size() > 1 && info.constants[1]) {
-      constB = constantFloats(info.constants[1], k * n);
-      if (constB.empty() && k * n > 0) return nullptr;
+      constB = constantView(info.constants[1], k * n, copy);
+      if (!constB && k * n > 0) return nullptr;
     }
-    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0},
-                                          constB.empty() ? nullptr : constB.data(), info.threads);
+    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, constB, info.threads);
   }
   // Broadcast batch offsets: walk the output batch index and map it into A's and B's.
   auto offsets = [&](const std::vector<int64_t>& d, int64_t matSize) {
@@ -339,14 +350,15 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
     if (cDims.size() == 2 && !((cDims[0] == 1 || cDims[0] == m) && (cDims[1] == 1 || cDims[1] == n2))) return nullptr;
     if (cDims.size() == 1 && !(cDims[0] == 1 || cDims[0] == n2)) return nullptr;
   }
-  std::vector<float> constB;
+  std::vector<float> copy;
+  const float* constB = nullptr;
   if (info.constants.size() > 1 && info.constants[1]) {
-    constB = constantFloats(info.constants[1], k * n2);
-    if (constB.empty() && k * n2 > 0) return nullptr;
+    constB = constantView(info.constants[1], k * n2, copy);
+    if (!constB && k * n2 > 0) return nullptr;
   }
   const Tensor* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;
   auto kernel = std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), withC, beta, cDims,
-                                             constB.empty() ? nullptr : constB.data(), constC, info.threads);
+                                             constB, constC, info.threads);
   return kernel;
 }
 
