@@ -1,7 +1,7 @@
-// gemm_bench.cpp: the SGEMM micro-benchmark behind scripts/gemm-bench. Times our GEMM (gemm.h,
-// on the ISA path activeIsa() picks: ONNXTOOL_ISA caps it), OpenBLAS's cblas_sgemm (its kernels
-// for the same path, as the cpu executor configures it) and Eigen (compiled once per path:
-// gemm_bench_eigen.inc) on the GEMM shapes of BERT-base at sequence 128, MobileNetV2 and
+// gemm_bench.cpp: the SGEMM micro-benchmark behind scripts/gemm-bench (built as gemm_bench_avx512,
+// _avx2 and _portable: the same program, with Eigen compiled for that path). Times our GEMM
+// (gemm.h, on the ISA path activeIsa() picks: ONNXTOOL_ISA caps it), OpenBLAS's cblas_sgemm (its
+// kernels for the same path, as the cpu executor configures it) and Eigen on the GEMM shapes of BERT-base at sequence 128, MobileNetV2 and
 // ResNet-50, at the given thread counts, against the core's measured peak FLOP/s (a loop of
 // independent FMA chains on registers). GFLOP/s = 2*M*N*K*batches / median time.
 //
@@ -33,10 +33,10 @@
 
 using namespace onnxtool::cpu;
 
-/// Eigen's C = op(A) * op(B), row-major, one translation unit per ISA (gemm_bench_eigen_*.cpp).
-void eigenGemmAvx512(bool ta, bool tb, int m, int n, int k, const float* a, const float* b, float* c, int threads);
-void eigenGemmAvx2(bool ta, bool tb, int m, int n, int k, const float* a, const float* b, float* c, int threads);
-void eigenGemmPortable(bool ta, bool tb, int m, int n, int k, const float* a, const float* b, float* c, int threads);
+/// Eigen's C = op(A) * op(B), row-major, compiled for the ISA path kEigenPath names
+/// (gemm_bench_eigen_*.cpp: one per executable).
+void eigenGemm(bool ta, bool tb, int m, int n, int k, const float* a, const float* b, float* c, int threads);
+extern const char* const kEigenPath;
 
 namespace {
 
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     } else if (a == "--mc" && i + 1 < argc) {
       mcOverride = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--threads 1,2] [--model bert|mobilenetv2|resnet50] [--mr N] [--kc N] [--mc N]\n");
+      std::fprintf(stderr, "usage: gemm_bench_ISA [--threads 1,2] [--model bert|mobilenetv2|resnet50] [--mr N] [--kc N] [--mc N]\n");
       return 2;
     }
   }
@@ -190,6 +190,9 @@ int main(int argc, char** argv) {
   else if (isa == Isa::Avx2) peak = fmaPeakAvx2(0.5);
 #endif
   const int lanes = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 4;
+  if (std::string(isaName(isa)) != kEigenPath)
+    std::fprintf(stderr, "gemm_bench: this executable's Eigen is compiled for %s, the ISA path is %s (use gemm_bench_%s)\n",
+                 kEigenPath, std::string(isaName(isa)).c_str(), std::string(isaName(isa)).c_str());
   std::printf("isa path %s; OpenBLAS core %s; clock ~%.2f GHz (dependent imul chain, 3 cycles each)\n", std::string(isaName(isa)).c_str(),
               openblas_get_corename(), clock / 1e9);
   if (peak > 0)
@@ -246,10 +249,9 @@ int main(int argc, char** argv) {
                       b.data() + i * bSize, static_cast<blasint>(ldb), 0.f, c.data() + i * cSize, static_cast<blasint>(s.n));
       });
       openblas_set_num_threads(1);
-      auto eigen = isa == Isa::Avx512 ? eigenGemmAvx512 : isa == Isa::Avx2 ? eigenGemmAvx2 : eigenGemmPortable;
       const double tEigen = timeIt([&] {
         for (int64_t i = 0; i < s.batches; ++i)
-          eigen(false, s.transB, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), a.data() + i * aSize,
+          eigenGemm(false, s.transB, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), a.data() + i * aSize,
                 b.data() + i * bSize, c.data() + i * cSize, t);
       });
       auto gf = [&](double sec) { return flops / sec / 1e9; };
