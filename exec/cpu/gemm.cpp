@@ -143,11 +143,21 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
           const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - j));
           te.colBias = ep.colBias ? ep.colBias + j : nullptr;
           const float* bPanel = bp + jp * kcb * nr;
+          // The next B panel, fetched towards L2 in slices while this one computes: a prepacked
+          // weight is read once per run, from L3 or memory, and the hardware prefetchers stop
+          // at page boundaries.
+          const float* next = jp + 1 < nPanels ? bPanel + kcb * nr
+                              : p.packedB && pb + 1 < kBlocks && ic + mcMax >= m1 ? p.packedB->panel(pb + 1, jc / nr)
+                                                                                    : nullptr;
+          const int64_t nextFloats = jp + 1 < nPanels || !next ? kcb * nr : std::min(kc, p.k - k0 - kc) * nr;
+          const int64_t slice = ceilDiv(ceilDiv(nextFloats, 16), mPanels) * 16;  // floats per kernel call, whole lines
           for (int64_t ip = 0; ip < mPanels; ++ip) {
             const int64_t i = ic + ip * mr;
             const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - i));
             te.bias = ep.rowBias ? ep.rowBias + i : nullptr;
             te.residual = ep.residual ? ep.residual + i * ep.ldr + j : nullptr;
+            if (next)
+              for (int64_t f = ip * slice; f < std::min(nextFloats, (ip + 1) * slice); f += 16) __builtin_prefetch(next + f, 0, 2);
             cfg.mk.kernel(kcb, packedA + ip * kcb * mr, bPanel, c + i * p.ldc + j, p.ldc, rows, cols, te);
           }
         }
