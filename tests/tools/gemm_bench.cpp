@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
   std::vector<int> threadCounts = {1, 2};
   std::string only;
   int mrOverride = 0, kcOverride = 0, mcOverride = 0;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -170,6 +171,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--model" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--cold") {
+      cold = true;
     } else if (a == "--mr" && i + 1 < argc) {  // tuning: the register tile's rows, KC and MC
       mrOverride = std::atoi(argv[++i]);
     } else if (a == "--kc" && i + 1 < argc) {
@@ -177,7 +180,7 @@ int main(int argc, char** argv) {
     } else if (a == "--mc" && i + 1 < argc) {
       mcOverride = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gemm_bench_ISA [--threads 1,2] [--model bert|mobilenetv2|resnet50] [--mr N] [--kc N] [--mc N]\n");
+      std::fprintf(stderr, "usage: gemm_bench_ISA [--threads 1,2] [--model bert|mobilenetv2|resnet50] [--cold] [--mr N] [--kc N] [--mc N]\n");
       return 2;
     }
   }
@@ -226,33 +229,45 @@ int main(int argc, char** argv) {
       GemmProblem p;
       p.m = s.m, p.n = s.n, p.k = s.k, p.a = a.data(), p.lda = s.k, p.b = b.data(), p.ldb = ldb, p.transB = s.transB;
       p.c = c.data(), p.ldc = s.n, p.batches = s.batches, p.aOffsets = aOff.data(), p.bOffsets = bOff.data(), p.cStride = cSize;
-      std::unique_ptr<PackedB> packed;
-      if (s.constB) packed = std::make_unique<PackedB>(b.data(), ldb, s.transB, s.k, s.n, cfg.mk.nr, cfg.kcMax);
-      GemmProblem pp = p;
-      pp.packedB = packed.get();
+      // --cold: calls rotate over copies of B filling ~64 MiB, so that B comes from L3 or memory
+      // (as a weight read once per inference does), not from L2.
+      const size_t copies = cold ? std::max<size_t>(1, (64u << 20) / (b.size() * sizeof(float))) : 1;
+      std::vector<std::vector<float>> bs(copies, b);
+      std::vector<std::unique_ptr<PackedB>> packed(copies);
+      if (s.constB)
+        for (size_t i = 0; i < copies; ++i)
+          packed[i] = std::make_unique<PackedB>(bs[i].data(), ldb, s.transB, s.k, s.n, cfg.mk.nr, cfg.kcMax);
+      size_t rot = 0;
       std::vector<float> ws(gemmWorkspaceFloats(cfg, p) * static_cast<size_t>(t) + 16);
       float* w = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
-      const double tOurs = timeIt([&] { gemm(cfg, pp, &pool, t, w); });
+      const double tOurs = timeIt([&] {
+        GemmProblem q = p;
+        q.b = bs[rot % copies].data();
+        q.packedB = packed[rot++ % copies].get();
+        gemm(cfg, q, &pool, t, w);
+      });
       double tPack = tOurs;
       if (s.constB)
         tPack = timeIt([&] {
-          PackedB pk(b.data(), ldb, s.transB, s.k, s.n, cfg.mk.nr, cfg.kcMax);
+          PackedB pk(bs[rot++ % copies].data(), ldb, s.transB, s.k, s.n, cfg.mk.nr, cfg.kcMax);
           GemmProblem q = p;
           q.packedB = &pk;
           gemm(cfg, q, &pool, t, w);
         });
       openblas_set_num_threads(t);
       const double tBlas = timeIt([&] {
+        const float* bb = bs[rot++ % copies].data();
         for (int64_t i = 0; i < s.batches; ++i)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, s.transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(s.m),
                       static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.f, a.data() + i * aSize, static_cast<blasint>(s.k),
-                      b.data() + i * bSize, static_cast<blasint>(ldb), 0.f, c.data() + i * cSize, static_cast<blasint>(s.n));
+                      bb + i * bSize, static_cast<blasint>(ldb), 0.f, c.data() + i * cSize, static_cast<blasint>(s.n));
       });
       openblas_set_num_threads(1);
       const double tEigen = timeIt([&] {
+        const float* bb = bs[rot++ % copies].data();
         for (int64_t i = 0; i < s.batches; ++i)
           eigenGemm(false, s.transB, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), a.data() + i * aSize,
-                b.data() + i * bSize, c.data() + i * cSize, t);
+                bb + i * bSize, c.data() + i * cSize, t);
       });
       auto gf = [&](double sec) { return flops / sec / 1e9; };
       std::printf("%-12s %-30s %4lld %6lld %6lld %6lld %3d | %9.1f %9.1f %9.1f %9.1f | %5.0f%%\n", s.model, s.what,
