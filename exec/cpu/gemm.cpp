@@ -146,7 +146,7 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
           // The next B panel, fetched towards L2 in slices while this one computes: a prepacked
           // weight is read once per run, from L3 or memory, and the hardware prefetchers stop
           // at page boundaries.
-          const float* next = mPanels == 1 ? nullptr  // one row streams B: the hardware prefetchers keep up
+          const float* next = mr == 1 ? nullptr  // the GEMV kernels prefetch B themselves
                               : jp + 1 < nPanels ? bPanel + kcb * nr
                               : p.packedB && pb + 1 < kBlocks && ic + mcMax >= m1 ? p.packedB->panel(pb + 1, jc / nr)
                                                                                     : nullptr;
