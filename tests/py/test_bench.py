@@ -111,7 +111,7 @@ def main():
         prof = json.loads(r.stdout)["profile"]
         kernels = {n["node"]: n["kernel"] for n in prof["top_nodes"]}
         # MatMul + bias Add + Relu run as one fused GEMM step, named after the MatMul
-        c.check(kernels.get("mm") == "cpu.matmul.f32.blas+Add+Relu" and "add" not in kernels and "relu" not in kernels,
+        c.check(kernels.get("mm") == "cpu.matmul.f32+Add+Relu" and "add" not in kernels and "relu" not in kernels,
                 f"fast kernels named: {kernels}")
         c.check([f["node"] for f in prof["fallback_nodes"]] == ["cos"], f"fallbacks: {prof['fallback_nodes']}")
         c.check(prof["node_count"] == 4 and abs(sum(o["share"] for o in prof["ops"]) - 1) < 1e-6, "shares sum to 1")
