@@ -1,0 +1,282 @@
+// kernels_winograd.cpp: cpu.conv.f32.winograd, the 3x3 stride-1 convolution (group 1, no
+// dilation, any pads) by Winograd F(4x4, 3x3) (the algorithm and layouts: conv_winograd.h).
+// Weights are transformed once at prepare (in double, rounded once to float) and packed into
+// the GEMM's row panels. A run goes over blocks of tiles (4x4 output pixels, numbered image by
+// image, row by row): transform the block's input (V), 36 GEMMs (M = U V), transform M back into
+// output rows with the fused epilogue (bias, a folded BatchNormalization, residual, Relu/Clip).
+// A block's V and M are sized to stay in L2. Threads take whole ranges of tiles when there are
+// enough of them (no barrier inside), else split each phase of each block: channels, (xi,
+// row panel) pairs, output channels.
+//
+// Precision: each output is a sum over the 36 products of transformed values whose transforms
+// scale by up to 5 (B^T) and 8 (A^T) before cancelling, so rounding errors are larger than a
+// direct sum's: measured on random data (tests/unit/test_cpu_winograd.cpp), the error stays
+// below 2e-5 x sum |w| |x| of the output's taps (a direct float sum: about 2e-6); the tests
+// assert 1e-4 x that bound. ONNXTOOL_WINOGRAD=never turns the kernel off (always: every
+// convolution it can run, for tests).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "exec/cpu/conv_common.h"
+#include "exec/cpu/conv_winograd.h"
+#include "exec/cpu/cpu_kernel.h"
+
+namespace onnxtool::cpu {
+
+namespace {
+
+/// G of F(4x4, 3x3) (see conv_winograd.h).
+constexpr double kG[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                             {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+
+/// Inputs of this magnitude or more (and NaN, infinities) run on the direct fallback: the
+/// transforms multiply by up to 100 (B^T twice) before the GEMM sums thousands of terms.
+constexpr float kFiniteLimit = 1e30f;
+
+/// Floats of a block's V and M together that should fit in L2 with room to spare.
+constexpr int64_t kBlockBudgetFloats = 192 * 1024;
+/// Split input rows kept per channel: a tile row reads six, the next one shares two of them.
+constexpr int64_t kSlots = 8;
+/// Input channels per GEMM pass (the panels of U and V it reads stay in L1/L2).
+constexpr int64_t kChannelBlock = 256;
+
+class WinogradConvKernel : public CpuKernel {
+ public:
+  WinogradConvKernel(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, std::vector<float> ownBias,
+                     const std::string& suffix, int threads)
+      : g_(g), ep_(ep), ops_(winogradOps()), ownBias_(std::move(ownBias)),
+        variant_(".winograd." + std::string(isaName(ops_.isa)) + suffix), threads_(std::max(threads, 1)) {
+    const int64_t wd = ops_.width, mr = ops_.mr, nr = ops_.nr;
+    tx_ = (g.ow + 3) / 4;
+    ty_ = (g.oh + 3) / 4;
+    tilesPerImage_ = tx_ * ty_;
+    tiles_ = g.n * tilesPerImage_;
+    kPanels_ = (g.m + mr - 1) / mr;
+    kpad_ = kPanels_ * mr;
+    qs_ = tx_ + wd + 1;
+    ldo_ = 4 * (tx_ + wd);
+    // Tiles per block: a multiple of nr within the budget, no more than one thread's share.
+    const int64_t perTile = 36 * (g.c + kpad_);
+    tb_ = std::max<int64_t>(nr, kBlockBudgetFloats / perTile / nr * nr);
+    tb_ = std::min(tb_, roundUp(std::max<int64_t>(1, (tiles_ + threads_ - 1) / threads_), nr));
+    tcols_ = roundUp(tb_, nr) + wd;
+    w_.assign(weights, weights + g.m * g.c * 9);
+    // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero.
+    u_.assign(static_cast<size_t>(36 * kpad_ * g.c), 0.f);
+    for (int64_t k = 0; k < g.m; ++k)
+      for (int64_t c = 0; c < g.c; ++c) {
+        const float* w = weights + (k * g.c + c) * 9;
+        double gw[6][3];  // G g
+        for (int i = 0; i < 6; ++i)
+          for (int b = 0; b < 3; ++b) gw[i][b] = kG[i][0] * w[b] + kG[i][1] * w[3 + b] + kG[i][2] * w[6 + b];
+        for (int i = 0; i < 6; ++i)
+          for (int j = 0; j < 6; ++j) {
+            const double v = gw[i][0] * kG[j][0] + gw[i][1] * kG[j][1] + gw[i][2] * kG[j][2];
+            u_[static_cast<size_t>((((i * 6 + j) * kPanels_ + k / mr) * g.c + c) * mr + k % mr)] = static_cast<float>(v);
+          }
+      }
+  }
+
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * partFloats()) * sizeof(float); }
+
+  void compute(const CpuComputeArgs& args) const override {
+    if (!ops_.allBelow(static_cast<const float*>(args.inputs[0]), g_.n * g_.c * g_.h * g_.w, kFiniteLimit)) {
+      directFallback(args);
+      return;
+    }
+    float* ws = static_cast<float*>(args.workspace);
+    // A thread per ~4 MFLOP (of the direct convolution) at most: waking a worker costs microseconds.
+    const int threads = static_cast<int>(std::clamp<double>(flops() / 4e6, 1, threads_));
+    if (threads > 1 && tiles_ >= threads * 4 * ops_.nr) {
+      parallelRanges(args.pool, threads, tiles_, ops_.nr, [&](int64_t b, int64_t e, int part) {
+        float* w = ws + part * partFloats();
+        for (int64_t t = b; t < e; t += tb_) runBlock(args, t, std::min(e, t + tb_), w, nullptr, 1);
+      });
+      return;
+    }
+    for (int64_t t = 0; t < tiles_; t += tb_) runBlock(args, t, std::min(tiles_, t + tb_), ws, args.pool, threads);
+  }
+
+  double flops() const override { return 2.0 * g_.n * g_.m * g_.c * 9 * g_.oh * g_.ow; }
+  std::string variant() const override { return variant_; }
+
+ private:
+  int64_t vFloats() const { return 36 * g_.c * tcols_; }
+  int64_t mFloats() const { return 36 * kpad_ * tcols_; }
+  /// Per part: V, M, the ring of split rows, a zero split row, one padded input row, four
+  /// output rows.
+  int64_t smallFloats() const { return (kSlots + 2) * 4 * qs_ + 4 * ldo_; }
+  int64_t partFloats() const { return roundUp(vFloats() + mFloats() + smallFloats(), 16); }
+
+  /// The direct convolution, for inputs holding NaN, an infinity or a magnitude the transforms
+  /// could overflow: there a tile's transforms would spread the NaN to all of its 16 outputs (and
+  /// turn infinities into NaN), where a direct sum keeps them to the windows that hold them.
+  void directFallback(const CpuComputeArgs& args) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias_.empty() ? ownBias_.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t pix = g_.oh * g_.ow;
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t k = 0; k < g_.m; ++k) {
+        float* out = y + (img * g_.m + k) * pix;
+        std::fill(out, out + pix, 0.f);
+        for (int64_t c = 0; c < g_.c; ++c) {
+          const float* plane = x + (img * g_.c + c) * g_.h * g_.w;
+          const float* w = w_.data() + (k * g_.c + c) * 9;
+          for (int64_t a = 0; a < 3; ++a)
+            for (int64_t b = 0; b < 3; ++b) {
+              // Output columns whose input column ox - padL + b lies inside the row.
+              const int64_t off = b - g_.padL, lo = std::clamp<int64_t>(-off, 0, g_.ow), hi = std::clamp<int64_t>(g_.w - off, lo, g_.ow);
+              for (int64_t oy = 0; oy < g_.oh; ++oy) {
+                const int64_t iy = oy - g_.padT + a;
+                if (iy < 0 || iy >= g_.h) continue;
+                const float* row = plane + iy * g_.w + off;
+                float* o = out + oy * g_.ow;
+                for (int64_t ox = lo; ox < hi; ++ox) o[ox] += w[a * 3 + b] * row[ox];
+              }
+            }
+        }
+        for (int64_t r = 0; r < g_.oh; ++r) {
+          const int64_t off = ((img * g_.m + k) * g_.oh + r) * g_.ow;
+          ops_.epilogueRow(y + off, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, g_.ow, ep_.clamp, ep_.lo, ep_.hi);
+        }
+      }
+  }
+
+  /// Calls fn(image, tile row, first tile column, tiles, column in the block) for each tile row
+  /// segment of the tiles [t0, t1).
+  template <class F>
+  void forSegments(int64_t t0, int64_t t1, F&& fn) const {
+    for (int64_t t = t0; t < t1;) {
+      const int64_t img = t / tilesPerImage_, rem = t % tilesPerImage_, ty = rem / tx_, tx = rem % tx_;
+      const int64_t seg = std::min(tx_ - tx, t1 - t);
+      fn(img, ty, tx, seg, t - t0);
+      t += seg;
+    }
+  }
+
+  /// Tiles [t0, t1): input transform, GEMMs, output transform. `ws` is part 0's workspace; with
+  /// a pool each phase is split over `threads` parts (part p's scratch rows in part p's slice).
+  void runBlock(const CpuComputeArgs& args, int64_t t0, int64_t t1, float* ws, ThreadPool* pool, int threads) const {
+    float* v = ws;
+    float* m = ws + vFloats();
+    const int64_t cols = roundUp(t1 - t0, ops_.nr);
+    auto small = [&](int part) { return ws + part * partFloats() + vFloats() + mFloats(); };
+    parallelRanges(pool, threads, g_.c, 1, [&](int64_t b, int64_t e, int part) { inputPhase(args, t0, t1, b, e, v, small(part)); });
+    parallelRanges(pool, threads, 36 * kPanels_, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t xi = item / kPanels_, kp = item % kPanels_;
+        for (int64_t cb = 0; cb < g_.c; cb += kChannelBlock) {
+          const int64_t kc = std::min(kChannelBlock, g_.c - cb);
+          ops_.gemm(kc, u_.data() + ((xi * kPanels_ + kp) * g_.c + cb) * ops_.mr, v + (xi * g_.c + cb) * tcols_, tcols_,
+                    m + (xi * kpad_ + kp * ops_.mr) * tcols_, tcols_, cols, cb > 0);
+        }
+      }
+    });
+    parallelRanges(pool, threads, g_.m, 1, [&](int64_t b, int64_t e, int part) { outputPhase(args, t0, t1, b, e, m, small(part)); });
+  }
+
+  /// V for channels [cb, ce) of the tiles [t0, t1).
+  void inputPhase(const CpuComputeArgs& args, int64_t t0, int64_t t1, int64_t cb, int64_t ce, float* v, float* scratch) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    // Scratch: kSlots split rows (a ring keyed by padded row index), a split row of zeros (rows
+    // above and below the image), the padded row being split.
+    float* slots = scratch;
+    float* zeros = scratch + kSlots * 4 * qs_;
+    float* row = zeros + 4 * qs_;
+    // Split columns q < nqs hold image data or left/right padding; those past stay zero.
+    const int64_t nqs = std::min(qs_, roundUp((g_.padL + g_.w + 3) / 4, ops_.width)), rowLen = 4 * nqs;
+    std::fill(zeros, zeros + 4 * qs_, 0.f);
+    for (int64_t sl = 0; sl < kSlots; ++sl)
+      for (int64_t p = 0; p < 4; ++p) std::fill(slots + (sl * 4 + p) * qs_ + nqs, slots + (sl * 4 + p + 1) * qs_, 0.f);
+    // Columns of the padded row px = ix + padL inside the image.
+    const int64_t px0 = std::clamp<int64_t>(g_.padL, 0, rowLen), px1 = std::clamp<int64_t>(g_.padL + g_.w, 0, rowLen);
+    std::fill(row, row + px0, 0.f);
+    std::fill(row + px1, row + rowLen, 0.f);
+    for (int64_t c = cb; c < ce; ++c) {
+      int64_t slotRow[kSlots], slotImg = -1;
+      forSegments(t0, t1, [&](int64_t img, int64_t ty, int64_t tx, int64_t seg, int64_t col) {
+        if (img != slotImg) std::fill(slotRow, slotRow + kSlots, -1), slotImg = img;
+        const float* plane = x + (img * g_.c + c) * g_.h * g_.w;
+        const float* rows[6];
+        for (int64_t a = 0; a < 6; ++a) {
+          const int64_t py = ty * 4 + a, iy = py - g_.padT;
+          if (iy < 0 || iy >= g_.h || px1 <= px0) {
+            rows[a] = zeros + tx;
+            continue;
+          }
+          float* slot = slots + py % kSlots * 4 * qs_;
+          if (slotRow[py % kSlots] != py) {
+            std::memcpy(row + px0, plane + iy * g_.w + (px0 - g_.padL), static_cast<size_t>(px1 - px0) * sizeof(float));
+            ops_.splitRow(row, nqs, slot, qs_);
+            slotRow[py % kSlots] = py;
+          }
+          rows[a] = slot + tx;
+        }
+        ops_.inputTransform(rows, qs_, seg, v + c * tcols_ + col, g_.c * tcols_);
+      });
+    }
+    // The GEMM reads columns up to the next multiple of nr: zeros past the block's tiles (never
+    // stale arena bytes, which could hold denormals that slow every FMA touching them).
+    const int64_t e = t1 - t0, cols = roundUp(e, ops_.nr);
+    for (int64_t c = cb; c < ce; ++c)
+      for (int64_t xi = 0; xi < 36; ++xi) std::fill(v + (xi * g_.c + c) * tcols_ + e, v + (xi * g_.c + c) * tcols_ + cols, 0.f);
+  }
+
+  /// Output channels [kb, ke) of the tiles [t0, t1), epilogue included.
+  void outputPhase(const CpuComputeArgs& args, int64_t t0, int64_t t1, int64_t kb, int64_t ke, float* m, float* scratch) const {
+    const float* bias = !ownBias_.empty() ? ownBias_.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    float* rows = scratch + (kSlots + 2) * 4 * qs_;
+    // The last segment's transform reads up to width - 1 columns past the block's tiles; those
+    // past the GEMM's columns are zeroed first (their results are never stored).
+    const int64_t e = t1 - t0, cols = roundUp(e, ops_.nr), tail = std::min(tcols_, e + ops_.width);
+    for (int64_t k = kb; k < ke && tail > cols; ++k)
+      for (int64_t xi = 0; xi < 36; ++xi) std::fill(m + (xi * kpad_ + k) * tcols_ + cols, m + (xi * kpad_ + k) * tcols_ + tail, 0.f);
+    for (int64_t k = kb; k < ke; ++k)
+      forSegments(t0, t1, [&](int64_t img, int64_t ty, int64_t tx, int64_t seg, int64_t col) {
+        ops_.outputTransform(m + k * tcols_ + col, kpad_ * tcols_, seg, rows, ldo_);
+        const int64_t ox = 4 * tx, n = std::min(4 * seg, g_.ow - ox);
+        for (int64_t r = 0; r < 4 && ty * 4 + r < g_.oh; ++r) {
+          const int64_t off = ((img * g_.m + k) * g_.oh + ty * 4 + r) * g_.ow + ox;
+          ops_.epilogueRow(rows + r * ldo_, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, n, ep_.clamp, ep_.lo, ep_.hi);
+        }
+      });
+  }
+
+  ConvGeometry g_;
+  ConvEpilogue ep_;
+  const WinogradOps& ops_;
+  std::vector<float> ownBias_;
+  std::string variant_;
+  int threads_;
+  int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tb_, tcols_;
+  std::vector<float> u_, w_;
+};
+
+}  // namespace
+
+bool winogradApplies(const ConvGeometry& g) {
+  if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.group != 1) return false;
+  if (g.n * g.oh * g.ow == 0 || g.c == 0 || g.m == 0) return false;
+  const char* env = std::getenv("ONNXTOOL_WINOGRAD");
+  const std::string mode = env ? env : "";
+  if (mode == "never") return false;
+  if (mode == "always") return true;
+  // Where it measurably beats the packed GEMM (bench --profile, ResNet and VGG shapes): enough
+  // channels for the GEMMs to dominate the transforms, enough tiles to fill the vectors.
+  return g.c >= 16 && g.m >= 16 && g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4) >= 16;
+}
+
+std::unique_ptr<CpuKernel> makeWinogradConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights,
+                                            const std::vector<float>& ownBias, const std::string& suffix, int threads) {
+  if (!winogradOps().allBelow(weights, g.m * g.c * 9, kFiniteLimit)) return nullptr;
+  return std::make_unique<WinogradConvKernel>(g, ep, weights, ownBias, suffix, threads);
+}
+
+}  // namespace onnxtool::cpu
