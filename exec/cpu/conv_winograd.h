@@ -33,8 +33,9 @@ struct WinogradOps {
   Isa isa;
   int width;   ///< float lanes of the transforms: columns they may touch past a tile row's end
   int mr, nr;  ///< the GEMM's register tile: mr output channels x nr columns (tiles)
-  /// s[p * qs + j] = x[4j + p] for p < 4, j < nq (x holds 4 * nq floats).
-  void (*splitRow)(const float* x, int64_t nq, float* s, int64_t qs);
+  /// One input row of n floats, shifted by x0 and zero-padded, split by phase:
+  /// s[p * qs + j] = x[4j + p + x0] (0 outside [0, n)) for p < 4, j < nq (a multiple of width).
+  void (*splitRow)(const float* x, int64_t x0, int64_t n, int64_t nq, float* s, int64_t qs);
   /// V for the tiles [0, tiles) of one tile row and one channel: s[a] is split input row a of
   /// the tile row (a < 6; phases qs apart, each readable up to column roundUp(tiles, width));
   /// writes v[xi * ldXi + t] for t < roundUp(tiles, width) (the columns past `tiles` get values
@@ -44,8 +45,8 @@ struct WinogradOps {
   /// (ncols a multiple of nr); `accumulate` adds to c.
   void (*gemm)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t ncols, bool accumulate);
   /// The output transform of one output channel's tiles [0, tiles) of one tile row, reading
-  /// m[xi * ldXi + t] for t < roundUp(tiles, width): writes the four output rows of the tile
-  /// row, out[r * ldo + 4t + j] (r, j < 4), for t < roundUp(tiles, width).
+  /// m[xi * ldXi + t] for t < tiles: writes the four output rows of the tile row,
+  /// out[r * ldo + 4t + j] (r, j < 4), for t < roundUp(tiles, width).
   void (*outputTransform)(const float* m, int64_t ldXi, int64_t tiles, float* out, int64_t ldo);
   /// y[i] = x[i] + bias (+ res[i] when not null), then clamped to [lo, hi] when `clamp`
   /// (max then min, NaN kept), for i < n.

@@ -56,7 +56,7 @@ class WinogradConvKernel : public CpuKernel {
     tiles_ = g.n * tilesPerImage_;
     kPanels_ = (g.m + mr - 1) / mr;
     kpad_ = kPanels_ * mr;
-    qs_ = tx_ + wd + 1;
+    qs_ = roundUp(tx_ + wd + 1, wd);
     ldo_ = 4 * (tx_ + wd);
     // Tiles per block: a multiple of nr within the budget, no more than one thread's share.
     const int64_t perTile = 36 * (g.c + kpad_);
@@ -106,9 +106,8 @@ class WinogradConvKernel : public CpuKernel {
  private:
   int64_t vFloats() const { return 36 * g_.c * tcols_; }
   int64_t mFloats() const { return 36 * kpad_ * tcols_; }
-  /// Per part: V, M, the ring of split rows, a zero split row, one padded input row, four
-  /// output rows.
-  int64_t smallFloats() const { return (kSlots + 2) * 4 * qs_ + 4 * ldo_; }
+  /// Per part: V, M, the ring of split rows, a zero split row, four output rows.
+  int64_t smallFloats() const { return (kSlots + 1) * 4 * qs_ + 4 * ldo_; }
   int64_t partFloats() const { return roundUp(vFloats() + mFloats() + smallFloats(), 16); }
 
   /// The direct convolution, for inputs holding NaN, an infinity or a magnitude the transforms
@@ -183,20 +182,15 @@ class WinogradConvKernel : public CpuKernel {
   /// V for channels [cb, ce) of the tiles [t0, t1).
   void inputPhase(const CpuComputeArgs& args, int64_t t0, int64_t t1, int64_t cb, int64_t ce, float* v, float* scratch) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
-    // Scratch: kSlots split rows (a ring keyed by padded row index), a split row of zeros (rows
-    // above and below the image), the padded row being split.
+    // Scratch: kSlots split rows (a ring keyed by padded row index), and a split row of zeros
+    // (rows above and below the image).
     float* slots = scratch;
     float* zeros = scratch + kSlots * 4 * qs_;
-    float* row = zeros + 4 * qs_;
     // Split columns q < nqs hold image data or left/right padding; those past stay zero.
-    const int64_t nqs = std::min(qs_, roundUp((g_.padL + g_.w + 3) / 4, ops_.width)), rowLen = 4 * nqs;
+    const int64_t nqs = std::min(qs_ / ops_.width * ops_.width, roundUp((g_.padL + g_.w + 3) / 4, ops_.width));
     std::fill(zeros, zeros + 4 * qs_, 0.f);
     for (int64_t sl = 0; sl < kSlots; ++sl)
       for (int64_t p = 0; p < 4; ++p) std::fill(slots + (sl * 4 + p) * qs_ + nqs, slots + (sl * 4 + p + 1) * qs_, 0.f);
-    // Columns of the padded row px = ix + padL inside the image.
-    const int64_t px0 = std::clamp<int64_t>(g_.padL, 0, rowLen), px1 = std::clamp<int64_t>(g_.padL + g_.w, 0, rowLen);
-    std::fill(row, row + px0, 0.f);
-    std::fill(row + px1, row + rowLen, 0.f);
     for (int64_t c = cb; c < ce; ++c) {
       int64_t slotRow[kSlots], slotImg = -1;
       forSegments(t0, t1, [&](int64_t img, int64_t ty, int64_t tx, int64_t seg, int64_t col) {
@@ -205,14 +199,13 @@ class WinogradConvKernel : public CpuKernel {
         const float* rows[6];
         for (int64_t a = 0; a < 6; ++a) {
           const int64_t py = ty * 4 + a, iy = py - g_.padT;
-          if (iy < 0 || iy >= g_.h || px1 <= px0) {
+          if (iy < 0 || iy >= g_.h) {
             rows[a] = zeros + tx;
             continue;
           }
           float* slot = slots + py % kSlots * 4 * qs_;
           if (slotRow[py % kSlots] != py) {
-            std::memcpy(row + px0, plane + iy * g_.w + (px0 - g_.padL), static_cast<size_t>(px1 - px0) * sizeof(float));
-            ops_.splitRow(row, nqs, slot, qs_);
+            ops_.splitRow(plane + iy * g_.w, -g_.padL, g_.w, nqs, slot, qs_);
             slotRow[py % kSlots] = py;
           }
           rows[a] = slot + tx;
@@ -223,21 +216,17 @@ class WinogradConvKernel : public CpuKernel {
     // The GEMM reads columns up to the next multiple of nr: zeros past the block's tiles (never
     // stale arena bytes, which could hold denormals that slow every FMA touching them).
     const int64_t e = t1 - t0, cols = roundUp(e, ops_.nr);
-    for (int64_t c = cb; c < ce; ++c)
-      for (int64_t xi = 0; xi < 36; ++xi) std::fill(v + (xi * g_.c + c) * tcols_ + e, v + (xi * g_.c + c) * tcols_ + cols, 0.f);
+    if (cols > e)
+      for (int64_t c = cb; c < ce; ++c)
+        for (int64_t xi = 0; xi < 36; ++xi) std::fill(v + (xi * g_.c + c) * tcols_ + e, v + (xi * g_.c + c) * tcols_ + cols, 0.f);
   }
 
   /// Output channels [kb, ke) of the tiles [t0, t1), epilogue included.
-  void outputPhase(const CpuComputeArgs& args, int64_t t0, int64_t t1, int64_t kb, int64_t ke, float* m, float* scratch) const {
+  void outputPhase(const CpuComputeArgs& args, int64_t t0, int64_t t1, int64_t kb, int64_t ke, const float* m, float* scratch) const {
     const float* bias = !ownBias_.empty() ? ownBias_.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    float* rows = scratch + (kSlots + 2) * 4 * qs_;
-    // The last segment's transform reads up to width - 1 columns past the block's tiles; those
-    // past the GEMM's columns are zeroed first (their results are never stored).
-    const int64_t e = t1 - t0, cols = roundUp(e, ops_.nr), tail = std::min(tcols_, e + ops_.width);
-    for (int64_t k = kb; k < ke && tail > cols; ++k)
-      for (int64_t xi = 0; xi < 36; ++xi) std::fill(m + (xi * kpad_ + k) * tcols_ + cols, m + (xi * kpad_ + k) * tcols_ + tail, 0.f);
+    float* rows = scratch + (kSlots + 1) * 4 * qs_;
     for (int64_t k = kb; k < ke; ++k)
       forSegments(t0, t1, [&](int64_t img, int64_t ty, int64_t tx, int64_t seg, int64_t col) {
         ops_.outputTransform(m + k * tcols_ + col, kpad_ * tcols_, seg, rows, ldo_);
