@@ -5,8 +5,10 @@
 //     each KC x NC block of it is packed straight from the image into NR-column panels (for a
 //     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
-//     output rows, vectorised over output pixels.
-// Both run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
+//     output rows, vectorised over output pixels;
+//   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
+//     winogradApplies().
+// All run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
 // tensor of the output's shape (Conv + Add/Sum), then Relu or Clip.
 // Work is split over output pixels ([begin, end) ranges: the unit a thread pool hands out).
 #include <algorithm>
