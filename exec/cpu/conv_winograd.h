@@ -36,18 +36,27 @@ struct WinogradOps {
   /// One input row of n floats, shifted by x0 and zero-padded, split by phase:
   /// s[p * qs + j] = x[4j + p + x0] (0 outside [0, n)) for p < 4, j < nq (a multiple of width).
   void (*splitRow)(const float* x, int64_t x0, int64_t n, int64_t nq, float* s, int64_t qs);
-  /// V for the tiles [0, tiles) of one tile row and one channel: s[a] is split input row a of
-  /// the tile row (a < 6; phases qs apart, each readable up to column roundUp(tiles, width));
-  /// writes v[xi * ldXi + t] for t < roundUp(tiles, width) (the columns past `tiles` get values
-  /// of no meaning).
+  /// The 6x6 input patches of the tiles [0, tiles) of one tile row, tile-major:
+  /// p[(a * 6 + b) * ldp + t] = column 4t + b of split row s[a] (phases qs apart), for t up to
+  /// roundUp(tiles, width) (values past `tiles` of no meaning). Packing the tile rows of a block
+  /// one after another fills the transforms' vectors when a tile row is short.
+  void (*packTiles)(const float* const* s, int64_t qs, int64_t tiles, float* p, int64_t ldp);
+  /// V for the tiles [0, tiles) of one channel: s[a] is split input row a of a tile row (a < 6;
+  /// phases qs apart, each readable up to column roundUp(tiles, width)), or with qs < 0 packed
+  /// patches (packTiles: s[a] = p + a * 6 * ldp, qs = -ldp); writes v[xi * ldXi + t] for
+  /// t < roundUp(tiles, width) (the columns past `tiles` get values of no meaning).
   void (*inputTransform)(const float* const* s, int64_t qs, int64_t tiles, float* v, int64_t ldXi);
   /// c[i * ldc + j] (+)= sum_{k < kc} a[k * mr + i] * b[k * ldb + j] for i < mr, j < ncols
   /// (ncols a multiple of nr); `accumulate` adds to c.
   void (*gemm)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t ncols, bool accumulate);
-  /// The output transform of one output channel's tiles [0, tiles) of one tile row, reading
-  /// m[xi * ldXi + t] for t < tiles: writes the four output rows of the tile row,
-  /// out[r * ldo + 4t + j] (r, j < 4), for t < roundUp(tiles, width).
+  /// The output transform of one output channel's tiles [0, tiles), reading m[xi * ldXi + t]
+  /// for t < tiles: writes the four output rows of a tile row, out[r * ldo + 4t + j] (r, j < 4),
+  /// for t < roundUp(tiles, width); or with ldo < 0 the 4x4 outputs tile-major,
+  /// out[(r * 4 + j) * -ldo + t] (unpackTiles then makes the rows of each tile row).
   void (*outputTransform)(const float* m, int64_t ldXi, int64_t tiles, float* out, int64_t ldo);
+  /// The output rows of the tiles [0, tiles) from tile-major outputs y (rows ldy apart, read for
+  /// t < tiles only): out[r * ldo + 4t + j] = y[(r * 4 + j) * ldy + t], t < roundUp(tiles, width).
+  void (*unpackTiles)(const float* y, int64_t ldy, int64_t tiles, float* out, int64_t ldo);
   /// y[i] = x[i] + bias (+ res[i] when not null), then clamped to [lo, hi] when `clamp`
   /// (max then min, NaN kept), for i < n.
   /// Whether |x[i]| < limit for every i < n (false when one is NaN).

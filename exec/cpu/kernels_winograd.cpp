@@ -66,6 +66,9 @@ class WinogradConvKernel : public CpuKernel {
     tbTile_ = std::min(tbTile_, roundUp(std::max<int64_t>(1, (tiles_ + threads_ - 1) / threads_), nr));
     tbPhase_ = std::min(std::max<int64_t>(nr, kPhaseBlockFloats / perTile / nr * nr), roundUp(std::max<int64_t>(tiles_, 1), nr));
     tcols_ = roundUp(std::max(tbTile_, tbPhase_), nr) + wd;
+    // Tile rows that would leave the transforms' vectors mostly empty are packed one after
+    // another first (28x28 maps: 7 tiles a row, 14x14: 4, on 16 lanes).
+    packed_ = tx_ % wd != 0 && tx_ < 2 * wd;
     w_.assign(weights, weights + g.m * g.c * 9);
     // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero.
     u_.assign(static_cast<size_t>(36 * kpad_ * g.c), 0.f);
@@ -109,8 +112,9 @@ class WinogradConvKernel : public CpuKernel {
  private:
   int64_t vFloats() const { return 36 * g_.c * tcols_; }
   int64_t mFloats() const { return 36 * kpad_ * tcols_; }
-  /// Per part: V, M, the ring of split rows, a zero split row, four output rows.
-  int64_t smallFloats() const { return (kSlots + 1) * 4 * qs_ + 4 * ldo_; }
+  /// Per part: V, M, the ring of split rows, a zero split row, four output rows, the packed
+  /// input patches or outputs of a block (packed_).
+  int64_t smallFloats() const { return (kSlots + 1) * 4 * qs_ + 4 * ldo_ + (packed_ ? 36 * tcols_ : 0); }
   int64_t partFloats() const { return roundUp(vFloats() + mFloats() + smallFloats(), 16); }
 
   /// The direct convolution, for inputs holding NaN, an infinity or a magnitude the transforms
@@ -189,6 +193,7 @@ class WinogradConvKernel : public CpuKernel {
     // (rows above and below the image).
     float* slots = scratch;
     float* zeros = scratch + kSlots * 4 * qs_;
+    float* patches = scratch + (kSlots + 1) * 4 * qs_ + 4 * ldo_;
     // Split columns q < nqs hold image data or left/right padding; those past stay zero.
     const int64_t nqs = std::min(qs_ / ops_.width * ops_.width, roundUp((g_.padL + g_.w + 3) / 4, ops_.width));
     std::fill(zeros, zeros + 4 * qs_, 0.f);
@@ -213,8 +218,14 @@ class WinogradConvKernel : public CpuKernel {
           }
           rows[a] = slot + tx;
         }
-        ops_.inputTransform(rows, qs_, seg, v + c * tcols_ + col, g_.c * tcols_);
+        if (packed_) ops_.packTiles(rows, qs_, seg, patches + col, tcols_);
+        else ops_.inputTransform(rows, qs_, seg, v + c * tcols_ + col, g_.c * tcols_);
       });
+      if (packed_) {
+        const float* rows[6];
+        for (int64_t a = 0; a < 6; ++a) rows[a] = patches + a * 6 * tcols_;
+        ops_.inputTransform(rows, -tcols_, t1 - t0, v + c * tcols_, g_.c * tcols_);
+      }
     }
     // The GEMM reads columns up to the next multiple of nr: zeros past the block's tiles (never
     // stale arena bytes, which could hold denormals that slow every FMA touching them).
@@ -230,15 +241,19 @@ class WinogradConvKernel : public CpuKernel {
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     float* rows = scratch + (kSlots + 1) * 4 * qs_;
-    for (int64_t k = kb; k < ke; ++k)
+    float* tiles = rows + 4 * ldo_;
+    for (int64_t k = kb; k < ke; ++k) {
+      if (packed_) ops_.outputTransform(m + k * tcols_, kpad_ * tcols_, t1 - t0, tiles, -tcols_);
       forSegments(t0, t1, [&](int64_t img, int64_t ty, int64_t tx, int64_t seg, int64_t col) {
-        ops_.outputTransform(m + k * tcols_ + col, kpad_ * tcols_, seg, rows, ldo_);
+        if (packed_) ops_.unpackTiles(tiles + col, tcols_, seg, rows, ldo_);
+        else ops_.outputTransform(m + k * tcols_ + col, kpad_ * tcols_, seg, rows, ldo_);
         const int64_t ox = 4 * tx, n = std::min(4 * seg, g_.ow - ox);
         for (int64_t r = 0; r < 4 && ty * 4 + r < g_.oh; ++r) {
           const int64_t off = ((img * g_.m + k) * g_.oh + ty * 4 + r) * g_.ow + ox;
           ops_.epilogueRow(rows + r * ldo_, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, n, ep_.clamp, ep_.lo, ep_.hi);
         }
       });
+    }
   }
 
   ConvGeometry g_;
@@ -247,6 +262,7 @@ class WinogradConvKernel : public CpuKernel {
   std::vector<float> ownBias_;
   std::string variant_;
   int threads_;
+  bool packed_ = false;
   int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tbTile_, tbPhase_, tcols_;
   std::vector<float> u_, w_;
 };
