@@ -49,10 +49,13 @@ class CpuKernel;
 /// dilation, group 1, and where it measurably pays); ONNXTOOL_WINOGRAD=never declines every
 /// one, =always takes every one it can run (tests).
 bool winogradApplies(const ConvGeometry& g);
-/// cpu.conv.f32.winograd (kernels_winograd.cpp) on weights [m][c][3][3] (copied and transformed;
-/// a folded BatchNormalization already applied), with `ownBias` (m floats) or else input 2 as
-/// the bias; nullptr when a weight is NaN, infinite or too large for the transforms.
+/// cpu.conv.f32.winograd (kernels_winograd.cpp) on weights [m][c][3][3] (transformed; a folded
+/// BatchNormalization already applied), with `ownBias` (m floats) or else input 2 as the bias;
+/// nullptr when a weight is NaN, infinite or too large for the transforms. Its direct fallback
+/// (non-finite inputs) reads `rawWeights`, the weight initializer's bytes (held by the model,
+/// which outlives the plan; maybe unaligned), times `scale` per output channel when not empty.
 std::unique_ptr<CpuKernel> makeWinogradConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights,
+                                            const uint8_t* rawWeights, const std::vector<float>& scale,
                                             const std::vector<float>& ownBias, const std::string& suffix, int threads);
 
 }  // namespace onnxtool::cpu

@@ -372,7 +372,8 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     d->ownBias = std::move(ownBias);
     k = std::move(d);
   } else if (winogradApplies(g)) {
-    k = makeWinogradConv(g, ep, weights.data(), ownBias, suffix, info.threads);
+    k = makeWinogradConv(g, ep, weights.data(), reinterpret_cast<const uint8_t*>(wt.raw.data()),
+                         info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
   if (!k) {
     auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(g.m / g.group), suffix, info.threads);

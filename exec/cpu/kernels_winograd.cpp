@@ -48,10 +48,11 @@ constexpr int64_t kChannelBlock = 256;
 
 class WinogradConvKernel : public CpuKernel {
  public:
-  WinogradConvKernel(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, std::vector<float> ownBias,
-                     const std::string& suffix, int threads)
+  WinogradConvKernel(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, const uint8_t* rawWeights,
+                     std::vector<float> scale, std::vector<float> ownBias, const std::string& suffix, int threads)
       : g_(g), ep_(ep), ops_(winogradOps()), ownBias_(std::move(ownBias)),
-        variant_(".winograd." + std::string(isaName(ops_.isa)) + suffix), threads_(std::max(threads, 1)) {
+        variant_(".winograd." + std::string(isaName(ops_.isa)) + suffix), threads_(std::max(threads, 1)),
+        rawWeights_(rawWeights), scale_(std::move(scale)) {
     const int64_t wd = ops_.width, mr = ops_.mr, nr = ops_.nr;
     tx_ = (g.ow + 3) / 4;
     ty_ = (g.oh + 3) / 4;
@@ -70,7 +71,6 @@ class WinogradConvKernel : public CpuKernel {
     // Tile rows that would leave the transforms' vectors mostly empty are packed one after
     // another first (28x28 maps: 7 tiles a row, 14x14: 4, on 16 lanes).
     packed_ = tx_ % wd != 0 && tx_ < 2 * wd;
-    w_.assign(weights, weights + g.m * g.c * 9);
     // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero.
     u_.assign(static_cast<size_t>(36 * kpad_ * g.c), 0.f);
     for (int64_t k = 0; k < g.m; ++k)
@@ -133,7 +133,8 @@ class WinogradConvKernel : public CpuKernel {
         std::fill(out, out + pix, 0.f);
         for (int64_t c = 0; c < g_.c; ++c) {
           const float* plane = x + (img * g_.c + c) * g_.h * g_.w;
-          const float* w = w_.data() + (k * g_.c + c) * 9;
+          float w[9];  // the model's own bytes: maybe unaligned
+          std::memcpy(w, rawWeights_ + (k * g_.c + c) * 9 * sizeof(float), sizeof w);
           for (int64_t a = 0; a < 3; ++a)
             for (int64_t b = 0; b < 3; ++b) {
               // Output columns whose input column ox - padL + b lies inside the row.
@@ -141,12 +142,14 @@ class WinogradConvKernel : public CpuKernel {
               for (int64_t oy = 0; oy < g_.oh; ++oy) {
                 const int64_t iy = oy - g_.padT + a;
                 if (iy < 0 || iy >= g_.h) continue;
-                const float* row = plane + iy * g_.w + off;
+                const float* row = plane + iy * g_.w;
                 float* o = out + oy * g_.ow;
-                for (int64_t ox = lo; ox < hi; ++ox) o[ox] += w[a * 3 + b] * row[ox];
+                for (int64_t ox = lo; ox < hi; ++ox) o[ox] += w[a * 3 + b] * row[ox + off];
               }
             }
         }
+        if (!scale_.empty())
+          for (int64_t i = 0; i < pix; ++i) out[i] *= scale_[static_cast<size_t>(k)];
         for (int64_t r = 0; r < g_.oh; ++r) {
           const int64_t off = ((img * g_.m + k) * g_.oh + r) * g_.ow;
           ops_.epilogueRow(y + off, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, g_.ow, ep_.clamp, ep_.lo, ep_.hi);
@@ -265,7 +268,9 @@ class WinogradConvKernel : public CpuKernel {
   int threads_;
   bool packed_ = false;
   int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tbTile_, tbPhase_, tcols_;
-  std::vector<float> u_, w_;
+  const uint8_t* rawWeights_;  ///< the initializer's bytes (the direct fallback's weights)
+  std::vector<float> scale_;    ///< a folded BatchNormalization's per-channel scale, or empty
+  std::vector<float> u_;
 };
 
 }  // namespace
@@ -286,9 +291,10 @@ bool winogradApplies(const ConvGeometry& g) {
 }
 
 std::unique_ptr<CpuKernel> makeWinogradConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights,
+                                            const uint8_t* rawWeights, const std::vector<float>& scale,
                                             const std::vector<float>& ownBias, const std::string& suffix, int threads) {
   if (!winogradOps().allBelow(weights, g.m * g.c * 9, kFiniteLimit)) return nullptr;
-  return std::make_unique<WinogradConvKernel>(g, ep, weights, ownBias, suffix, threads);
+  return std::make_unique<WinogradConvKernel>(g, ep, weights, rawWeights, scale, ownBias, suffix, threads);
 }
 
 }  // namespace onnxtool::cpu
