@@ -16,7 +16,8 @@
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
 //
-// Layouts (vectors run over the tiles of one tile row, tx = 0, 1, ...):
+// Layouts (vectors run over tiles: those of one tile row, or with packTiles those of a block's
+// tile rows one after another, so that short rows still fill the vectors):
 //   split rows: one zero-padded input row x[0, 4q) stored by phase, s[p * qs + j] = x[4j + p]
 //     (p < 4), so that the six columns 4tx + b (b < 6) of a tile are unit-stride vectors over tx;
 //   V, M: [xi][channel][column], xi stride ldXi; a tile row's tiles are consecutive columns;
