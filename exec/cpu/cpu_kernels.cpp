@@ -33,6 +33,8 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "AveragePool", 1, kLast, DType::Float, "cpu.averagepool.f32", OutputReuse::None, createAveragePool},
     {"", "GlobalAveragePool", 1, kLast, DType::Float, "cpu.globalaveragepool.f32", OutputReuse::None,
      createGlobalAveragePool},
+    // Resize-10 (nearest rounding of its own, asymmetric coordinates) is left to the reference kernel.
+    {"", "Resize", 11, kLast, DType::Float, "cpu.resize.f32", OutputReuse::None, createResize},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
     {"", "LRN", 1, kLast, DType::Float, "cpu.lrn.f32", OutputReuse::None, createLrn},

@@ -1,7 +1,7 @@
 // kernels.h: the create functions of the cpu executor's kernels, for the table in
 // cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
 // kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
-// kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
+// kernels_resize.cpp, kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
 #pragma once
 
 #include <memory>
@@ -39,6 +39,8 @@ std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMaxPool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
+/// Resize over the spatial axes of NCHW, nearest/linear (kernels_resize.cpp).
+std::unique_ptr<CpuKernel> createResize(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);

@@ -1,4 +1,4 @@
-// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise, Winograd) and the
+// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise, Winograd), Resize, and the
 // Conv + Add/Sum + Relu/Clip fusion against the reference executor, on randomised shapes around
 // the micro-kernels' tile sizes and K blocks (strides, pads, dilations, groups, depthwise, empty
 // tensors, NaN/Inf), at 1 and 2 threads; plus each ISA's GEMM micro-kernel directly against a
@@ -464,6 +464,73 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
         CHECK(ranOn(kernels, "cpu.maxpool"));
       }
     }
+  }
+}
+
+TEST_CASE("cpu Resize (nearest, bilinear) matches the reference kernel", "[cpu][resize]") {
+  std::mt19937 rng(34);
+  const char* coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"};
+  const char* nearestModes[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const float factors[] = {0.5f, 0.6f, 1.f, 1.5f, 2.f, 3.f, 0.25f};
+  std::uniform_int_distribution<int64_t> spatial(1, 11);
+  int ran = 0;
+  for (int iter = 0; iter < 160; ++iter) {
+    const int64_t opset = iter % 3 == 0 ? 11 : iter % 3 == 1 ? 13 : 19;
+    const bool linear = iter % 2 == 1;
+    const char* coord = coords[iter / 2 % 5];
+    if (std::string(coord) == "half_pixel_symmetric" && opset < 19) continue;
+    const int64_t n = iter % 5 == 0 ? 2 : 1, c = iter % 4 == 0 ? 3 : 1, h = spatial(rng), w = spatial(rng);
+    const float fh = factors[static_cast<size_t>(iter) % 7], fw = factors[static_cast<size_t>(iter / 7) % 7];
+    const bool bySizes = iter % 4 == 2;
+    Builder b(opset);
+    b.input("x", randomTensor({n, c, h, w}, rng, iter % 6 == 5));
+    std::vector<std::string> ins{"x", ""};
+    if (opset == 11) {
+      b.constant("roi", f32({0}, {}));
+      ins[1] = "roi";
+    }
+    if (bySizes) {
+      const int64_t oh = std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(h) * fh)), ow = std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(w) * fw));
+      if (opset == 11) {
+        b.constant("scales", f32({0}, {}));
+        ins.push_back("scales");
+      } else {
+        ins.push_back("");
+      }
+      b.constant("sizes", testutil::i64({4}, {n, c, oh, ow}));
+      ins.push_back("sizes");
+    } else {
+      if (static_cast<int64_t>(static_cast<float>(h) * fh) < 1 || static_cast<int64_t>(static_cast<float>(w) * fw) < 1) continue;
+      b.constant("scales", f32({4}, {1.f, 1.f, fh, fw}));
+      ins.push_back("scales");
+    }
+    std::vector<Attribute> attrs{Attribute::ofString("mode", linear ? "linear" : "nearest"),
+                                 Attribute::ofString("coordinate_transformation_mode", coord)};
+    if (!linear) attrs.push_back(Attribute::ofString("nearest_mode", nearestModes[static_cast<size_t>(iter / 3) % 4]));
+    b.node("Resize", ins, "y", attrs);
+    b.output("y");
+    INFO("opset " << opset << (linear ? " linear " : " nearest ") << coord << " " << n << "x" << c << "x" << h << "x" << w << " by "
+                  << (bySizes ? "sizes " : "scales ") << fh << "," << fw);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, linear ? "cpu.resize.f32.linear" : "cpu.resize.f32.nearest"));
+    ++ran;
+  }
+  CHECK(ran >= 100);
+  SECTION("declined: cubic, antialias, a resized channel axis (the reference kernel runs)") {
+    Builder b(19);
+    b.input("x", randomTensor({1, 2, 4, 4}, rng));
+    b.constant("s1", f32({4}, {1.f, 1.f, 2.f, 2.f}));
+    b.constant("s2", f32({4}, {1.f, 2.f, 2.f, 2.f}));
+    b.node("Resize", {"x", "", "s1"}, "a", {Attribute::ofString("mode", "cubic")});
+    b.node("Resize", {"x", "", "s1"}, "c", {Attribute::ofString("mode", "linear"), Attribute::ofInt("antialias", 1)});
+    b.node("Resize", {"x", "", "s2"}, "d", {});
+    b.output("a");
+    b.output("c");
+    b.output("d");
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("fallback") != std::string::npos);
   }
 }
 
