@@ -16,6 +16,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32.blas", OutputReuse::None, createMatMul},
     {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32.blas", OutputReuse::None, createGemm},
     {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
+    {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},

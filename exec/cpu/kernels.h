@@ -20,6 +20,8 @@ std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
 /// the only Conv kernels that apply a fused epilogue.
 std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info);
+/// ConvTranspose with constant weights, group 1, explicit pads (kernels_conv_transpose.cpp).
+std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);

@@ -1,5 +1,6 @@
-// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise, Winograd), Resize, and the
-// Conv + Add/Sum + Relu/Clip fusion against the reference executor, on randomised shapes around
+// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise, Winograd,
+// ConvTranspose), Resize, and the Conv + Add/Sum + Relu/Clip fusion against the reference
+// executor (Winograd against a double-precision sum), on randomised shapes around
 // the micro-kernels' tile sizes and K blocks (strides, pads, dilations, groups, depthwise, empty
 // tensors, NaN/Inf), at 1 and 2 threads; plus each ISA's GEMM micro-kernel directly against a
 // scalar product. CTest runs the [cpu] cases once more per lower ISA path (ONNXTOOL_ISA).
@@ -464,6 +465,51 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
         CHECK(ranOn(kernels, "cpu.maxpool"));
       }
     }
+  }
+}
+
+TEST_CASE("cpu ConvTranspose matches the reference kernel", "[cpu][convtranspose]") {
+  std::mt19937 rng(35);
+  int ran = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    std::uniform_int_distribution<int64_t> chans(1, 20), spatial(1, 9), kern(1, 4), str(1, 3), pad(0, 2);
+    const int64_t n = iter % 5 == 0 ? 2 : 1, c = iter == 0 ? 65 : chans(rng), m = iter == 1 ? 17 : chans(rng), h = spatial(rng), w = spatial(rng);
+    const int64_t kh = kern(rng), kw = kern(rng), sh = str(rng), sw = str(rng), dh = iter % 3 == 0 ? 2 : 1, dw = iter % 4 == 0 ? 2 : 1;
+    const int64_t pt = std::min(pad(rng), kh - 1), pl = std::min(pad(rng), kw - 1), pb = std::min(pad(rng), kh - 1), pr = std::min(pad(rng), kw - 1);
+    const int64_t oph = iter % 2 ? std::min<int64_t>(sh, dh) - 1 : 0, opw = iter % 3 ? std::min<int64_t>(sw, dw) - 1 : 0;
+    const int64_t oh = sh * (h - 1) + oph + (kh - 1) * dh + 1 - pt - pb, ow = sw * (w - 1) + opw + (kw - 1) * dw + 1 - pl - pr;
+    if (oh <= 0 || ow <= 0) continue;
+    Builder b(13);
+    b.input("x", randomTensor({n, c, h, w}, rng, iter % 7 == 6));
+    b.constant("w", randomTensor({c, m, kh, kw}, rng));
+    std::vector<std::string> ins{"x", "w"};
+    if (iter % 2 == 0) {
+      b.constant("b", randomTensor({m}, rng));
+      ins.push_back("b");
+    }
+    b.node("ConvTranspose", ins, "y",
+           {testutil::ints("kernel_shape", {kh, kw}), testutil::ints("strides", {sh, sw}), testutil::ints("dilations", {dh, dw}),
+            testutil::ints("pads", {pt, pl, pb, pr}), testutil::ints("output_padding", {oph, opw})});
+    b.output("y");
+    INFO("n" << n << " c" << c << " m" << m << " " << h << "x" << w << " k" << kh << "x" << kw << " s" << sh << "," << sw << " d" << dh << ","
+              << dw << " p" << pt << "," << pl << "," << pb << "," << pr << " op" << oph << "," << opw);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.convtranspose.f32.gemm"));
+    ++ran;
+  }
+  CHECK(ran >= 40);
+  SECTION("declined: groups, auto_pad, output_shape (the reference kernel runs)") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 5, 5}, rng));
+    b.constant("w", randomTensor({4, 2, 3, 3}, rng));
+    b.node("ConvTranspose", {"x", "w"}, "a", {testutil::one("group", 2)});
+    b.node("ConvTranspose", {"x", "w"}, "c", {Attribute::ofString("auto_pad", "SAME_UPPER"), testutil::ints("strides", {2, 2})});
+    b.output("a");
+    b.output("c");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("fallback") != std::string::npos);
   }
 }
 
