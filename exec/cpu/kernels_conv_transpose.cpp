@@ -133,7 +133,11 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info) {
   if (wt.dtype() != DType::Float || static_cast<int64_t>(wt.raw.size()) != g.c * g.m * g.kh * g.kw * 4) return nullptr;
   std::vector<float> weights(static_cast<size_t>(g.c * g.m * g.kh * g.kw));
   std::memcpy(weights.data(), wt.raw.data(), wt.raw.size());  // the bytes may be unaligned
-  return std::make_unique<ConvTransposeKernel>(g, weights.data(), info.threads);
+  auto k = std::make_unique<ConvTransposeKernel>(g, weights.data(), info.threads);
+  // The whole column matrix of an image is one workspace: past 128 MiB (a large decoder layer),
+  // the reference kernel instead (a column-blocked GEMM is to come).
+  if (k->workspaceBytes() > (size_t{128} << 20)) return nullptr;
+  return k;
 }
 
 }  // namespace onnxtool::cpu
