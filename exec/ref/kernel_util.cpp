@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "lib/limits.h"
+
 namespace onnxtool::ref {
 
 int64_t numel(const std::vector<int64_t>& dims) {
@@ -29,7 +31,7 @@ Tensor makeTensor(DType dtype, std::vector<int64_t> dims) {
     return t;
   }
   auto bytes = t.expectedBytes();
-  if (!bytes || *bytes > (uint64_t{1} << 40))
+  if (!bytes || static_cast<uint64_t>(*n) > limits::kMaxTensorElements || *bytes > limits::kMaxTensorBytes)
     fail(ErrorKind::InvalidInput, "tensor of {} elements of {} is too large to allocate", *n, dtypeName(dtype));
   t.setRaw(Buffer::zeros(static_cast<size_t>(*bytes)));
   return t;
