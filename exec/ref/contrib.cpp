@@ -494,7 +494,10 @@ struct KeyMask {
   int64_t B = 0, S = 0, T = 0, P = 0;
   bool causal = false;
   double operator()(int64_t b, int64_t, int64_t s, int64_t t) const {
-    if (causal && t > P + s) return filter;
+    // Causal: query s sees the past and keys up to s. ONNX Runtime's CPU kernel masks every query
+    // row but the last, which sees all keys: the same as the plain rule unless the key length
+    // differs from the query's (causal cross attention), where we follow it.
+    if (causal && s + 1 < S && t > P + s) return filter;
     if (!m) return 0.0;
     const std::vector<double>& v = *m;
     if (dims.size() == 1) {
@@ -613,22 +616,59 @@ void qattention(KernelContext& ctx) {
 }
 
 /// MultiHeadAttention with query [B, S, D], key/value [B, L, D] (bias [Dq + Dk + Dv] added) or
-/// [B, N, L, H] (no bias), key_padding_mask, attention_bias, past_key/past_value [B, N, P, H].
+/// [B, N, L, H] (no bias), packed QKV [B, S, N, 3, H] or packed KV [B, L, N, 2, H] (no bias, no
+/// past), key_padding_mask, attention_bias, past_key/past_value [B, N, P, H], causal or not.
 void multiHeadAttention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   int64_t N = ctx.attrInt("num_heads", 0);
   if (N <= 0) ctx.fail("num_heads must be positive");
   const Tensor& qt = ctx.tensor(0);
-  if (qt.dims.size() != 3 || !ctx.hasInput(1) || !ctx.hasInput(2))
-    unsupported(ctx, "only separate query [B, S, D], key and value are supported (no packed QKV/KV)");
-  const Tensor &kt = ctx.tensor(1), &vt = ctx.tensor(2);
-  int64_t B = qt.dims[0], S = qt.dims[1], D = qt.dims[2];
+  bool packedQkv = qt.dims.size() == 5, packedKv = !packedQkv && ctx.hasInput(1) && ctx.tensor(1).dims.size() == 5;
+  if (packedQkv || packedKv) {
+    if (ctx.hasInput(3)) unsupported(ctx, "bias with packed QKV or KV is not supported");
+    if (ctx.hasInput(6) || ctx.hasInput(7)) unsupported(ctx, "past_key/past_value with packed QKV or KV is not supported");
+  }
+  if ((packedQkv && (ctx.hasInput(1) || ctx.hasInput(2))) || (packedKv && ctx.hasInput(2)))
+    ctx.fail("packed QKV [B, S, N, 3, H] takes no key or value input, packed KV [B, L, N, 2, H] no value input");
+  if (!packedQkv && (qt.dims.size() != 3 || !ctx.hasInput(1) || (!packedKv && !ctx.hasInput(2))))
+    ctx.fail("query must be [B, S, D] with key and value, or packed QKV [B, S, N, 3, H]");
+  std::vector<double> qv, kv, vv;
+  std::vector<int64_t> kDims, vDims;  // of the unpacked key and value
+  int64_t B = qt.dims[0], S = qt.dims[1], D = 0;
+  /// x [B, L, N, parts, H] -> part `p` as [B, L, N * H].
+  auto unpack = [&](const Tensor& x, int64_t parts, int64_t p) {
+    if (x.dims.size() != 5 || x.dims[2] != N || x.dims[3] != parts)
+      ctx.fail(fmt::format("packed input must have shape [B, L, {}, {}, H]", N, parts));
+    std::vector<double> all = loadAll(x), out;
+    int64_t rows = x.dims[0] * x.dims[1] * x.dims[2], h = x.dims[4];
+    out.reserve(static_cast<size_t>(rows * h));
+    for (int64_t r = 0; r < rows; ++r) {
+      auto from = all.begin() + static_cast<std::ptrdiff_t>((r * parts + p) * h);
+      out.insert(out.end(), from, from + h);
+    }
+    return out;
+  };
+  if (packedQkv) {
+    D = qt.dims[2] * qt.dims[4];
+    qv = unpack(qt, 3, 0), kv = unpack(qt, 3, 1), vv = unpack(qt, 3, 2);
+    kDims = vDims = {B, S, D};
+  } else {
+    D = qt.dims[2];
+    qv = loadAll(qt);
+    if (packedKv) {
+      const Tensor& kvt = ctx.tensor(1);
+      kv = unpack(kvt, 2, 0), vv = unpack(kvt, 2, 1);
+      kDims = vDims = {kvt.dims[0], kvt.dims[1], kvt.dims[2] * kvt.dims[4]};
+    } else {
+      kv = loadAll(ctx.tensor(1)), vv = loadAll(ctx.tensor(2));
+      kDims = ctx.tensor(1).dims, vDims = ctx.tensor(2).dims;
+    }
+  }
   if (D % N) ctx.fail(fmt::format("query hidden size {} is not a multiple of num_heads {}", D, N));
   int64_t H = D / N;
-  std::vector<double> qv = loadAll(qt), kv = loadAll(kt), vv = loadAll(vt);
-  bool bnsh = kt.dims.size() == 4;
-  int64_t L = bnsh ? kt.dims[2] : kt.dims[1];
-  int64_t Dv = bnsh ? vt.dims[1] * vt.dims[3] : vt.dims.back();
+  bool bnsh = kDims.size() == 4;
+  int64_t L = bnsh ? kDims[2] : kDims[1];
+  int64_t Dv = bnsh ? vDims[1] * vDims[3] : vDims.back();
   if (Dv % N) ctx.fail("value hidden size is not a multiple of num_heads");
   int64_t Hv = Dv / N;
   if (ctx.hasInput(3)) {
@@ -655,9 +695,6 @@ void multiHeadAttention(KernelContext& ctx) {
   int64_t T = P + L;
   const Tensor* mask = ctx.hasInput(4) ? &ctx.tensor(4) : nullptr;
   std::vector<double> maskValues = mask ? loadAll(*mask) : std::vector<double>{};
-  // unidirectional: query s sees the past and keys up to s (ONNX Runtime's mask for key lengths
-  // other than the query's is not what this gives, so those are refused)
-  if (ctx.attrInt("unidirectional", 0) && L != S) unsupported(ctx, "unidirectional with a key length other than the query's is not supported");
   WithAttentionBias bias{keyMask(ctx, mask, B, S, T, P, &maskValues), nullptr, {}};
   std::vector<double> biasValues;
   if (ctx.hasInput(5)) {

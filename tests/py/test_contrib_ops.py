@@ -225,13 +225,47 @@ def transformer_cases(c, tmp):
     check_case(c, tmp, "MultiHeadAttention_bias_causal",
                model([node("MultiHeadAttention", ["q", "k", "v", "", "", "ab"], ["y"], num_heads=N, unidirectional=1, scale=0.5)],
                      feeds, ["y"]), feeds)
-    # causal cross attention (key length != query length): refused, exit 3
-    p = os.path.join(tmp, "mha_causal_cross.onnx")
-    onnx.save(model([node("MultiHeadAttention", ["q", "k", "v"], ["y"], num_heads=N, unidirectional=1)], {"q": q, "k": k, "v": v},
-                    []), p)
-    r = run(["run", p, "--random", "--executor", "ref"])
-    c.check(r.returncode == 3 and "unidirectional" in r.stderr, f"causal cross attention is refused: {r.returncode} {r.stderr}")
+    # causal cross attention (key length != query length), longer and shorter keys, with a past
+    # and a key padding mask: ONNX Runtime's CPU kernel masks key t > past + s on every query row
+    # s but the last, which sees every key
     pk, pv = f32(B, N, 2, H // N), f32(B, N, 2, H // N)
+    for Lc in (7, 3):
+        kc, vc = f32(B, Lc, H), f32(B, Lc, H)
+        feeds = {"q": q, "k": kc, "v": vc}
+        check_case(c, tmp, f"MultiHeadAttention_causal_cross{Lc}",
+                   model([node("MultiHeadAttention", ["q", "k", "v"], ["y"], num_heads=N, unidirectional=1)], feeds, ["y"]),
+                   feeds)
+        feeds = {"q": q, "k": kc, "v": vc, "pk": pk, "pv": pv, "kpm": np.ones((B, 2 + Lc), np.int32)}
+        feeds["kpm"][0, -1] = 0
+        check_case(c, tmp, f"MultiHeadAttention_causal_cross{Lc}_past",
+                   model([node("MultiHeadAttention", ["q", "k", "v", "", "kpm", "", "pk", "pv"], ["y", "prk", "prv"],
+                               num_heads=N, unidirectional=1)], feeds, ["y", "prk", "prv"]), feeds)
+    # packed QKV [B, S, N, 3, H] and packed KV [B, L, N, 2, H]: ONNX Runtime's CPU kernel refuses
+    # both, so the oracle is ONNX Runtime on the same attention with separate query, key and value
+    Hh = H // N
+
+    def unpacked_oracle(inputs, outputs, attrs, unpack):
+        def oracle(f):
+            sep = unpack(f)
+            path = os.path.join(tmp, "mha_unpacked.onnx")
+            onnx.save(model([node("MultiHeadAttention", inputs, outputs, num_heads=N, **attrs)], sep, outputs), path)
+            return ort_outputs(path, sep)[1]
+        return oracle
+
+    qkv = f32(B, S, N, 3, Hh)
+    split3 = lambda f: {"q": f["qkv"][:, :, :, 0].reshape(B, S, H), "k": f["qkv"][:, :, :, 1].reshape(B, S, H),  # noqa: E731
+                        "v": f["qkv"][:, :, :, 2].reshape(B, S, H)}
+    for i, attrs in enumerate(({}, {"unidirectional": 1}, {"scale": 0.3})):
+        check_case(c, tmp, f"MultiHeadAttention_packed_qkv{i}",
+                   model([node("MultiHeadAttention", ["qkv"], ["y"], num_heads=N, **attrs)], {"qkv": qkv}, ["y"]), {"qkv": qkv},
+                   numpy_oracle=unpacked_oracle(["q", "k", "v"], ["y"], attrs, split3))
+    kvp = f32(B, L, N, 2, Hh)
+    split2 = lambda f: {"q": f["q"], "k": f["kv"][:, :, :, 0].reshape(B, L, H), "v": f["kv"][:, :, :, 1].reshape(B, L, H),  # noqa: E731
+                        **({"kpm": f["kpm"]} if "kpm" in f else {})}
+    check_case(c, tmp, "MultiHeadAttention_packed_kv",
+               model([node("MultiHeadAttention", ["q", "kv", "", "", "kpm"], ["y"], num_heads=N)], {"q": q, "kv": kvp, "kpm": kpm},
+                     ["y"]), {"q": q, "kv": kvp, "kpm": kpm},
+               numpy_oracle=unpacked_oracle(["q", "k", "v", "", "kpm"], ["y"], {}, split2))
     check_case(c, tmp, "MultiHeadAttention_past",
                model([node("MultiHeadAttention", ["q", "k", "v", "", "", "", "pk", "pv"], ["y", "prk", "prv"], num_heads=N)],
                      {"q": q, "k": k, "v": v, "pk": pk, "pv": pv}, ["y", "prk", "prv"]),
