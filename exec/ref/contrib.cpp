@@ -431,11 +431,21 @@ void qembedLayerNorm(KernelContext& ctx) {
 
 // ------------------------------------------------------------------ attention
 
+/// What GroupQueryAttention adds to the softmax: a soft cap on the scaled scores (cap *
+/// tanh(x / cap), before the bias), and an extra logit in the denominator only (smooth_softmax: 0;
+/// head_sink: sink[n], which replaces smooth_softmax's 0).
+struct SoftmaxExtras {
+  double softcap = 0.0;
+  bool extraLogit = false;
+  const std::vector<double>* sink = nullptr;
+};
+
 /// Scaled dot-product attention of q [B, N, S, H] with k [B, N, T, H] and v [B, N, T, Hv];
 /// `bias(b, n, s, t)` is added to the scores before the softmax. Returns [B, S, N * Hv].
 template <typename Bias>
 std::vector<double> attend(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                           int64_t B, int64_t N, int64_t S, int64_t T, int64_t H, int64_t Hv, double scale, Bias bias) {
+                           int64_t B, int64_t N, int64_t S, int64_t T, int64_t H, int64_t Hv, double scale, Bias bias,
+                           const SoftmaxExtras& extras = {}) {
   std::vector<double> out(static_cast<size_t>(B * S * N * Hv)), scores(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t n = 0; n < N; ++n)
@@ -446,10 +456,14 @@ std::vector<double> attend(const std::vector<double>& q, const std::vector<doubl
           const double* kt = k.data() + ((b * N + n) * T + t) * H;
           double d = 0;
           for (int64_t h = 0; h < H; ++h) d += qs[h] * kt[h];
-          scores[static_cast<size_t>(t)] = d * scale + bias(b, n, s, t);
+          d *= scale;
+          if (extras.softcap > 0) d = extras.softcap * std::tanh(d / extras.softcap);
+          scores[static_cast<size_t>(t)] = d + bias(b, n, s, t);
           mx = std::max(mx, scores[static_cast<size_t>(t)]);
         }
-        double total = 0;
+        double extra = extras.sink ? (*extras.sink)[static_cast<size_t>(n)] : 0.0;
+        if (extras.extraLogit) mx = std::max(mx, extra);
+        double total = extras.extraLogit ? std::exp(extra - mx) : 0.0;
         for (double& x : scores) total += (x = std::exp(x - mx));
         double* o = out.data() + ((b * S + s) * N + n) * Hv;
         for (int64_t t = 0; t < T; ++t) {
@@ -958,20 +972,20 @@ void rotaryEmbedding(KernelContext& ctx) {
   ctx.setOutput(0, storeAll(x.dtype(), x.dims, v));
 }
 
-/// GroupQueryAttention (causal, no KV quantization): query [B, S, N*H] (or packed with key and
+/// GroupQueryAttention (causal, no KV quantization; softcap, smooth_softmax, attention_bias and
+/// head_sink as ONNX Runtime's CPU kernel applies them): query [B, S, N*H] (or packed with key and
 /// value: [B, S, (N + 2*kvN)*H]), key/value [B, S, kvN*H], past_key/past_value [B, kvN, P, H]
 /// holding seqlens_k[b] + 1 - S valid positions (0 for a prompt), query head n reading kv head
 /// n / (N / kvN). With do_rotary, q and k are rotated at their positions first. present_key/value
 /// [B, kvN, max(P, total_sequence_length), H]: the past, then the new keys/values.
 void groupQueryAttention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
-  for (size_t i : {size_t{10}, size_t{11}, size_t{12}, size_t{13}, size_t{14}, size_t{15}, size_t{16}})
+  for (size_t i : {size_t{12}, size_t{13}, size_t{14}, size_t{15}, size_t{16}})
     if (ctx.hasInput(i)) unsupported(ctx, fmt::format("input {} ('{}') is not supported", i,
                                                       findSchema(kMs, "GroupQueryAttention", 1)->inputs[i].name));
-  if (ctx.attrFloat("softcap", 0.0f) != 0.0f || ctx.attrInt("smooth_softmax", -1) == 1 || !ctx.attrInt("causal", 1) ||
-      ctx.attrInt("qk_output", 0) || ctx.attrString("k_quant_type", "NONE") != "NONE" ||
+  if (!ctx.attrInt("causal", 1) || ctx.attrInt("qk_output", 0) || ctx.attrString("k_quant_type", "NONE") != "NONE" ||
       ctx.attrString("v_quant_type", "NONE") != "NONE" || ctx.wantsOutput(3))
-    unsupported(ctx, "softcap, smooth_softmax, causal=0, qk output and quantized KV caches are not supported");
+    unsupported(ctx, "causal=0, qk output and quantized KV caches are not supported");
   int64_t N = ctx.attrInt("num_heads", 0), kvN = ctx.attrInt("kv_num_heads", 0);
   if (N <= 0 || kvN <= 0 || N % kvN) ctx.fail("num_heads must be a positive multiple of kv_num_heads");
   const Tensor& qt = ctx.tensor(0);
@@ -1050,14 +1064,36 @@ void groupQueryAttention(KernelContext& ctx) {
         ev[static_cast<size_t>((b * N + n) * L * H + i)] = presV[static_cast<size_t>((b * kvN + n / group) * L * H + i)];
       }
   int64_t window = ctx.attrInt("local_window_size", -1);
-  auto mask = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+  // attention_bias [B or 1, N or 1, S, total_sequence_length], added after the soft cap
+  std::vector<double> ab;
+  std::vector<int64_t> abDims;
+  if (ctx.hasInput(10)) {
+    abDims = ctx.tensor(10).dims;
+    if (abDims.size() != 4 || (abDims[0] != 1 && abDims[0] != B) || (abDims[1] != 1 && abDims[1] != N) || abDims[2] != S ||
+        abDims[3] < total)
+      ctx.fail(fmt::format("attention_bias must have shape [{} or 1, {} or 1, {}, {}]", B, N, S, total));
+    ab = loadAll(ctx.tensor(10));
+  }
+  auto mask = [&](int64_t b, int64_t n, int64_t s, int64_t t) {
     int64_t at = pastLen[static_cast<size_t>(b)] + s;
     bool visible = t <= at && t <= static_cast<int64_t>(seqlens[static_cast<size_t>(b)]) && (window < 0 || t > at - window);
-    return visible ? 0.0 : -std::numeric_limits<double>::infinity();
+    if (!visible) return -std::numeric_limits<double>::infinity();
+    if (abDims.empty()) return 0.0;
+    int64_t bb = abDims[0] == 1 ? 0 : b, nn = abDims[1] == 1 ? 0 : n;
+    return ab[static_cast<size_t>(((bb * abDims[1] + nn) * S + s) * abDims[3] + t)];
   };
+  SoftmaxExtras extras;
+  extras.softcap = ctx.attrFloat("softcap", 0.0f);
+  std::vector<double> sink;
+  if (ctx.hasInput(11)) {
+    sink = loadAll(ctx.tensor(11));
+    if (static_cast<int64_t>(sink.size()) != N) ctx.fail(fmt::format("head_sink must have {} elements (num_heads)", N));
+    extras.sink = &sink;
+  }
+  extras.extraLogit = extras.sink || ctx.attrInt("smooth_softmax", 0) == 1;
   double scale = ctx.attrFloat("scale", 0.0f);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(H));
-  ctx.setOutput(0, storeAll(qt.dtype(), {B, S, N * H}, attend(q, ek, ev, B, N, S, L, H, H, scale, mask)));
+  ctx.setOutput(0, storeAll(qt.dtype(), {B, S, N * H}, attend(q, ek, ev, B, N, S, L, H, H, scale, mask, extras)));
   if (ctx.wantsOutput(1)) ctx.setOutput(1, storeAll(qt.dtype(), {B, kvN, L, H}, presK));
   if (ctx.wantsOutput(2)) ctx.setOutput(2, storeAll(qt.dtype(), {B, kvN, L, H}, presV));
 }

@@ -299,6 +299,23 @@ def gqa_cases(c, tmp):
     check_case(c, tmp, "GroupQueryAttention_decode_rotary_window",
                model([gqa(["q", "k", "v", "pk_in", "pv_in", "sl", "tl", "cos", "sin"], do_rotary=1, local_window_size=3)], feeds,
                      ["y", "pk", "pv"], [("cos", cos), ("sin", sin)]), feeds, data_dims={"pk", "pv"})
+    # softcap, smooth_softmax, attention_bias, head_sink: on a prompt and on a decoding step
+    prompt = {"q": q, "k": k, "v": v, "sl": seq(S), "tl": tot(S)}
+    step = {"q": q1, "k": k1, "v": v1, "pk_in": pk, "pv_in": pv, "sl": seq(S + 1), "tl": tot(S + 1)}
+    for when, feeds, ins, T_ in (("prompt", prompt, ["q", "k", "v", "", "", "sl", "tl"], S),
+                                 ("decode", step, ["q", "k", "v", "pk_in", "pv_in", "sl", "tl"], S + 1)):
+        Sq = feeds["q"].shape[1]
+        extras = (("softcap", {"softcap": 2.0}, {}, ()),
+                  ("smooth", {"smooth_softmax": 1}, {}, ()),
+                  ("bias", {}, {"ab": f32(B, N, Sq, T_)}, ("", "", "", "ab")),
+                  ("bias_bcast", {}, {"ab": f32(1, 1, Sq, T_)}, ("", "", "", "ab")),
+                  ("sink", {}, {}, ("", "", "", "", "sink")),
+                  ("softcap_bias_sink", {"softcap": 3.0}, {"ab": f32(B, 1, Sq, T_)}, ("", "", "", "ab", "sink")))
+        for name, attrs, more, tail in extras:
+            f = dict(feeds, **more)
+            inits = [("sink", f32(N))] if "sink" in tail else []
+            check_case(c, tmp, f"GroupQueryAttention_{when}_{name}",
+                       model([gqa(ins + list(tail), **attrs)], f, ["y", "pk", "pv"], inits), f, data_dims={"pk", "pv"})
 
 
 def rotary_cases(c, tmp):
