@@ -884,13 +884,12 @@ void dynamicQuantizeMatmul(KernelContext& ctx) {
 
 /// MatMulNBits: A [..., K] @ B^T, B [N, K] stored as blocks of `block_size` values of `bits`
 /// bits (low bits first) with a scale per (column, block) and a zero point per (column, block)
-/// (packed like B, or of the scales' type; default 2^(bits-1)).
+/// (packed like B, or of the scales' type; default 2^(bits-1)); g_idx reassigns rows to groups.
 void matmulNBits(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   int64_t K = ctx.attrInt("K", 0), N = ctx.attrInt("N", 0), bits = ctx.attrInt("bits", 4), block = ctx.attrInt("block_size", 0);
   if (bits != 4 && bits != 8 && bits != 2) unsupported(ctx, fmt::format("bits {} is not supported, expected 2, 4 or 8", bits));
   if (K <= 0 || N <= 0 || block < 16 || (block & (block - 1))) ctx.fail("K, N must be positive and block_size a power of 2 >= 16");
-  if (ctx.hasInput(4)) unsupported(ctx, "g_idx is not supported");
   if (ctx.attrInt("accuracy_level", 0) == 4) unsupported(ctx, "accuracy_level 4 (int8 activations) is not supported");
   int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
   const Tensor& bq = ctx.tensor(1);
@@ -902,19 +901,27 @@ void matmulNBits(KernelContext& ctx) {
   const Tensor* zt = ctx.hasInput(3) ? &ctx.tensor(3) : nullptr;
   int64_t perByte = 8 / bits, zpRow = (blocks + perByte - 1) / perByte;
   auto code = [&](const uint8_t* bytes, int64_t i) { return (bytes[i / perByte] >> ((i % perByte) * bits)) & ((1 << bits) - 1); };
+  // g_idx [K] (GPTQ act-order): the group, so the scale and zero point, of each row k; the
+  // codes stay in B's block order. Without it row k is of group k / block_size.
+  std::vector<double> gidx = ctx.hasInput(4) ? loadAll(ctx.tensor(4)) : std::vector<double>{};
+  if (!gidx.empty() && zt && zt->dtype() == DType::UInt8)
+    unsupported(ctx, "g_idx with packed uint8 zero points is not supported (ONNX Runtime's CPU kernel ignores those "
+                     "zero points, the spec applies them)");
+  if (!gidx.empty() && static_cast<int64_t>(gidx.size()) != K) ctx.fail(fmt::format("g_idx must have K = {} elements", K));
+  for (double g : gidx)
+    if (g < 0 || g >= static_cast<double>(blocks)) ctx.fail(fmt::format("g_idx holds group {}, expected 0 to {}", g, blocks - 1));
   Mat w{{K, N}, std::vector<double>(static_cast<size_t>(K * N))};
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t blk = k / block, grp = gidx.empty() ? blk : static_cast<int64_t>(gidx[static_cast<size_t>(k)]);
       double zp = static_cast<double>(1 << (bits - 1));
-      if (zt && zt->dtype() == DType::UInt8) zp = code(data<uint8_t>(*zt) + n * zpRow, blk);
-      else if (zt) zp = loadDouble(*zt, n * blocks + blk);
-      auto scale = static_cast<float>(scales[static_cast<size_t>(n * blocks + blk)]);
-      for (int64_t j = 0; j < block && blk * block + j < K; ++j) {
-        double q = code(pb + (n * blocks + blk) * blob, j);
-        // A float zero point is applied in the dequantized domain.
-        double value = zt && zt->dtype() != DType::UInt8 ? q * scale - zp * scale : (q - zp) * scale;
-        w.v[static_cast<size_t>((blk * block + j) * N + n)] = static_cast<float>(value);
-      }
+      if (zt && zt->dtype() == DType::UInt8) zp = code(data<uint8_t>(*zt) + n * zpRow, grp);
+      else if (zt) zp = loadDouble(*zt, n * blocks + grp);
+      auto scale = static_cast<float>(scales[static_cast<size_t>(n * blocks + grp)]);
+      double q = code(pb + (n * blocks + blk) * blob, k % block);
+      // A float zero point is applied in the dequantized domain.
+      double value = zt && zt->dtype() != DType::UInt8 ? q * scale - zp * scale : (q - zp) * scale;
+      w.v[static_cast<size_t>(k * N + n)] = static_cast<float>(value);
     }
   Mat y = matmul(ctx, matOf(ctx.tensor(0)), w);
   addBiasLastAxis(ctx, y, ctx.hasInput(5) ? &ctx.tensor(5) : nullptr);

@@ -409,6 +409,27 @@ def quantized_cases(c, tmp):
     check_case(c, tmp, "MatMulNBits_nozp",
                model([node("MatMulNBits", ["A", "B", "s"], ["y"], K=K, N=Nn, bits=4, block_size=bs)], {"A": Am}, ["y"],
                      [("B", Bq), ("s", scales)]), {"A": Am})
+    # g_idx (GPTQ's act-order): the group, so scale and zero point, of each of the K rows; with
+    # packed, float and no zero points
+    K2 = 64
+    Bq2, s2 = u8(Nn, 2, bs // 2), (0.01 + 0.05 * rng.random(Nn * 2)).astype(np.float32)
+    A2 = f32(3, K2)
+    for gname, g in (("shuffled", rng.permutation(np.arange(K2) // bs).astype(np.int32)),
+                     ("identity", (np.arange(K2) // bs).astype(np.int32))):
+        for zname, zin in (("float", [("z", f32(Nn * 2))]), ("none", [])):
+            ins = ["A", "B", "s", "z" if zin else "", "g"]
+            check_case(c, tmp, f"MatMulNBits_gidx_{gname}_{zname}",
+                       model([node("MatMulNBits", ins, ["y"], K=K2, N=Nn, bits=4, block_size=bs)], {"A": A2}, ["y"],
+                             [("B", Bq2), ("s", s2), ("g", g)] + zin), {"A": A2})
+    # g_idx with packed uint8 zero points: ONNX Runtime's CPU kernel ignores the zero points (it
+    # gives the output of the default 8), the spec applies them: refused, exit 3
+    p = os.path.join(tmp, "nbits_gidx_packed_zp.onnx")
+    onnx.save(model([node("MatMulNBits", ["A", "B", "s", "z", "g"], ["y"], K=K2, N=Nn, bits=4, block_size=bs)], {"A": A2}, ["y"],
+                    [("B", Bq2), ("s", s2), ("z", u8(Nn, 1)), ("g", (np.arange(K2) // bs).astype(np.int32))]), p)
+    for ex in ("ref", "cpu"):
+        r = run(["run", p, "--random", "--executor", ex])
+        c.check(r.returncode == 3 and "g_idx with packed uint8 zero points" in r.stderr,
+                f"MatMulNBits g_idx + packed zero points on {ex}: exit {r.returncode} {r.stderr}")
     xc = u8(1, 3, 6, 6)
     check_case(c, tmp, "ms_QLinearConv",
                model([node("QLinearConv", ["x", "sa", "za", "w", "sw", "zw", "sc", "zc", "b"], ["y"], pads=[1, 1, 1, 1])],
