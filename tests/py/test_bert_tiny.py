@@ -2,7 +2,7 @@
 the bert_base structure at 2 layers, hidden 64, 4 heads) through ONNX Runtime's own transformer
 optimizer in its variants (EmbedLayerNormalization, Attention or MultiHeadAttention, packed or not,
 SkipLayerNormalization, BiasGelu / FastGelu; not GemmFastGelu, which ORT runs on CUDA only), then through quantize_dynamic (QAttention,
-DynamicQuantizeMatMul / MatMulIntegerToFloat): `check` exits 0, `inspect --shapes` states ONNX
+and ONNX Runtime's session optimizations saved after it: DynamicQuantizeMatMul): `check` exits 0, `inspect --shapes` states ONNX
 Runtime's dims for every value, `run` on ref and cpu equals ONNX Runtime on every value (1e-4; the
 quantized models by cosine >= 0.999)."""
 import importlib.util
@@ -13,6 +13,7 @@ import types
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnxtool_test import SOURCE_DIR, Checker, run  # noqa: E402
@@ -95,7 +96,7 @@ def main():
             if name not in ("default", "mha_no_embed"):
                 continue
             for wt in (QuantType.QInt8, QuantType.QUInt8):
-                q = os.path.join(tmp, f"q_{name}_{wt.name}.onnx")
+                q = os.path.join(tmp, f"quantized_{name}_{wt.name}.onnx")  # check_case writes q_*.onnx
                 quantize_dynamic(path, q, weight_type=wt, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
                 mq = onnx.load(q)
                 ops = {n.op_type for n in mq.graph.node if n.domain == MS}
@@ -108,6 +109,17 @@ def main():
                 # quantized: the final output by cosine (one rounding step of DynamicQuantizeLinear
                 # propagates), shapes of every value
                 check_case(c, tmp, f"q_{name}_{wt.name}", every_value_an_output(mq), feeds(), cosine=0.999)
+                # ONNX Runtime's own session optimizations of that model, saved: they fuse the
+                # quantized MatMul chains into DynamicQuantizeMatMul
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+                so.optimized_model_filepath = q.replace(".onnx", "_ort.onnx")
+                ort.InferenceSession(q, so, providers=["CPUExecutionProvider"])
+                mo = onnx.load(so.optimized_model_filepath)
+                ops = {n.op_type for n in mo.graph.node if n.domain == MS}
+                print(f"{name} quantized ({wt.name}), ORT-optimized: {sorted(ops)}")
+                c.check(bool(ops & {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}), f"ORT's session optimizer wrote {sorted(ops)}")
+                check_case(c, tmp, f"q_{name}_{wt.name}_ort", every_value_an_output(mo), feeds(), cosine=0.999)
     c.finish()
 
 
