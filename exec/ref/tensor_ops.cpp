@@ -95,17 +95,19 @@ void checkAxisLength(const KernelContext& ctx, int64_t n) {
   if (n > kMaxAxisLength) ctx.fail(fmt::format("output axis of {} elements is too large", n));
 }
 
-/// Refuses output dims holding more elements than limits::kMaxTensorElements, before anything is
+/// Refuses output dims holding more elements than limits::kMaxTensorElements, or more than this
+/// machine's memory could hold as the gather's index map (8 bytes per element), before anything is
 /// allocated in proportion to them.
 void checkOutputElements(const KernelContext& ctx, const std::vector<int64_t>& dims) {
   uint64_t n = 1;
   for (int64_t d : dims) {
-    if (d < 0) ctx.fail(fmt::format("output dims {} include a negative dimension", fmt::join(dims, ", ")));
+    if (d < 0) ctx.fail(fmt::format("output dims [{}] include a negative dimension", fmt::join(dims, ", ")));
     if (d != 0 && n > limits::kMaxTensorElements / static_cast<uint64_t>(d))
       ctx.fail(fmt::format("output dims [{}] hold more than {} elements, too large to allocate",
                            fmt::join(dims, ", "), limits::kMaxTensorElements));
     n *= static_cast<uint64_t>(d);
   }
+  checkFitsInMemory(ctx, n * sizeof(int64_t), fmt::format("output dims [{}]", fmt::join(dims, ", ")));
 }
 
 int64_t rankOf(const Tensor& t) { return static_cast<int64_t>(t.dims.size()); }
@@ -649,18 +651,28 @@ Tensor padBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_
   axes = normalizeAxes(ctx, axes, r);
   if (pads.size() != 2 * axes.size())
     ctx.fail(fmt::format("pads has {} entries, expected 2 * {} (begins then ends)", pads.size(), axes.size()));
-  std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   size_t na = axes.size();
+  // The output dims first: refused when too large, before any map is built.
+  std::vector<int64_t> outDims = x.dims;
+  for (size_t i = 0; i < na; ++i) {
+    size_t a = static_cast<size_t>(axes[i]);
+    int64_t dim = x.dims[a], begin = pads[i], end = pads[na + i];
+    int64_t n = dim - std::max<int64_t>(0, -begin) - std::max<int64_t>(0, -end);
+    int64_t pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
+    if (n < 0) ctx.fail(fmt::format("pads crop more than the {} elements of axis {}", dim, a));
+    checkAxisLength(ctx, pb);
+    checkAxisLength(ctx, pe);
+    checkAxisLength(ctx, n + pb + pe);
+    outDims[a] = n + pb + pe;
+  }
+  checkOutputElements(ctx, outDims);
+  std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   for (size_t i = 0; i < na; ++i) {
     size_t a = static_cast<size_t>(axes[i]);
     int64_t dim = x.dims[a], begin = pads[i], end = pads[na + i];
     // Negative pads crop first; the remaining [lo, hi) is what the modes pad from.
     int64_t lo = std::max<int64_t>(0, -begin), hi = dim - std::max<int64_t>(0, -end);
     int64_t n = hi - lo, pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
-    if (n < 0) ctx.fail(fmt::format("pads crop more than the {} elements of axis {}", dim, a));
-    checkAxisLength(ctx, pb);
-    checkAxisLength(ctx, pe);
-    checkAxisLength(ctx, n + pb + pe);
     if (n == 0 && mode != "constant" && pb + pe > 0)
       ctx.fail(fmt::format("cannot {}-pad axis {} of no elements", mode, a));
     std::vector<int64_t>& m = maps[a];
@@ -718,6 +730,12 @@ void centerCropPad(KernelContext& ctx) {
   axes = normalizeAxes(ctx, axes, rankOf(x));
   if (target.size() != axes.size())
     ctx.fail(fmt::format("shape has {} entries, expected one per axis ({})", target.size(), axes.size()));
+  std::vector<int64_t> outDims = x.dims;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (target[i] < 0) ctx.fail(fmt::format("shape has negative entry {}", target[i]));
+    outDims[static_cast<size_t>(axes[i])] = target[i];
+  }
+  checkOutputElements(ctx, outDims);
   std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   for (size_t i = 0; i < axes.size(); ++i) {
     size_t a = static_cast<size_t>(axes[i]);
