@@ -110,7 +110,7 @@ class NodeCensus {
   bool functionAttributes(size_t begin, size_t end) {
     return walk(data_, begin, end, [&](const Field& f) {
       if (f.number != kFunctionAttributeProto) return true;
-      return f.wireType == 2 && attribute(f, "", 0);
+      return f.wireType == 2 && attribute(f, "a default attribute value of a function", 0);
     });
   }
 
@@ -134,7 +134,7 @@ class NodeCensus {
           return true;
         }))
       return false;
-    std::string label = "'" + name + "' (" + opType + ")";
+    std::string label = "node '" + name + "' (" + opType + ")";
     for (const Field& a : attributes)
       if (!attribute(a, label, depth)) return false;
     return true;
@@ -145,8 +145,8 @@ class NodeCensus {
       if (f.number != kAttributeGraph && f.number != kAttributeGraphs) return true;
       if (f.wireType != 2) return false;
       if (depth + 1 > maxDepth_) {
-        problem = "node " + nodeLabel + " nests subgraphs " + std::to_string(depth + 1) +
-                  " levels deep, expected at most " + std::to_string(maxDepth_) + " (onnxtool's limit)";
+        problem = nodeLabel + " nests subgraphs " + std::to_string(depth + 1) + (depth == 0 ? " level" : " levels") +
+                  " deep, expected at most " + std::to_string(maxDepth_) + " (onnxtool's limit)";
         return false;
       }
       return body(f.payloadStart, f.end, kGraphNode, depth + 1);
