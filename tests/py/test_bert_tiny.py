@@ -1,7 +1,7 @@
 """A torch-exported BERT (testdata/models/bert_tiny.onnx: scripts/export_models.py --only bert_tiny,
 the bert_base structure at 2 layers, hidden 64, 4 heads) through ONNX Runtime's own transformer
 optimizer in its variants (EmbedLayerNormalization, Attention or MultiHeadAttention, packed or not,
-SkipLayerNormalization, BiasGelu / FastGelu; not GemmFastGelu, which ORT runs on CUDA only), then through quantize_dynamic (QAttention,
+SkipLayerNormalization, BiasGelu / FastGelu, GemmFastGelu against ORT on its FastGelu form), then through quantize_dynamic (QAttention,
 and ONNX Runtime's session optimizations saved after it: DynamicQuantizeMatMul): `check` exits 0, `inspect --shapes` states ONNX
 Runtime's dims for every value, `run` on ref and cpu equals ONNX Runtime on every value (1e-4; the
 quantized models by cosine >= 0.999)."""
@@ -120,6 +120,16 @@ def main():
                 print(f"{name} quantized ({wt.name}), ORT-optimized: {sorted(ops)}")
                 c.check(bool(ops & {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}), f"ORT's session optimizer wrote {sorted(ops)}")
                 check_case(c, tmp, f"q_{name}_{wt.name}_ort", every_value_an_output(mo), feeds(), cosine=0.999)
+        # GemmFastGelu, which ONNX Runtime runs on CUDA only: its output against ONNX Runtime on
+        # the same optimizer's FastGelu form (the fusion only merges MatMul with FastGelu's bias)
+        VARIANTS["gemm_fast_gelu"] = ({"opt_level": 0}, {"enable_gemm_fast_gelu": True, "enable_gelu_approximation": True},
+                                      {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "GemmFastGelu"})
+        VARIANTS["fast_gelu"] = ({"opt_level": 0}, {"enable_gelu_approximation": True},
+                                 {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "FastGelu"})
+        _, m = optimize(c, tmp, "gemm_fast_gelu")
+        fast, _ = optimize(c, tmp, "fast_gelu")
+        sess = ort.InferenceSession(fast, providers=["CPUExecutionProvider"])
+        check_case(c, tmp, "opt_gemm_fast_gelu", m, feeds(), numpy_oracle=lambda f: sess.run(None, f))
     c.finish()
 
 
