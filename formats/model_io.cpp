@@ -204,12 +204,12 @@ void checkInlineBytes(const Model& m, uint64_t fileSize, const std::string& file
     auto bytes = t.expectedBytes();
     if (bytes && *bytes <= limits::kMaxTensorBytes) {
       if (*bytes > t.raw.size() && !first) first = &t;
-      total += *bytes;
+      if (total <= fileSize) total += *bytes;  // stops once over: no overflow (each is at most 1 TiB)
     }
   }
   if (total > fileSize && first)
     fail(ErrorKind::InvalidInput,
-         "{}: inline initializers declare {} bytes but the file holds {} (initializer '{}': dims {} of {} need {} "
+         "{}: inline initializers declare at least {} bytes but the file holds {} (initializer '{}': dims {} of {} need {} "
          "bytes, the file gives {}), a truncated or corrupt model",
          file, total, fileSize, first->name, tensor_check::dimsStr(first->dims), dtypeName(first->dtype()),
          *first->expectedBytes(), first->raw.size());

@@ -728,6 +728,18 @@ def initializers_exceed_file(d):
     return add_w_model(w)
 
 
+@case
+def int32_data_smaller_than_declared(d):
+    """Valid: 200000 small int32 values packed as varints take ~1 byte each in the file, 4 in
+    memory; the inline bytes declared exceed the file size, yet every tensor holds its data."""
+    w = helper.make_tensor("w", TensorProto.INT32, [200000], [0, 1] * 100000)
+    shape = helper.make_tensor("s", TensorProto.INT64, [1], [-1])
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["wf"], ["r"], name="sum", keepdims=0),
+             helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    return model(nodes, inits=[w, shape])
+
+
 # ---------------------------------------------------------------- driver
 
 def generate(outdir):
