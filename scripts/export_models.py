@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exports the real-model test set with PyTorch (random weights, fixed seed) into a folder:
-resnet50, mobilenet_v2, efficientnet_b0 (torchvision, dynamic batch), bert_base and minilm
+resnet50, mobilenet_v2, efficientnet_b0 (torchvision, dynamic batch), bert_base, bert_tiny and minilm
 (BERT-style encoders written here: embeddings, multi-head attention, erf GELU, LayerNorm; dynamic
 batch and sequence), bert_base_static (the same at a fixed [1, 128]), gpt2_small_past (a GPT-2-style decoder with past key/value inputs),
 ocr_crnn (a PaddleOCR-style text recognizer: conv blocks with BatchNorm and hardswish, a
@@ -184,6 +184,10 @@ def main():
         ids128 = torch.randint(0, 1000, (1, 128))
         export(Encoder(), (ids128, torch.ones(1, 128, dtype=torch.int64)), os.path.join(a.out, "bert_base_static.onnx"),
                ["input_ids", "attention_mask"], ["last_hidden_state"], None)
+    if want("bert_tiny"):  # the bert_base structure at 2 layers, hidden 64: testdata/models/bert_tiny.onnx
+        torch.manual_seed(0)
+        export(Encoder(vocab=256, hidden=64, layers=2, heads=4, ffn=128, max_pos=64), (ids % 256, mask),
+               os.path.join(a.out, "bert_tiny.onnx"), ["input_ids", "attention_mask"], ["last_hidden_state"], dyn)
     if want("minilm"):
         export(Encoder(hidden=384, layers=6, heads=12, ffn=1536), (ids, mask), os.path.join(a.out, "minilm.onnx"),
                ["input_ids", "attention_mask"], ["last_hidden_state"], dyn)
