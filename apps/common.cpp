@@ -103,6 +103,19 @@ void requireKnownOpsets(const Model& model, bool allowNewer) {
   fail(ErrorKind::Unsupported, "{}: {} (--allow-newer-opset goes on anyway)", name, newer);
 }
 
+void requireValidModel(const Model& model, std::string_view command) {
+  if (!newerOpsetThanKnown(model).empty()) return;  // --allow-newer-opset: schemas are guesses
+  std::vector<Diagnostic> found = checkModel(model);
+  size_t errors = 0;
+  const Diagnostic* first = nullptr;
+  for (const Diagnostic& d : found)
+    if (d.severity == Diagnostic::Severity::Error && errors++ == 0) first = &d;
+  if (!first) return;
+  fail(ErrorKind::InvalidInput, "{}{}; {} writes only valid models (onnxtool check lists {})", first->message,
+       errors > 1 ? fmt::format(" (and {} more error{})", errors - 1, errors > 2 ? "s" : "") : "", command,
+       errors > 1 ? "them all" : "it");
+}
+
 ModelInputOptions modelInputOptions(const InputOptions& o) {
   ModelInputOptions m;
   m.files = o.inputs;

@@ -55,6 +55,12 @@ CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest);
 /// naming the domain and version (exit 3), or a warning when `allowNewer`.
 void requireKnownOpsets(const Model& model, bool allowNewer);
 
+/// For commands that write a model made from this one (optimize, convert, quantize): throws
+/// Error(InvalidInput) (exit 2) with the checker's first error when the model is invalid (what
+/// `check` reports as an error, not warnings), so no invalid model is written from it. Skipped
+/// for a model importing opsets newer than this build knows (--allow-newer-opset).
+void requireValidModel(const Model& model, std::string_view command);
+
 /// Where a subcommand that runs a model gets its inputs: -i files, a test-layout folder, random
 /// values (run, optimize --verify; later bench).
 struct InputOptions {

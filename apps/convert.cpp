@@ -134,6 +134,7 @@ int runConvert(const ConvertOptions& o) {
   }
   auto model = loadModel(o.input);
   applyInputShapes(*model, specs);
+  requireValidModel(*model, "convert");
   if (o.dryRun) {
     if (o.opset == 0 && o.domains.empty()) fail(ErrorKind::InvalidInput, "--dry-run needs --opset N (or --domain)");
     OpsetConvertOptions c = parseDomains(o.opset, o.domains);

@@ -176,6 +176,7 @@ int runOptimize(const OptimizeOptions& o) {
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
+  requireValidModel(*model, "optimize");
   Summary before = summarize(*model);
   before.fileSize = model->fileSize;
   // The culprit search of a failed --verify starts again from the input: keep a copy of a model

@@ -223,6 +223,7 @@ int runQuantize(const QuantizeOptions& o) {
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
+  requireValidModel(*model, "quantize");
   auto original = o.evalSets > 0 || !o.evalData.empty() ? loadModel(o.input) : nullptr;
   if (original) applyInputShapes(*original, specs);
 

@@ -300,6 +300,32 @@ def test_docs(c, tmp):
             f"first give-up is none exactly when every value is known: {known} {give}")
 
 
+def test_invalid_input_not_rewritten(c, tmp):
+    """optimize, convert and quantize refuse a model `check` finds invalid (exit 2, the checker's
+    first error, no output file): every model onnxtool writes must pass onnx.checker."""
+    bad = os.path.join(tmp, "bad.onnxtxt")
+    with open(bad, "w") as f:
+        f.write('<ir_version: 8, opset_import: ["" : 17]>\ng (float[2] x) => (float[2] y)\n{\n  y = Add (x, nowhere)\n}\n')
+    r = run(["check", bad])
+    c.check(r.returncode == 1 and "input 'nowhere' is not defined" in r.stdout + r.stderr, f"check finds it: {r.stdout}")
+    for cmd in (["optimize"], ["convert", "--opset", "18"], ["quantize", "--int8", "--dynamic"]):
+        out = os.path.join(tmp, f"{cmd[0]}.onnx")
+        r = run([cmd[0], bad, "-o", out] + cmd[1:])
+        c.check(r.returncode == 2 and "input 'nowhere' is not defined" in r.stderr and
+                f"{cmd[0]} writes only valid models" in r.stderr and r.stderr.count("\n") == 1,
+                f"{cmd[0]} refuses an invalid model: {r.returncode} {r.stderr}")
+        c.check(not os.path.exists(out), f"{cmd[0]} wrote nothing")
+    # Warnings are no reason to refuse: a declared output shape that inference contradicts.
+    warn = os.path.join(tmp, "warn.onnxtxt")
+    with open(warn, "w") as f:
+        f.write('<ir_version: 8, opset_import: ["" : 17]>\ng (float[2, 3] x) => (float[5] y)\n{\n  y = Relu (x)\n}\n')
+    out = os.path.join(tmp, "warn_opt.onnx")
+    r = run(["optimize", warn, "-o", out])
+    c.check(r.returncode == 0 and os.path.exists(out), f"a model with warnings optimizes: {r.stderr}")
+    if os.path.exists(out):
+        onnx.checker.check_model(out, full_check=True)
+
+
 def test_help_lists_flags_everywhere(c, tmp):
     for sub in SUBCOMMANDS:
         r = run([sub, "--help"])
@@ -316,7 +342,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for t in (test_colliding_outputs, test_closed_pipe, test_newer_opset, test_shape, test_random_strings,
                   test_quiet_and_verify_line, test_text_by_content, test_errors_one_line, test_numbers, test_json,
-                  test_missing_external_data, test_docs, test_help_lists_flags_everywhere):
+                  test_missing_external_data, test_docs, test_invalid_input_not_rewritten, test_help_lists_flags_everywhere):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(c, sub)
