@@ -30,30 +30,23 @@ std::vector<float> floatsOf(const Tensor& t) {
   return v;
 }
 
-struct QuantizedWeight {
-  Value* q = nullptr;      ///< int8 [K, N]
-  Value* scale = nullptr;  ///< float [N]
-  Value* zero = nullptr;   ///< int8 [N]
+struct DynamicWeight {
+  Value* q = nullptr;      ///< int8/uint8 [K, N]
+  Value* scale = nullptr;  ///< float [N] (per tensor: scalar)
+  Value* zero = nullptr;   ///< int8/uint8 [N] (per tensor: scalar)
 };
 
-/// Per-column symmetric int8 of a [K, N] matrix (transposed first when `transposed`: [N, K]).
-QuantizedWeight quantizeWeight(Graph& g, const Tensor& w, bool transposed, const std::string& base) {
+/// The weight as a [K, N] matrix (transposed first when `transposed`: [N, K]), quantized per
+/// column N (or per tensor) as the scheme says.
+DynamicWeight quantizeMatrix(Graph& g, const Tensor& w, bool transposed, const std::string& base, const QuantScheme& scheme) {
   std::vector<float> f = floatsOf(w);
   int64_t rows = w.dims[0], cols = w.dims[1];
   int64_t K = transposed ? cols : rows, N = transposed ? rows : cols;
-  auto at = [&](int64_t k, int64_t n) { return transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)]; };
-  std::vector<float> scale(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) {
-    float m = 0;
-    for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(at(k, n)));
-    scale[static_cast<size_t>(n)] = m > 0 && std::isfinite(m) ? m / 127.0f : 1.0f;
-  }
-  std::string q(static_cast<size_t>(K * N), '\0');
+  std::vector<float> kn(f.size());
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      float r = std::nearbyint(at(k, n) / scale[static_cast<size_t>(n)]);
-      q[static_cast<size_t>(k * N + n)] = static_cast<char>(static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)));
-    }
+    for (int64_t n = 0; n < N; ++n)
+      kn[static_cast<size_t>(k * N + n)] = transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)];
+  QuantizedWeight qw = quantizeWeight(Tensor::fromFloats("", {K, N}, kn), 1, scheme, scheme.weightType);
   auto addInit = [&](Tensor t, const std::string& name) {
     t.name = g.uniqueName(name);
     TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
@@ -61,18 +54,10 @@ QuantizedWeight quantizeWeight(Graph& g, const Tensor& w, bool transposed, const
     v->setType(std::move(type));
     return v;
   };
-  Tensor tq;
-  tq.dataType = static_cast<int32_t>(DType::Int8);
-  tq.dims = {K, N};
-  tq.setRaw(Buffer::fromString(std::move(q)));
-  Tensor tz;
-  tz.dataType = static_cast<int32_t>(DType::Int8);
-  tz.dims = {N};
-  tz.setRaw(Buffer::zeros(static_cast<size_t>(N)));
-  QuantizedWeight r;
-  r.q = addInit(std::move(tq), base + "_quantized");
-  r.scale = addInit(Tensor::fromFloats("", {N}, scale), base + "_scale");
-  r.zero = addInit(std::move(tz), base + "_zero_point");
+  DynamicWeight r;
+  r.q = addInit(std::move(qw.q), base + "_quantized");
+  r.scale = addInit(std::move(qw.scale), base + "_scale");
+  r.zero = addInit(std::move(qw.zero), base + "_zero_point");
   return r;
 }
 
@@ -97,11 +82,12 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
          opset);
   Graph& g = *model.graph;
   std::unordered_map<Value*, std::array<Value*, 3>> quantizedInputs;  // x -> (xq, xs, xz)
-  std::unordered_map<std::string, QuantizedWeight> weights;          // weight name + layout -> int8
+  std::unordered_map<std::string, DynamicWeight> weights;            // weight name + layout -> int8
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
   for (Node* n : order) {
-    if (!n->isDomain("") || std::find(o.ops.begin(), o.ops.end(), n->opType) == o.ops.end()) continue;
+    const std::vector<std::string>& ops = o.scheme.opTypes.empty() ? o.ops : o.scheme.opTypes;
+    if (!n->isDomain("") || std::find(ops.begin(), ops.end(), n->opType) == ops.end()) continue;
     bool gemm = n->opType == "Gemm";
     Value* x = n->input(0);
     const Tensor* w = constantWeight(n->input(1));
@@ -109,6 +95,10 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
     };
     if (!x || !n->output(0)) continue;
+    if (std::string why = exclusionReason(*n, o.scheme); !why.empty()) {
+      skip(why);
+      continue;
+    }
     if (!w) {
       skip("the weight is not a constant 2-D float matrix");
       continue;
@@ -138,13 +128,13 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
     std::string key = n->input(1)->name() + (transB ? "^T" : "");
     auto wit = weights.find(key);
     if (wit == weights.end()) {
-      wit = weights.emplace(key, quantizeWeight(g, *w, transB, n->input(1)->name())).first;
+      wit = weights.emplace(key, quantizeMatrix(g, *w, transB, n->input(1)->name(), o.scheme)).first;
       report.weightsQuantized++;
       report.floatWeightBytes += w->raw.size();
       report.int8WeightBytes += static_cast<uint64_t>(w->numElements().value_or(0)) +
-                                5 * static_cast<uint64_t>(transB ? w->dims[0] : w->dims[1]);
+                                5 * static_cast<uint64_t>(o.scheme.perChannel ? (transB ? w->dims[0] : w->dims[1]) : 1);
     }
-    const QuantizedWeight& qw = wit->second;
+    const DynamicWeight& qw = wit->second;
     Node* first = n;
     auto qit = quantizedInputs.find(x);
     if (qit == quantizedInputs.end()) {
