@@ -80,13 +80,17 @@ QuantScheme resolveScheme(const QuantRequest& r) {
     fail(ErrorKind::InvalidInput, "--symmetric-activations needs --static: DynamicQuantizeLinear picks an asymmetric uint8 range at run time");
   s.weightType = r.weightType.value_or(DType::Int8);
   s.activationType = r.activationType.value_or(trt ? DType::Int8 : DType::UInt8);
+  if (r.target == QuantTarget::Ort && r.qoperator && s.activationType == DType::Int8 && s.weightType == DType::UInt8)
+    fail(ErrorKind::InvalidInput, "--target ort: ONNX Runtime's QLinearConv/QLinearMatMul have no int8 x uint8 kernel; "
+         "use --weight-type int8 with --activation-type int8");
   if (r.qoperator && (s.activationType == DType::Int16 || s.activationType == DType::UInt16))
     fail(ErrorKind::InvalidInput, "--format qoperator: QLinearConv/QLinearMatMul are 8-bit; --activation-type {} needs --format qdq", typeName(s.activationType));
   s.symmetricActivations = r.symmetricActivations || trt;
   s.perChannel = r.perChannel.value_or(true);
   s.reduceRange = r.reduceRange;
   s.quantizeBias = !trt;  // TensorRT dequantizes int8 only: a bias stays float and is fused as such
-  s.convWeightsUInt8 = r.dynamic && r.target == QuantTarget::Ort;
+  // ConvInteger weights: uint8 unless int8 was asked for a generic model (ONNX Runtime has no u8s8 ConvInteger).
+  s.convWeightsUInt8 = r.dynamic && (r.target == QuantTarget::Ort || !r.weightType);
   const auto& ops = quantizableOpTypes(r.dynamic);
   for (const std::string& op : r.opTypes)
     if (std::find(ops.begin(), ops.end(), op) == ops.end())

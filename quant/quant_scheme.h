@@ -29,7 +29,8 @@ struct QuantScheme {
   bool perChannel = true;              ///< weights: one scale per output channel, else one scale
   bool reduceRange = false;            ///< weights in 7 bits: int8 [-64, 64], uint8 [0, 127]
   bool quantizeBias = true;            ///< static: constant Conv/Gemm bias to int32 (x scale * w scale)
-  /// Dynamic only: Conv weights as uint8 (ONNX Runtime's ConvInteger is uint8 x uint8 only).
+  /// Dynamic only: Conv weights as uint8 with zero point 128 (ONNX Runtime's ConvInteger is uint8
+  /// x uint8 only): the default, and always for --target ort; int8 only when asked for generic.
   bool convWeightsUInt8 = false;
   std::vector<std::string> opTypes;    ///< ops to quantize; empty: every one the mode supports
   std::vector<std::string> exclude;    ///< node names or op types that stay float
