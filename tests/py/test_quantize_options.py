@@ -154,6 +154,22 @@ def hand_checks(c, tmp):
         opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
         c.check(opset == (21 if "16" in key[0] else 17), f"activations {key}: opset {opset}")
         checked(c, out, f"activations {key}")
+    # dynamic: per-tensor, uint8 and 7-bit weights of MatMulInteger (w1 [K, N] as it is)
+    dyn = [src, "-o", out, "--int8", "--dynamic", "--min-elements", "256", "--eval-sets", "0"]
+    if quantize(dyn + ["--per-tensor", "--reduce-range"], "dynamic per-tensor 7-bit", c):
+        q = inits_of(out)
+        c.check(q["w1_scale"].shape == () and np.isclose(q["w1_scale"], np.abs(w["w1"]).max() / 64, rtol=1e-6)
+                and q["w1_zero_point"].shape == () and np.abs(q["w1_quantized"]).max() == 64,
+                f"dynamic --per-tensor --reduce-range: w1 scale {q['w1_scale']}")
+        checked(c, out, "dynamic per-tensor")
+    if quantize(dyn + ["--weight-type", "uint8"], "dynamic uint8", c):
+        q = inits_of(out)
+        lo, hi = np.minimum(w["w2t"].T.min(axis=0), 0), np.maximum(w["w2t"].T.max(axis=0), 0)
+        s = ((hi - lo) / 255).astype(np.float32)
+        c.check(q["w2t_quantized"].shape == (128, 96) and q["w2t_quantized"].dtype == np.uint8 and np.allclose(q["w2t_scale"], s, rtol=1e-6)
+                and np.array_equal(q["w2t_zero_point"], np.clip(np.round(-lo / s), 0, 255).astype(np.uint8)),
+                "dynamic uint8: the transposed Gemm weight per column, asymmetric")
+        checked(c, out, "dynamic uint8")
     # --op-types and --exclude: what they leave out stays float and is listed
     src2 = os.path.join(tmp, "mlp_ops.onnx")
     onnx.save(mlp(opset=17), src2)
