@@ -57,9 +57,8 @@ std::string integerBytes(DType t, int64_t v) {
 
 }  // namespace
 
-const std::vector<std::string>& quantizableOpTypes(bool dynamic) {
+const std::vector<std::string>& quantizableOpTypes() {
   static const std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
-  (void)dynamic;  // both modes quantize the same ops (dynamic Conv through ConvInteger)
   return ops;
 }
 
@@ -91,7 +90,7 @@ QuantScheme resolveScheme(const QuantRequest& r) {
   s.quantizeBias = !trt;  // TensorRT dequantizes int8 only: a bias stays float and is fused as such
   // ConvInteger weights: uint8 unless int8 was asked for a generic model (ONNX Runtime has no u8s8 ConvInteger).
   s.convWeightsUInt8 = r.dynamic && (r.target == QuantTarget::Ort || !r.weightType);
-  const auto& ops = quantizableOpTypes(r.dynamic);
+  const auto& ops = quantizableOpTypes();
   for (const std::string& op : r.opTypes)
     if (std::find(ops.begin(), ops.end(), op) == ops.end())
       fail(ErrorKind::InvalidInput, "--op-types {}: not an op this mode quantizes (Conv, MatMul, Gemm)", op);

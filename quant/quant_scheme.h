@@ -55,9 +55,9 @@ struct QuantRequest {
 /// quantize.
 QuantScheme resolveScheme(const QuantRequest& request);
 
-/// The op types a mode quantizes (static: Conv, MatMul, Gemm; dynamic: the same, Conv through
+/// The op types --op-types may name: Conv, MatMul, Gemm (static QDQ; dynamic, Conv through
 /// ConvInteger).
-const std::vector<std::string>& quantizableOpTypes(bool dynamic);
+const std::vector<std::string>& quantizableOpTypes();
 
 /// Why the scheme leaves `node` float ("" when it is selected): not in --op-types, or excluded.
 std::string exclusionReason(const Node& node, const QuantScheme& scheme);
