@@ -221,6 +221,8 @@ def ort_sweep(c, tmp):
                    for wt, at, gran, fm, sym in itertools.product(["int8", "uint8"], ["uint8", "int8", "uint16", "int16"],
                                                                   ["--per-channel", "--per-tensor"], ["qdq", "qoperator"],
                                                                   [[], ["--symmetric-activations"]])]
+        combos += [["--static", "--calibration", calib, "--weight-type", wt, "--reduce-range", "--format", fm]
+                   for wt, fm in itertools.product(["int8", "uint8"], ["qdq", "qoperator"])]
         for combo in combos:
             args = [model, "-o", out, "--int8", "--target", "ort", "--eval-sets", "0"] + combo
             r = run(["quantize"] + args)
