@@ -31,7 +31,7 @@ struct SmoothQuantReport {
 };
 
 /// Smooths the main graph in place (see above); `samples` feed the per-channel calibration on the
-/// reference executor. Nodes the scheme leaves float (--op-types, --exclude) and weights with
+/// cpu executor. Nodes the scheme leaves float (--op-types, --exclude) and weights with
 /// fewer than `minElements` elements are left as they are. Throws Error(InvalidInput) when alpha
 /// is outside [0, 1].
 SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::string, RtValue>>& samples, double alpha,

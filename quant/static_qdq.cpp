@@ -155,7 +155,9 @@ void observeValues(const Model& model, const std::vector<std::string>& values,
   }
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < g.outputs().size(); ++i) index.emplace(g.outputs()[i].value->name(), i);
-  auto exec = makeExecutor("ref");
+  // The fast cpu executor (reference kernels wherever it has none): calibration runs the float
+  // model on every sample, the bulk of quantize's time.
+  auto exec = makeExecutor("cpu");
   PrepareOptions po;
   po.seed = 0;
   auto plan = exec->prepare(*copy, po);

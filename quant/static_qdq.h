@@ -29,7 +29,7 @@ std::vector<std::string> activationsToCalibrate(const Model& model);
 std::vector<std::string> activationsToCalibrate(const Model& model, const QuantScheme& scheme);
 
 /// Runs the model (a copy with `values` exposed as graph outputs; the caller's model stays as it
-/// is) on every sample with the reference executor and calls `visit` with each exposed value
+/// is) on every sample with the cpu executor and calls `visit` with each exposed value
 /// that came out as a tensor.
 void observeValues(const Model& model, const std::vector<std::string>& values,
                    const std::vector<std::map<std::string, RtValue>>& samples,
@@ -48,8 +48,9 @@ struct CalibrationMethod {
   double percentile = 99.999;
 };
 
-/// Runs the model (a copy with the activations exposed as outputs) on every sample with the
-/// reference executor and returns each activation's range. `samples` map input names to values.
+/// Runs the model (a copy with the activations exposed as outputs) on every sample with the cpu
+/// executor (reference kernels where it has no fast one) and returns each activation's range.
+/// `samples` map input names to values.
 /// Percentile runs the samples twice (min/max, then the histogram).
 std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
                                                   const std::vector<std::map<std::string, RtValue>>& samples,
