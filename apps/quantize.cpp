@@ -351,10 +351,11 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_flag("--reduce-range", o->reduceRange,
                 "Weights in 7 bits (int8 [-64, 64], uint8 [0, 127]): no int16 overflow in u8s8 kernels without VNNI");
   sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm)")
-      ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("OP,...");
   sub->add_option("--exclude", o->exclude, "Keep float these nodes, by node name or op type (comma-separated, repeatable)")
       ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("NODE_OR_OP");
+      ->type_name("NODE_OR_OP,...");
   sub->add_flag("--keep-io-float", o->keepIoFloat,
                 "Graph inputs and outputs keep their float types (the default, and the only mode: the first "
                 "QuantizeLinear reads the float input, the last DequantizeLinear writes the float output)");
