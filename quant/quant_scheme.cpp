@@ -188,6 +188,7 @@ QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const Quant
   for (size_t i = 0; i < f.size(); ++i) {
     size_t c = channelOf(i);
     double r = std::nearbyint(static_cast<double>(f[i]) / out.scales[c]) + static_cast<double>(zero[c]);
+    if (std::isnan(r)) r = static_cast<double>(zero[c]);  // a NaN weight: no integer holds it, 0 does least harm
     double v = u8 ? std::clamp(r, 0.0, qmax) : std::clamp(r, -qmax, qmax);
     q[i] = static_cast<char>(u8 ? static_cast<uint8_t>(v) : static_cast<uint8_t>(static_cast<int8_t>(v)));
   }

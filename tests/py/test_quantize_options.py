@@ -195,6 +195,19 @@ def hand_checks(c, tmp):
         c.check(("excluded" in skipped) if "--exclude" in args else ("not in --op-types" in skipped), f"{args}: skipped {skipped}")
         c.check(all(i.type.tensor_type.elem_type == TensorProto.FLOAT for i in list(g.input) + list(g.output)),
                 "graph inputs and outputs stay float (--keep-io-float)")
+    # a NaN weight quantizes to the zero point (casting NaN to an integer is undefined behaviour)
+    m = mlp(opset=17)
+    w1 = numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w1[5, 7] = np.nan
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(w1, "w1"))
+    nan_src = os.path.join(tmp, "mlp_nan.onnx")
+    onnx.save(m, nan_src)
+    for mode in (["--dynamic"], ["--static", "--calibration", calib]):
+        if quantize([nan_src, "-o", out, "--int8", "--min-elements", "256", "--eval-sets", "0"] + mode, f"NaN weight {mode[0]}", c):
+            q = inits_of(out)
+            c.check(q["w1_quantized"][5, 7] == 0 and np.isclose(q["w1_scale"][7], np.nanmax(np.abs(w1[:, 7])) / 127, rtol=1e-6),
+                    f"NaN weight {mode[0]}: quantized to 0, the column's scale from the other values")
+            checked(c, out, f"NaN weight {mode[0]}")
     r = run(["quantize", src2, "-o", out, "--int8", "--dynamic", "--exclude", "no_such_node"])
     c.check(r.returncode == 0 and "no_such_node" in r.stderr, f"--exclude of an unknown name warns: {r.stderr}")
 
