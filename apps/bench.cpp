@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -36,6 +37,7 @@ struct BenchOptions {
   std::string executor = "cpu";
   std::string device = "cpu";
   int threads = 0;
+  int graphOpt = 3;
   int warmup = 3;
   std::optional<int64_t> iterations;
   std::optional<double> duration;
@@ -58,10 +60,17 @@ std::string cpuModel() {
   return "unknown";
 }
 
+/// This process's peak resident memory. Linux: VmHWM of /proc/self/status, the high-water mark
+/// of this program's own address space; getrusage's ru_maxrss also carries the peak of the
+/// process that forked us (it survives exec), so a bench started from a large Python process
+/// would report that process's memory. Elsewhere ru_maxrss.
 double peakRssKiB() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr);  // "VmHWM:  1234 kB"
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss);  // KiB on Linux
+  return static_cast<double>(u.ru_maxrss);
 }
 
 /// Nearest-rank percentile of sorted samples: the smallest sample with at least p% of the
@@ -171,6 +180,7 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
   PrepareOptions po;
   po.seed = 0;
   po.threads = threads;
+  po.graphOptLevel = o.graphOpt;
   auto t0 = Clock::now();
   auto plan = exec->prepare(model, po);
   double prepareSec = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -241,6 +251,7 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
            {"device", o.device},
            {"cpu", {{"model", cpuModel()}, {"isa", isa}}},
            {"threads", threads},
+           {"graph_opt", o.graphOpt},
            {"inputs", inputsJson},
            {"load_ms", loadSec * 1e3},
            {"prepare_ms", prepareSec * 1e3},
@@ -298,7 +309,8 @@ Row benchRow(const BenchOptions& o, const Model& model, double loadSec) {
 
   std::string out;
   out += fmt::format("model:       {}\n", o.model);
-  out += fmt::format("executor:    {} (device {})\n", o.executor, o.device);
+  out += fmt::format("executor:    {} (device {}{})\n", o.executor, o.device,
+                     o.executor == "cpu" ? fmt::format(", graph optimization -O{}", o.graphOpt) : "");
   out += fmt::format("cpu:         {} (isa {})\n", cpuModel(), isa);
   out += fmt::format("threads:     {}\n", threads);
   for (const auto& j : inputsJson)
@@ -347,6 +359,10 @@ std::function<int()> addBench(CLI::App& app) {
   sub->add_option("--device", o->device, "Device: cpu (default) or cuda (exits 3: no CUDA executor in this build)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--threads", o->threads, "Intra-op threads (default: the number of cores)")->check(CLI::Range(1, 1024));
+  sub->add_option("--graph-opt", o->graphOpt,
+                  "cpu executor: optimizer preset its plan runs on a copy of the model, with the input shapes fixed "
+                  "(0 none, 1 cleanup, 2 + folding, 3 + fusions; default 3, as onnxtool optimize -O3)")
+      ->check(CLI::Range(0, 3));
   sub->add_option("--warmup", o->warmup, "Untimed runs first (default 3; the first also specialises the plan)")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--iterations", o->iterations, "Timed runs (default: as many as --duration allows)")

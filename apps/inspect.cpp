@@ -18,6 +18,7 @@
 #include "lib/ir.h"
 #include "lib/input_shapes.h"
 #include "lib/shape_inference.h"
+#include "quant/summary.h"
 
 namespace onnxtool::app {
 
@@ -184,6 +185,48 @@ json shapesJson(const ShapesResult& r) {
             {"errors", errors}}}};
 }
 
+json quantizationJson(const QuantizationSummary& q) {
+  auto counts = [](const std::map<std::string, int64_t>& m) {
+    json j = json::object();
+    for (const auto& [k, v] : m) j[k] = v;
+    return j;
+  };
+  auto bytes = [](const std::map<std::string, QuantizationSummary::Bytes>& m) {
+    json j = json::object();
+    for (const auto& [k, v] : m) j[k] = {{"tensors", v.tensors}, {"count", v.elements}, {"bytes", v.bytes}};
+    return j;
+  };
+  return {{"quantized", q.any()},
+          {"quantization_ops", counts(q.quantizationOps)},
+          {"qdq_ops", counts(q.qdqOps)},
+          {"weights_by_dtype", bytes(q.weightsByDtype)},
+          {"quantized_weights_by_dtype", bytes(q.quantizedWeightsByDtype)},
+          {"scales",
+           {{"per_tensor", q.perTensorScales}, {"per_channel", q.perChannelScales}, {"blocked", q.blockedScales},
+            {"runtime", q.runtimeScales}}}};
+}
+
+/// The quantization block of the text summary (only for a model that has quantization ops).
+void printQuantization(const QuantizationSummary& q, const std::function<void(const std::string&)>& line) {
+  auto joined = [](const std::map<std::string, int64_t>& m) {
+    std::string s;
+    for (const auto& [k, v] : m) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", k, v);
+    return s.empty() ? std::string("none") : s;
+  };
+  line("quantization:");
+  line(fmt::format("  ops:               {}", joined(q.quantizationOps)));
+  line(fmt::format("  on dequantized:    {}", joined(q.qdqOps)));
+  std::string w;
+  for (const auto& [k, v] : q.quantizedWeightsByDtype)
+    w += fmt::format("{}{} {} ({} tensors)", w.empty() ? "" : ", ", k, humanBytes(v.bytes), v.tensors);
+  line(fmt::format("  quantized weights: {}", w.empty() ? "none" : w));
+  std::string a;
+  for (const auto& [k, v] : q.weightsByDtype) a += fmt::format("{}{} {}", a.empty() ? "" : ", ", k, humanBytes(v.bytes));
+  line(fmt::format("  all weights:       {}", a.empty() ? "none" : a));
+  line(fmt::format("  scales:            {} per-tensor, {} per-channel, {} blocked, {} computed at run time", q.perTensorScales,
+                   q.perChannelScales, q.blockedScales, q.runtimeScales));
+}
+
 json buildJson(const Model& m, const InspectOptions& o, const std::optional<ShapesResult>& shapes) {
   json j;
   j["schema_version"] = kInspectSchemaVersion;
@@ -226,6 +269,7 @@ json buildJson(const Model& m, const InspectOptions& o, const std::optional<Shap
   for (const auto& f : m.functions)
     fns.push_back({{"domain", f->domain}, {"name", f->name}, {"node_count", f->body->numNodes()}});
   j["functions"] = fns;
+  j["quantization"] = quantizationJson(summarizeQuantization(m));
   if (o.nodes && g) {
     json nodes = json::array();
     for (const auto& n : g->nodes()) {
@@ -319,6 +363,7 @@ void printHuman(const Model& m, const InspectOptions& o, const std::optional<Sha
     line("external data:");
     for (const auto& [loc, v] : ps.external) line(fmt::format("  {} ({} tensors, {})", loc, v.first, humanBytes(v.second)));
   }
+  if (QuantizationSummary q = summarizeQuantization(m); q.any()) printQuantization(q, line);
   if (!m.metadata.empty()) {
     line("metadata:");
     for (const auto& [k, v] : m.metadata) line(fmt::format("  {} = {}", k, v));

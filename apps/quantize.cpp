@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,9 +23,11 @@
 #include "passes/convert_opset.h"
 #include "quant/dynamic.h"
 #include "quant/int4.h"
+#include "quant/float16.h"
 #include "quant/qoperator.h"
 #include "quant/quant_scheme.h"
 #include "quant/smooth_quant.h"
+#include "quant/report.h"
 #include "quant/static_qdq.h"
 
 namespace onnxtool::app {
@@ -52,6 +55,14 @@ struct QuantizeOptions : InputOptions {
   bool symmetricActivations = false, reduceRange = false, keepIoFloat = true, smoothQuant = false;
   double alpha = 0.5;
   std::vector<std::string> opTypes, exclude;
+  // --fp16/--bf16 and the accuracy report (--report, --reference, --eval, --min-cosine).
+  bool fp16 = false, bf16 = false, keepIoTypes = false;
+  std::vector<std::string> opBlockList;
+  bool report = false, reportLayers = false;
+  std::string reference;  // --reference FP32MODEL: MODEL is already quantized, report only
+  std::string evalData;   // --eval DATA: the evaluation samples (calibration's formats)
+  std::optional<double> minCosine;
+  bool evalSetsGiven = false;
 };
 
 DType typeNamed(const std::string& s) {
@@ -65,7 +76,7 @@ DType typeNamed(const std::string& s) {
 QuantScheme schemeOf(const QuantizeOptions& o) {
   bool any = o.perChannel || !o.weightType.empty() || !o.activationType.empty() || o.symmetricActivations ||
              o.reduceRange || !o.opTypes.empty() || !o.exclude.empty() || o.target != "generic" || o.smoothQuant;
-  if (o.int4 && any)
+  if ((o.int4 || o.fp16 || o.bf16) && any)
     fail(ErrorKind::InvalidInput,
          "--per-channel/--per-tensor, --weight-type, --activation-type, --symmetric-activations, --reduce-range, "
          "--op-types, --exclude, --target and --smooth-quant apply to --int8");
@@ -84,11 +95,6 @@ QuantScheme schemeOf(const QuantizeOptions& o) {
   return resolveScheme(r);
 }
 
-struct OutputAccuracy {
-  std::string name;
-  double cosine = 1, maxAbs = 0, maxRef = 0;
-};
-
 /// The evaluation input sets: random ones from the shared generator (the first takes -i files).
 std::vector<std::map<std::string, RtValue>> randomSets(const Model& m, const QuantizeOptions& o) {
   std::vector<std::map<std::string, RtValue>> sets;
@@ -102,42 +108,144 @@ std::vector<std::map<std::string, RtValue>> randomSets(const Model& m, const Qua
   return sets;
 }
 
-/// Cosine similarity and max abs difference of each float output, over the evaluation sets.
-std::vector<OutputAccuracy> compare(const Model& a, const Model& b, const std::vector<std::map<std::string, RtValue>>& sets) {
-  auto ref = makeExecutor("ref");
-  PrepareOptions po;
-  po.seed = 0;
-  auto pa = ref->prepare(a, po);
-  auto pb = ref->prepare(b, po);
-  std::vector<OutputAccuracy> acc;
-  std::vector<double> dot, na, nb;
-  for (const auto& feeds : sets) {
-    auto ya = pa->run(feeds), yb = pb->run(feeds);
-    acc.resize(ya.size());
-    dot.resize(ya.size()), na.resize(ya.size()), nb.resize(ya.size());
-    for (size_t i = 0; i < ya.size(); ++i) {
-      acc[i].name = a.graph->outputs()[i].value->name();
-      if (!ya[i].isTensor() || !yb[i].isTensor()) continue;
-      const Tensor& ta = *ya[i].tensor;
-      const Tensor& tb = *yb[i].tensor;
-      size_t n = static_cast<size_t>(ta.numElements().value_or(0));
-      if (tb.numElements().value_or(-1) != static_cast<int64_t>(n) || ta.dtype() == DType::String) continue;
-      for (size_t k = 0; k < n; ++k) {
-        double x = ta.elementAsDouble(k), y = tb.elementAsDouble(k);
-        dot[i] += x * y, na[i] += x * x, nb[i] += y * y;
-        acc[i].maxAbs = std::max(acc[i].maxAbs, std::fabs(x - y));
-        acc[i].maxRef = std::max(acc[i].maxRef, std::fabs(x));
+/// The evaluation samples of --eval DATA (at most --eval-sets when given), else the random sets.
+std::vector<std::map<std::string, RtValue>> evalSamples(const Model& m, const QuantizeOptions& o) {
+  if (o.evalSetsGiven && o.evalSets == 0) return {};
+  if (!o.evalData.empty()) return readCalibrationData(*m.graph, o.evalData, o.evalSetsGiven ? static_cast<size_t>(o.evalSets) : 0);
+  return randomSets(m, o);
+}
+
+std::string sqnrText(double db) { return std::isinf(db) ? (db > 0 ? "inf" : "-inf") : fmt::format("{:.2f}", db); }
+
+json sqnrJson(double db) { return std::isinf(db) ? json(db > 0 ? "inf" : "-inf") : json(db); }
+
+json errorJson(const TensorError& e) {
+  json j{{"name", e.name}};
+  if (e.kind != "output") j.update({{"tensor", e.candidate}, {"kind", e.kind}, {"op", e.op}, {"order", e.order}});
+  j.update({{"cosine_similarity", e.stats.cosine()},
+            {"max_abs_diff", e.stats.maxAbs},
+            {"mean_abs_diff", e.stats.meanAbs()},
+            {"sqnr_db", sqnrJson(e.stats.sqnrDb())},
+            {"max_abs_reference", e.stats.maxRef},
+            {"elements", e.stats.count},
+            {"non_finite_mismatches", e.stats.nonFinite}});
+  return j;
+}
+
+json reportJson(const AccuracyReport& r, const std::string& source, const QuantizeOptions& o) {
+  json outs = json::array(), layers = json::array();
+  for (const TensorError& e : r.outputs) outs.push_back(errorJson(e));
+  for (const TensorError& e : r.layers) layers.push_back(errorJson(e));
+  json j{{"input_sets", r.samples}, {"source", source}, {"random", source == "random"}, {"outputs", outs}};
+  if (o.reportLayers) j["layers"] = layers;
+  if (o.minCosine) j["min_cosine"] = {{"threshold", *o.minCosine}, {"lowest", r.minCosine()}, {"passed", r.minCosine() >= *o.minCosine}};
+  return j;
+}
+
+/// The --report tables (stdout): per output, then with --report-layers per compared tensor in
+/// execution order, flagging ("<<") each tensor whose SQNR falls 3 dB or more below every one before.
+void printReport(const AccuracyReport& r, const std::string& source, std::FILE* out) {
+  if (r.outputs.empty()) {
+    std::fputs("accuracy: not measured (nothing was quantized, or no evaluation sets)\n", out);
+    return;
+  }
+  std::string s = fmt::format("accuracy on {} {} input set{}:\n", r.samples, source, r.samples == 1 ? "" : "s");
+  size_t w = 6;
+  for (const TensorError& e : r.outputs) w = std::max(w, e.name.size());
+  s += fmt::format("  {:<{}}  {:>10}  {:>10}  {:>10}  {:>8}\n", "output", w, "max abs", "mean abs", "cosine", "SQNR dB");
+  for (const TensorError& e : r.outputs)
+    s += fmt::format("  {:<{}}  {:>10.4g}  {:>10.4g}  {:>10.6f}  {:>8}\n", e.name, w, e.stats.maxAbs, e.stats.meanAbs(),
+                     e.stats.cosine(), sqnrText(e.stats.sqnrDb()));
+  if (!r.layers.empty()) {
+    size_t lw = 6;
+    for (const TensorError& e : r.layers) lw = std::min<size_t>(std::max(lw, e.name.size()), 48);
+    s += fmt::format("layers ({}, in execution order; << marks an activation whose SQNR is 3 dB or more below every one before):\n", r.layers.size());
+    s += fmt::format("  {:>5}  {:<{}}  {:<10}  {:<16}  {:>10}  {:>10}  {:>8}\n", "order", "tensor", lw, "kind", "op", "max abs",
+                     "cosine", "SQNR dB");
+    // Weights have their own scale of error: the marks follow the activations and op outputs.
+    double low = std::numeric_limits<double>::infinity();
+    bool first = true;
+    for (const TensorError& e : r.layers) {
+      double db = e.stats.sqnrDb();
+      bool jump = false;
+      if (e.kind != "weight" && e.stats.count > 0) {
+        jump = !first && db <= low - 3;
+        low = first ? db : std::min(low, db);
+        first = false;
       }
+      s += fmt::format("  {:>5}  {:<{}}  {:<10}  {:<16}  {:>10.4g}  {:>10.6f}  {:>8}{}\n", e.order, e.name, lw, e.kind, e.op,
+                       e.stats.maxAbs, e.stats.cosine(), sqnrText(db), jump ? "  <<" : "");
     }
   }
-  for (size_t i = 0; i < acc.size(); ++i)
-    acc[i].cosine = na[i] > 0 && nb[i] > 0 ? dot[i] / std::sqrt(na[i] * nb[i]) : (na[i] == nb[i] ? 1.0 : 0.0);
-  return acc;
+  std::fputs(s.c_str(), out);
+}
+
+/// --min-cosine: kFinding (after a line on stderr) when an output's cosine similarity is below it.
+int cosineGate(const AccuracyReport& r, const QuantizeOptions& o) {
+  if (!o.minCosine || r.minCosine() >= *o.minCosine) return kOk;
+  for (const TensorError& e : r.outputs)
+    if (e.stats.cosine() < *o.minCosine || e.stats.nonFinite)
+      fmt::print(stderr, "onnxtool: output '{}': cosine similarity {:.6f} is below --min-cosine {}\n", e.name, e.stats.cosine(),
+                 *o.minCosine);
+  return kFinding;
+}
+
+/// `quantize QMODEL --reference FP32MODEL --report`: compares an already quantized model.
+int runReportOnly(const QuantizeOptions& o) {
+  auto specs = parseInputShapes(o.shapes);
+  auto candidate = loadModel(o.input);
+  auto reference = loadModel(o.reference);
+  for (Model* m : {candidate.get(), reference.get()}) {
+    if (!m->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m->path);
+    requireKnownOpsets(*m, o.allowNewerOpset);
+    applyInputShapes(*m, specs);
+  }
+  if (o.evalSets == 0) fail(ErrorKind::InvalidInput, "--eval-sets 0 leaves nothing to report on");
+  auto samples = evalSamples(*reference, o);
+  AccuracyReport r = compareModels(*reference, *candidate, samples, o.reportLayers);
+  std::string source = o.evalData.empty() ? "random" : "evaluation";
+  if (o.json) {
+    json doc{{"schema_version", 1}, {"model", o.input}, {"reference", o.reference}, {"mode", "report"},
+             {"evaluation", reportJson(r, source, o)}};
+    std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+  } else {
+    printReport(r, source, stdout);
+  }
+  return cosineGate(r, o);
+}
+
+/// --fp16/--bf16.
+Float16Report runFloat16(Model& model, const QuantizeOptions& o) {
+  Float16Options fo;
+  fo.target = o.bf16 ? DType::BFloat16 : DType::Float16;
+  fo.keepIoTypes = o.keepIoTypes;
+  fo.opBlockList = o.opBlockList;
+  Float16Report fr = convertToFloat16(model, fo);
+  if (fr.clamped)
+    spdlog::warn("{} weight values beyond the {} range (up to {:.4g}) were clamped to its largest finite value", fr.clamped,
+                 o.bf16 ? "bfloat16" : "float16", fr.largestClamped);
+  if (fr.flushedToZero) spdlog::info("{} tiny weight values became 0 in float16", fr.flushedToZero);
+  for (const std::string& k : fr.kept) spdlog::info("kept float32: {}", k);
+  return fr;
 }
 
 int runQuantize(const QuantizeOptions& o) {
-  if (!o.int8 && !o.int4)
-    fail(ErrorKind::InvalidInput, "choose a quantization: --int8 --dynamic, --int8 --static --calibration DATA or --int4");
+  bool half = o.fp16 || o.bf16;
+  if (!o.int8 && !o.int4 && !half && !o.reference.empty()) return runReportOnly(o);
+  if (!o.reference.empty())
+    fail(ErrorKind::InvalidInput, "--reference FP32MODEL reports on an already quantized MODEL: it takes none of --int8, --int4, --fp16, --bf16");
+  if (o.fp16 && o.bf16) fail(ErrorKind::InvalidInput, "choose one of --fp16 and --bf16");
+  if (half && (o.int8 || o.int4 || o.dynamic || o.isStatic))
+    fail(ErrorKind::InvalidInput, "--{} converts float types: it takes none of --int8, --int4, --dynamic, --static", o.fp16 ? "fp16" : "bf16");
+  if (!half && (o.keepIoTypes || !o.opBlockList.empty()))
+    fail(ErrorKind::InvalidInput, "--keep-io-types and --op-block-list apply to --fp16 and --bf16");
+  if ((o.report || o.reportLayers || o.minCosine) && o.evalSets == 0)
+    fail(ErrorKind::InvalidInput, "--report, --report-layers and --min-cosine need evaluation input sets (--eval-sets 0 given)");
+  if (!o.int8 && !o.int4 && !half)
+    fail(ErrorKind::InvalidInput,
+         "choose a quantization: --int8 --dynamic, --int8 --static --calibration DATA, --int4, --fp16 or --bf16 (or "
+         "--reference FP32MODEL to report on a quantized MODEL)");
+  if (o.output.empty()) fail(ErrorKind::InvalidInput, "-o/--output OUT is required");
   if (o.int4 && (o.int8 || o.dynamic || o.isStatic))
     fail(ErrorKind::InvalidInput, "--int4 is weight-only: it takes none of --int8, --dynamic, --static");
   if (o.int8 && o.dynamic == o.isStatic) fail(ErrorKind::InvalidInput, "--int8 needs exactly one of --dynamic and --static");
@@ -156,7 +264,7 @@ int runQuantize(const QuantizeOptions& o) {
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
-  auto original = o.evalSets > 0 ? loadModel(o.input) : nullptr;
+  auto original = o.evalSets > 0 || !o.evalData.empty() ? loadModel(o.input) : nullptr;
   if (original) applyInputShapes(*original, specs);
   for (const std::string& e : unmatchedExcludes(*model->graph, scheme))
     spdlog::warn("--exclude {}: no node of the main graph has this name or op type", e);
@@ -179,6 +287,7 @@ int runQuantize(const QuantizeOptions& o) {
   std::string mode = "int8-dynamic";
   std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
   int64_t converted = 0, biases = 0;
+  int64_t casts = 0;  // --fp16/--bf16: Casts at the float32 borders
   if (o.isStatic) {
     mode = "int8-static-qdq";
     auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
@@ -220,20 +329,33 @@ int runQuantize(const QuantizeOptions& o) {
     r.skipped = sr.skipped;
     // Evaluated on the calibration samples: the data the model is meant for, where random inputs
     // could fall outside every calibrated range.
-    for (size_t i = 0; i < samples.size() && static_cast<int>(i) < o.evalSets; ++i) evalSets.push_back(samples[i]);
+    if (o.evalData.empty())
+      for (size_t i = 0; i < samples.size() && static_cast<int>(i) < o.evalSets; ++i) evalSets.push_back(samples[i]);
+    else
+      evalSets = evalSamples(*original, o);
+  } else if (half) {
+    mode = o.fp16 ? "fp16" : "bf16";
+    Float16Report fr = runFloat16(*model, o);
+    r.nodesQuantized = fr.nodesConverted;
+    r.weightsQuantized = fr.initializersConverted;
+    r.floatWeightBytes = fr.floatWeightBytes;
+    r.int8WeightBytes = fr.halfWeightBytes;
+    r.skipped = fr.kept;
+    casts = fr.castsInserted;
+    if (original) evalSets = evalSamples(*original, o);
   } else if (o.int4) {
     mode = "int4-weight-only";
     Int4QuantizeOptions qo;
     qo.blockSize = o.blockSize;
     qo.minElements = o.minElements;
     r = quantizeInt4(*model, qo);
-    if (original) evalSets = randomSets(*original, o);
+    if (original) evalSets = evalSamples(*original, o);
   } else {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
     qo.scheme = scheme;
     r = quantizeDynamic(*model, qo);
-    if (original) evalSets = randomSets(*original, o);
+    if (original) evalSets = evalSamples(*original, o);
   }
   for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
   for (const std::string& s : keptQdq) spdlog::info("kept in the QDQ form: {}", s);
@@ -241,14 +363,13 @@ int runQuantize(const QuantizeOptions& o) {
   if (o.smoothQuant)
     spdlog::info("smooth-quant (alpha {}): {} layers, {} scales folded into LayerNormalization, {} Mul nodes", o.alpha,
                  smooth.layers, smooth.folded, smooth.muls);
-  std::vector<OutputAccuracy> acc;
-  if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compare(*original, *model, evalSets);
+  AccuracyReport acc;
+  if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compareModels(*original, *model, evalSets, o.reportLayers);
+  std::string source = !o.evalData.empty() ? "evaluation" : o.isStatic ? "calibration" : "random";
   uint64_t size = saveModel(*model, o.output);
   bool quiet = spdlog::get_level() >= spdlog::level::err;
+  std::FILE* dataOut = o.output == "-" ? stderr : stdout;
   if (o.json) {
-    json outs = json::array();
-    for (const OutputAccuracy& a : acc)
-      outs.push_back({{"name", a.name}, {"cosine_similarity", a.cosine}, {"max_abs_diff", a.maxAbs}, {"max_abs_reference", a.maxRef}});
     json doc{{"schema_version", 1},
              {"model", o.input},
              {"output", o.output},
@@ -270,20 +391,33 @@ int runQuantize(const QuantizeOptions& o) {
                          {"per_channel", scheme.perChannel},
                          {"reduce_range", scheme.reduceRange}}},
              {"smooth_quant", {{"enabled", o.smoothQuant}, {"alpha", o.alpha}, {"layers", smooth.layers},
-                               {"folded_into_layer_norm", smooth.folded}, {"muls", smooth.muls}}},
-             {"evaluation", {{"input_sets", acc.empty() ? 0 : evalSets.size()}, {"random", !o.isStatic}, {"outputs", outs}}}};
-    std::FILE* out = o.output == "-" ? stderr : stdout;
-    std::fputs((doc.dump(2) + "\n").c_str(), out);
-  } else if (!quiet) {
-    fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB {}; {} kept float\n",
-               r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
-               o.int4 ? "int4" : "int8", r.skipped.size());
-    for (const OutputAccuracy& a : acc)
-      fmt::print(stderr, "accuracy of '{}' on {} {} input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g})\n",
-                 a.name, evalSets.size(), o.isStatic ? "calibration" : "random", evalSets.size() == 1 ? "" : "s", a.cosine,
-                 a.maxAbs, a.maxRef);
+                               {"folded_into_layer_norm", smooth.folded}, {"muls", smooth.muls}}}};
+    if (half) doc["casts_inserted"] = casts;
+    doc["evaluation"] = reportJson(acc, source, o);
+    std::fputs((doc.dump(2) + "\n").c_str(), dataOut);
+  } else {
+    if (!quiet) {
+      if (half)
+        fmt::print(stderr, "converted {} nodes to {} ({} initializers): {:.1f} MiB of float32 weights -> {:.1f} MiB; {} kept float32, {} Casts\n",
+                   r.nodesQuantized, o.fp16 ? "float16" : "bfloat16", r.weightsQuantized, r.floatWeightBytes / 1048576.0,
+                   r.int8WeightBytes / 1048576.0, r.skipped.size(), casts);
+      else
+        fmt::print(stderr, "quantized {} nodes ({} weights): {:.1f} MiB of float weights -> {:.1f} MiB {}; {} kept float\n",
+                   r.nodesQuantized, r.weightsQuantized, r.floatWeightBytes / 1048576.0, r.int8WeightBytes / 1048576.0,
+                   o.int4 ? "int4" : "int8", r.skipped.size());
+    }
+    if (o.report || o.reportLayers) {
+      printReport(acc, source, dataOut);
+    } else if (!quiet) {
+      for (const TensorError& a : acc.outputs)
+        fmt::print(stderr,
+                   "accuracy of '{}' on {} {} input set{}: cosine similarity {:.6f}, max abs diff {:.3g} (outputs up to {:.3g}), "
+                   "mean abs diff {:.3g}, SQNR {} dB\n",
+                   a.name, evalSets.size(), source, evalSets.size() == 1 ? "" : "s", a.stats.cosine(), a.stats.maxAbs,
+                   a.stats.maxRef, a.stats.meanAbs(), sqnrText(a.stats.sqnrDb()));
+    }
   }
-  return kOk;
+  return cosineGate(acc, o);
 }
 
 }  // namespace
@@ -292,7 +426,7 @@ std::function<int()> addQuantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand("quantize", "Shrink a model with int8 weights (standard ONNX ops) and report the accuracy cost");
   sub->add_option("MODEL", o->input, "Input model (.onnx, - for stdin)")->required();
-  sub->add_option("-o,--output", o->output, "Output model (- for stdout)")->required();
+  sub->add_option("-o,--output", o->output, "Output model (- for stdout); required unless --reference");
   sub->add_flag("--int8", o->int8, "Quantize to int8");
   sub->add_flag("--int4", o->int4,
                 "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size values along "
@@ -368,8 +502,37 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "s_j = max|X_j|^alpha / max|W_j|^(1-alpha), folded into LayerNormalization or an explicit Mul)");
   sub->add_option("--alpha", o->alpha, "With --smooth-quant: the migration strength in [0, 1] (default 0.5)")
       ->check(CLI::Range(0.0, 1.0));
-  sub->footer("Exit codes: 0 success, 2 invalid input or usage error, 3 unsupported (opset below 11 or newer than this build).");
-  return [o] { return runQuantize(*o); };
+  // --fp16/--bf16 and the accuracy report.
+  sub->add_flag("--fp16", o->fp16,
+                "Convert float32 weights and computation to float16 where the op's schema allows it; the rest (Resize "
+                "scales/roi, Range, shape computations, If/Loop/Scan with their bodies, --op-block-list) stays float32 "
+                "with Casts at the borders; weights beyond +-65504 are clamped with a warning");
+  sub->add_flag("--bf16", o->bf16, "Like --fp16, with bfloat16 (opset 13+; schemas allowing bfloat16)");
+  sub->add_flag("--keep-io-types", o->keepIoTypes, "With --fp16/--bf16: graph inputs and outputs stay float32");
+  sub->add_option("--op-block-list", o->opBlockList, "With --fp16/--bf16: op types that stay float32 (OP,OP,...)")
+      ->delimiter(',')->type_name("OP,...");
+  sub->add_flag("--report", o->report,
+                "Print the accuracy report on stdout (stderr with -o -): per output max and mean abs error, cosine "
+                "similarity and SQNR (dB) against the float model, on the evaluation sets");
+  sub->add_flag("--report-layers", o->reportLayers,
+                "Add to --report the same per quantized tensor (each DequantizeLinear output against the float tensor it "
+                "replaces, and the outputs of the ops reading them or rewritten), in execution order");
+  sub->add_option("--reference", o->reference,
+                  "MODEL is already quantized (or float16): compare it with this float model and report, writing nothing")
+      ->type_name("FP32MODEL");
+  sub->add_option("--eval", o->evalData,
+                  "Evaluation samples in the --calibration formats (at most --eval-sets when given, else all) instead "
+                  "of random or calibration inputs")
+      ->type_name("DATA");
+  sub->add_option("--min-cosine", o->minCosine, "Exit 1 when an output's cosine similarity to the float model is below X")
+      ->type_name("X")->check(CLI::Range(-1.0, 1.0));
+  CLI::Option* evalSetsOpt = sub->get_option("--eval-sets");
+  sub->footer("Exit codes: 0 success, 1 an output's cosine similarity below --min-cosine (the model is written), 2 invalid "
+              "input or usage error, 3 unsupported (opset below 11 or newer than this build).");
+  return [o, evalSetsOpt] {
+    o->evalSetsGiven = evalSetsOpt->count() > 0;
+    return runQuantize(*o);
+  };
 }
 
 }  // namespace onnxtool::app

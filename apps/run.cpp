@@ -37,6 +37,7 @@ struct RunOptions : InputOptions {
   std::string compareDir;
   double rtol = 1e-4, atol = 1e-5;
   std::string executor = "cpu";
+  int graphOpt = 3;
   bool json = false;
 };
 
@@ -135,6 +136,7 @@ int runRun(const RunOptions& o) {
            e->type().str());
   PrepareOptions po;
   po.seed = o.seed;
+  po.graphOptLevel = o.graphOpt;
   auto plan = exec->prepare(*model, po);
   std::vector<RtValue> outs;
   if (spdlog::should_log(spdlog::level::info)) {  // -v: say which nodes fell back to reference kernels
@@ -232,6 +234,10 @@ std::function<int()> addRun(CLI::App& app) {
   for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
   sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default cpu: fast kernels, reference kernels for the rest; ref: the reference kernels only)")
       ->check(CLI::IsMember(executorNames()));
+  sub->add_option("--graph-opt", o->graphOpt,
+                  "cpu executor: optimizer preset its plan runs on a copy of the model, with the input shapes fixed "
+                  "(0 none, 1 cleanup, 2 + folding, 3 + fusions; default 3, as onnxtool optimize -O3); the model file is not touched")
+      ->check(CLI::Range(0, 3));
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document with output summaries and comparison results");
   sub->footer("Exit codes: 0 success, 1 outputs differ (--compare), 2 invalid input or usage error, 3 unsupported op.");

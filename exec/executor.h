@@ -19,6 +19,11 @@ struct PrepareOptions {
   std::optional<uint64_t> seed;
   /// Intra-op threads for executors that use them (`cpu`); 0 means the number of cores.
   int threads = 0;
+  /// `cpu`: the optimizer preset (passes/pass_manager.h presetPipeline: 0 none, 1 cleanup,
+  /// 2 + folding, 3 + fusions) each plan specialisation runs on its own clone of the model, with
+  /// the concrete input shapes fixed, before choosing kernels (as ONNX Runtime optimises at
+  /// session creation); the caller's model is never touched. `ref` runs the graph as written.
+  int graphOptLevel = 3;
 };
 
 /// What ran for one node of the main graph in one run, for `bench --profile` and `run -v`.

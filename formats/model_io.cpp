@@ -15,6 +15,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -25,6 +26,8 @@
 #include "formats/proto_convert.h"
 #include "formats/wire_splice.h"
 #include "lib/error.h"
+#include "lib/limits.h"
+#include "lib/tensor_check.h"
 
 namespace onnxtool {
 
@@ -126,6 +129,92 @@ class ExternalResolver {
   }
 };
 
+/// A string field holding a name (64 KiB limit) rather than free text (64 MiB).
+bool isNameField(const std::string& field) {
+  static const std::set<std::string> names = {"name",   "op_type",   "domain",      "input",    "output",
+                                              "key",    "dim_param", "ref_attr_name", "overload", "tensor_name",
+                                              "attribute"};
+  return names.count(field) > 0;
+}
+
+/// Refuses a name over limits::kMaxNameBytes or another string over limits::kMaxStringBytes
+/// anywhere in the parsed message (raw_data aside: tensor bytes have their own limit), naming the
+/// field by its path ("graph.node[3].attribute[0].s").
+class StringLimits {
+ public:
+  explicit StringLimits(const std::string& file) : file_(file) {}
+
+  void check(const google::protobuf::Message& m) {
+    namespace gp = google::protobuf;
+    const gp::Reflection* r = m.GetReflection();
+    std::vector<const gp::FieldDescriptor*> fields;
+    r->ListFields(m, &fields);
+    for (const gp::FieldDescriptor* fd : fields) {
+      if (fd->type() == gp::FieldDescriptor::TYPE_MESSAGE) {
+        if (fd->is_repeated()) {
+          for (int i = 0; i < r->FieldSize(m, fd); ++i) {
+            path_.push_back({fd->name(), i});
+            check(r->GetRepeatedMessage(m, fd, i));
+            path_.pop_back();
+          }
+        } else {
+          path_.push_back({fd->name(), -1});
+          check(r->GetMessage(m, fd));
+          path_.pop_back();
+        }
+      } else if (fd->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING && fd->name() != "raw_data") {
+        std::string scratch;
+        if (fd->is_repeated()) {
+          for (int i = 0; i < r->FieldSize(m, fd); ++i)
+            one(fd->name(), i, r->GetRepeatedStringReference(m, fd, i, &scratch).size());
+        } else {
+          one(fd->name(), -1, r->GetStringReference(m, fd, &scratch).size());
+        }
+      }
+    }
+  }
+
+ private:
+  void one(const std::string& field, int index, size_t bytes) {
+    bool name = isNameField(field);
+    uint64_t limit = name ? limits::kMaxNameBytes : limits::kMaxStringBytes;
+    if (bytes <= limit) return;
+    std::string where;
+    for (const auto& [f, i] : path_) where += (where.empty() ? "" : ".") + f + (i >= 0 ? fmt::format("[{}]", i) : "");
+    where += (where.empty() ? "" : ".") + field + (index >= 0 ? fmt::format("[{}]", index) : "");
+    fail(ErrorKind::InvalidInput, "{}: {} is {} bytes long, expected at most {} (onnxtool's limit for {})", file_, where,
+         bytes, name ? "64 KiB" : "64 MiB", name ? "names" : "strings");
+  }
+
+  static_assert(limits::kMaxNameBytes == uint64_t{64} << 10 && limits::kMaxStringBytes == uint64_t{64} << 20,
+                "update the limits in StringLimits' message");
+  const std::string& file_;
+  std::vector<std::pair<std::string, int>> path_;
+};
+
+/// Refuses a model whose inline initializers declare more bytes than the whole file holds: a
+/// corrupt or malicious file, named by its first tensor that cannot hold what its dims declare.
+void checkInlineBytes(const Model& m, uint64_t fileSize, const std::string& file) {
+  if (!m.graph) return;
+  uint64_t total = 0;
+  const Tensor* first = nullptr;
+  for (Value* v : m.graph->initializers()) {
+    const Tensor& t = *v->initializer();
+    if (t.storage == Tensor::Storage::External || t.dtype() == DType::String) continue;
+    auto bytes = t.expectedBytes();
+    if (bytes && *bytes <= limits::kMaxTensorBytes) {
+      if (*bytes > t.raw.size() && !first) first = &t;
+      if (total <= fileSize) total += *bytes;  // stops once over: no overflow (each is at most 1 TiB)
+    }
+  }
+  if (total > fileSize && first)
+    fail(ErrorKind::InvalidInput,
+         "{}: inline initializers declare at least {} bytes but the file holds {} (initializer '{}': dims {} of {} need {} "
+         "bytes, the file gives {}), a truncated or corrupt model",
+         file, total, fileSize, first->name, tensor_check::dimsStr(first->dims), dtypeName(first->dtype()),
+         *first->expectedBytes(), first->raw.size());
+}
+
 /// Parses the model in [data, data+size); `owner` keeps those bytes alive, and initializers
 /// borrow their raw_data from them (zero copy) when it is set.
 std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
@@ -135,6 +224,8 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
   if (size == 0) fail(ErrorKind::InvalidInput, "{}: empty file, expected an ONNX model", displayName);
   if (size > kProtoLimit)
     fail(ErrorKind::InvalidInput, "{}: {} bytes is over protobuf's 2 GiB message limit, not a valid ONNX model", displayName, size);
+  if (auto problem = wire::checkNodeLimits(data, size, limits::kMaxNodes, limits::kMaxSubgraphDepth))
+    fail(ErrorKind::InvalidInput, "{}: {}", displayName, *problem);
   std::optional<wire::Spliced> spliced;
   if (owner) spliced = wire::spliceInitializerData(data, size, kMinBorrowBytes);
   const uint8_t* parseData = spliced ? reinterpret_cast<const uint8_t*>(spliced->message.data()) : data;
@@ -142,11 +233,13 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
   pb::ModelProto p;
   google::protobuf::io::CodedInputStream in(parseData, static_cast<int>(parseSize));
   in.SetTotalBytesLimit(INT_MAX);
-  in.SetRecursionLimit(200);
+  // Subgraphs take 3 message levels each (graph, node, attribute); types nest besides.
+  in.SetRecursionLimit(3 * limits::kMaxSubgraphDepth + 100);
   if (!p.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail(ErrorKind::InvalidInput, "{}: not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)", displayName);
   if (!p.has_graph() && !p.has_ir_version() && p.opset_import_size() == 0 && p.functions_size() == 0)
     fail(ErrorKind::InvalidInput, "{}: not an ONNX model: no ir_version, opset_import or graph", displayName);
+  StringLimits(displayName).check(p);
   auto model = std::make_unique<Model>();
   model->path = displayName;
   model->baseDir = baseDir;
@@ -165,6 +258,7 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
   if (options.loadExternalData) ctx.bindExternal = [&](Tensor& t, const std::string& where) { resolver.bind(t, where); };
   protoconv::fromProto(p, *model, ctx);
   resolver.finish();
+  checkInlineBytes(*model, size, displayName);
   return model;
 }
 

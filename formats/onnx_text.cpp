@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "lib/error.h"
+#include "lib/limits.h"
 
 namespace onnxtool {
 
@@ -557,7 +558,7 @@ struct Token {
   bool is(char c) const { return kind == Tok::Punct && text[0] == c; }
 };
 
-constexpr int kMaxDepth = 128;  // above what protobuf's recursion limit lets a binary model hold
+constexpr int kMaxDepth = limits::kMaxTextNestingDepth;
 
 class Parser {
  public:

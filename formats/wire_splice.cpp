@@ -1,6 +1,8 @@
 // wire_splice.cpp: a minimal protobuf wire-format walker for ModelProto.graph.initializer.raw_data.
 #include "formats/wire_splice.h"
 
+#include <algorithm>
+
 namespace onnxtool::wire {
 
 namespace {
@@ -76,7 +78,105 @@ void appendVarint(std::string& out, uint64_t v) {
 
 void appendTag(std::string& out, uint32_t number) { appendVarint(out, static_cast<uint64_t>(number) << 3 | 2); }
 
+// Field numbers of onnx.proto walked by checkNodeLimits.
+constexpr uint32_t kModelFunctions = 25;
+constexpr uint32_t kModelTrainingInfo = 20;
+constexpr uint32_t kTrainingInitialization = 1;
+constexpr uint32_t kTrainingAlgorithm = 2;
+constexpr uint32_t kGraphNode = 1;
+constexpr uint32_t kFunctionNode = 7;
+constexpr uint32_t kFunctionAttributeProto = 11;
+constexpr uint32_t kNodeName = 3;
+constexpr uint32_t kNodeOpType = 4;
+constexpr uint32_t kNodeAttribute = 5;
+constexpr uint32_t kAttributeGraph = 6;
+constexpr uint32_t kAttributeGraphs = 11;
+
+/// The walk of checkNodeLimits: stops at the first limit exceeded (`problem`) or malformed field.
+class NodeCensus {
+ public:
+  NodeCensus(const uint8_t* data, uint64_t maxNodes, int maxDepth) : data_(data), maxNodes_(maxNodes), maxDepth_(maxDepth) {}
+  std::optional<std::string> problem;
+
+  /// The nodes (field `nodeField`) of a graph or function body [begin, end) at subgraph depth `depth`.
+  bool body(size_t begin, size_t end, uint32_t nodeField, int depth) {
+    return walk(data_, begin, end, [&](const Field& f) {
+      if (f.number != nodeField) return true;
+      return f.wireType == 2 && node(f, depth);
+    });
+  }
+
+  /// Default attribute values of a function (they may hold graphs).
+  bool functionAttributes(size_t begin, size_t end) {
+    return walk(data_, begin, end, [&](const Field& f) {
+      if (f.number != kFunctionAttributeProto) return true;
+      return f.wireType == 2 && attribute(f, "a default attribute value of a function", 0);
+    });
+  }
+
+ private:
+  bool node(const Field& nf, int depth) {
+    if (++nodes_ > maxNodes_) {
+      problem = "model has more than " + std::to_string(maxNodes_) +
+                " nodes (main graph, subgraphs and functions together), refused as too large (onnxtool's limit)";
+      return false;
+    }
+    std::string name, opType;
+    std::vector<Field> attributes;
+    if (!walk(data_, nf.payloadStart, nf.end, [&](const Field& f) {
+          if (f.wireType != 2) return true;
+          if (f.number == kNodeName || f.number == kNodeOpType) {
+            size_t n = std::min<size_t>(f.end - f.payloadStart, 64);
+            (f.number == kNodeName ? name : opType).assign(reinterpret_cast<const char*>(data_ + f.payloadStart), n);
+          } else if (f.number == kNodeAttribute) {
+            attributes.push_back(f);
+          }
+          return true;
+        }))
+      return false;
+    std::string label = "node '" + name + "' (" + opType + ")";
+    for (const Field& a : attributes)
+      if (!attribute(a, label, depth)) return false;
+    return true;
+  }
+
+  bool attribute(const Field& af, const std::string& nodeLabel, int depth) {
+    return walk(data_, af.payloadStart, af.end, [&](const Field& f) {
+      if (f.number != kAttributeGraph && f.number != kAttributeGraphs) return true;
+      if (f.wireType != 2) return false;
+      if (depth + 1 > maxDepth_) {
+        problem = nodeLabel + " nests subgraphs " + std::to_string(depth + 1) + (depth == 0 ? " level" : " levels") +
+                  " deep, expected at most " + std::to_string(maxDepth_) + " (onnxtool's limit)";
+        return false;
+      }
+      return body(f.payloadStart, f.end, kGraphNode, depth + 1);
+    });
+  }
+
+  const uint8_t* data_;
+  uint64_t maxNodes_;
+  int maxDepth_;
+  uint64_t nodes_ = 0;
+};
+
 }  // namespace
+
+std::optional<std::string> checkNodeLimits(const uint8_t* data, size_t size, uint64_t maxNodes, int maxDepth) {
+  NodeCensus census(data, maxNodes, maxDepth);
+  walk(data, 0, size, [&](const Field& f) {
+    if (f.wireType != 2) return true;
+    if (f.number == kModelGraph) return census.body(f.payloadStart, f.end, kGraphNode, 0);
+    if (f.number == kModelFunctions)
+      return census.body(f.payloadStart, f.end, kFunctionNode, 0) && census.functionAttributes(f.payloadStart, f.end);
+    if (f.number == kModelTrainingInfo)
+      return walk(data, f.payloadStart, f.end, [&](const Field& t) {
+        if (t.wireType != 2 || (t.number != kTrainingInitialization && t.number != kTrainingAlgorithm)) return true;
+        return census.body(t.payloadStart, t.end, kGraphNode, 0);
+      });
+    return true;
+  });
+  return census.problem;
+}
 
 std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, size_t minBytes) {
   std::optional<Field> graph;

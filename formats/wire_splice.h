@@ -28,4 +28,11 @@ struct Spliced {
 /// fields): the caller then parses the original bytes, and protobuf reports what is wrong.
 std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, size_t minBytes);
 
+/// Counts the nodes of the serialized ModelProto [data, data+size) (main graph, subgraphs,
+/// model-local functions) and the nesting depth of its subgraphs, on the wire, without parsing.
+/// Returns a phrase saying which limit is exceeded ("model has more than N nodes ...", "node 'x' (Loop)
+/// nests subgraphs N levels deep ..."), or nullopt when both are within limits or the bytes are
+/// not plain wire format (protobuf then reports what is wrong).
+std::optional<std::string> checkNodeLimits(const uint8_t* data, size_t size, uint64_t maxNodes, int maxDepth);
+
 }  // namespace onnxtool::wire

@@ -78,6 +78,12 @@ std::vector<std::string> tensorDataProblems(const Tensor& t) {
         fmt::format("dims {} hold more than 2^63 elements, refused as too large to allocate", dimsStr(t.dims)));
     return out;
   }
+  static_assert(limits::kMaxTensorElements == uint64_t{1} << 40, "update the limit in the message below");
+  if (static_cast<uint64_t>(*n) > limits::kMaxTensorElements) {
+    out.push_back(fmt::format("dims {} declare {} elements, refused as too large to allocate (limit 2^40 elements)",
+                              dimsStr(t.dims), *n));
+    return out;
+  }
   std::string_view typeName = dtypeName(t.dtype());
   if (t.dtype() == DType::String) {
     if (t.storage != Tensor::Storage::External && t.strings.size() != static_cast<uint64_t>(*n))

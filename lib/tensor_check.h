@@ -8,14 +8,15 @@
 #include <vector>
 
 #include "lib/ir.h"
+#include "lib/limits.h"
 
 namespace onnxtool {
 
-/// Tensors declaring more bytes than this are refused as too large to allocate (1 TiB).
-inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+/// Tensors declaring more bytes than this are refused as too large to allocate (lib/limits.h).
+using limits::kMaxTensorBytes;
 
 /// Problems of one tensor's declaration against its data (element type, dims, byte or string
-/// count, the kMaxTensorBytes limit), each a "<what is wrong>, <what was expected>" phrase; empty
+/// count, the limits of lib/limits.h), each a "<what is wrong>, <what was expected>" phrase; empty
 /// when the bytes hold exactly what the dims and type declare. Never allocates in proportion to
 /// the declared dims. Executors call it before trusting a tensor from the model.
 std::vector<std::string> tensorDataProblems(const Tensor& t);

@@ -7,7 +7,8 @@
 // Reshape to [batch*seq, K], Gemm, Reshape back: the Reshapes cost nothing at run time, the
 // layers reading one activation (Q, K and V) share one Reshape after CSE, and fuse-reshapes
 // merges the one back with the Reshape to heads that usually follows. Symbolic leading dims keep
-// the MatMul (the shape back would need Shape/Slice/Concat nodes).
+// the MatMul (the shape back would need Shape/Slice/Concat nodes), and so does an A made by
+// DequantizeLinear (the Reshape would hide a QDQ island from integer MatMul fusions).
 #include <unordered_set>
 
 #include "passes/pass_util.h"
@@ -43,7 +44,9 @@ class FuseMatmulAddPass : public Pass {
             !tc.shape.hasRank || ta.shape.rank() < 2 || tb.shape.rank() != 2 || tc.shape.rank() > 2)
           continue;
         if (ta.shape.rank() > 2) {
-          if (opset < 5) continue;
+          // A QDQ island (DequantizeLinear -> MatMul) stays whole: integer MatMul fusions of
+          // runtimes (ours included) match the DequantizeLinear feeding the MatMul directly.
+          if (opset < 5 || producerOf(mm->input(0), "DequantizeLinear")) continue;
           Outcome r = fuseLinear3d(g, ctx, mm, add, bias);
           if (r == Outcome::Stopped) return changed;
           if (r == Outcome::NotApplicable) continue;

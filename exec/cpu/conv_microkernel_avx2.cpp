@@ -1,5 +1,6 @@
 // conv_microkernel_avx2.cpp: the AVX2+FMA SGEMM micro-kernel of the convolution kernels (see
-// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators. Compiled for AVX2 through
+// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators; 4, 2 and 1 rows for skinny GEMMs
+// (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX2 through
 // __attribute__((target)) only: called when activeIsa() is Avx2.
 #include "exec/cpu/conv_microkernels.h"
 
@@ -79,6 +80,10 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
         v0 = _mm256_add_ps(v0, bv);
         v1 = _mm256_add_ps(v1, bv);
       }
+      if (ep.colBias) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.colBias));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.colBias + 8));
+      }
       if (ep.residual) {
         const float* r = ep.residual + i * ep.ldr;
         v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
@@ -92,6 +97,57 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
     _mm256_storeu_ps(ci, v0);
     _mm256_storeu_ps(ci + 8, v1);
   }
+}
+
+/// Up to four rows (skinny GEMMs): the tile through memory and the scalar epilogue.
+template <int kRows>
+ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                              const TileEpilogue& ep) {
+  __m256 acc[kRows][2];
+  for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
+#pragma GCC unroll 4
+    for (int i = 0; i < kRows; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + k * kRows + i);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  alignas(32) float tile[kRows * kNr];
+  for (int i = 0; i < kRows; ++i) {
+    _mm256_store_ps(tile + i * kNr, acc[i][0]);
+    _mm256_store_ps(tile + i * kNr + 8, acc[i][1]);
+  }
+  storeTileScalar(tile, kNr, c, ldc, m, n, ep);
+}
+
+/// One row (GEMV): four independent accumulator pairs over k (k mod 4), summed at the end, so
+/// that the FMA latency does not bound a loop that streams B.
+ONNXTOOL_AVX2 void kernel1x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                              const TileEpilogue& ep) {
+  __m256 s0[4], s1[4];
+  for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      // B streams from L3 or memory: fetch ~8 KiB ahead (no fault past its end).
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 128 + u) * kNr), _MM_HINT_T0);
+      const __m256 av = _mm256_broadcast_ss(a + k + u);
+      s0[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * kNr), s0[u]);
+      s1[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * kNr + 8), s1[u]);
+    }
+  }
+  for (; k < kc; ++k) {
+    const __m256 av = _mm256_broadcast_ss(a + k);
+    s0[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * kNr), s0[0]);
+    s1[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * kNr + 8), s1[0]);
+  }
+  alignas(32) float tile[kNr];
+  _mm256_store_ps(tile, _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), _mm256_add_ps(s0[2], s0[3])));
+  _mm256_store_ps(tile + 8, _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), _mm256_add_ps(s1[2], s1[3])));
+  storeTileScalar(tile, kNr, c, ldc, m, n, ep);
 }
 
 ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
@@ -168,10 +224,18 @@ ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
 RowOps rowOpsAvx2() { return {gatherStridedScalar, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
+GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {
+  if (mr <= 1) return {1, kNr, kernel1x16, Isa::Avx2};
+  if (mr <= 2) return {2, kNr, kernelMx16<2>, Isa::Avx2};
+  if (mr <= 4) return {4, kNr, kernelMx16<4>, Isa::Avx2};
+  return {kMr, kNr, kernel6x16, Isa::Avx2};
+}
+
 #else
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return gemmMicroKernelPortable(); }
 RowOps rowOpsAvx2() { return rowOpsPortable(); }
+GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) { return gemmMicroKernelRowsPortable(mr); }
 
 #endif
 

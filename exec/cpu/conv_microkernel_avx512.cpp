@@ -1,7 +1,8 @@
 // conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
 // conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators (per k step two loads of B and
-// twelve broadcasts of A), or 8 x 32 where it pads the rows less. Compiled for AVX-512 through __attribute__((target)) only: called
-// when activeIsa() is Avx512.
+// twelve broadcasts of A), or 8 x 32 where it pads the rows less; 4, 2 and 1 rows for skinny
+// GEMMs (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX-512 through
+// __attribute__((target)) only: called when activeIsa() is Avx512.
 #include "exec/cpu/conv_microkernels.h"
 
 #if defined(__x86_64__)
@@ -22,6 +23,43 @@ constexpr int kNr = 32;
 
 #define ONNXTOOL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
+/// Row i of a tile: the accumulators v0 (columns 0..15) and v1 (16..31) through the epilogue
+/// into C (columns past n masked off by k0/k1).
+ONNXTOOL_AVX512 inline void storeRow(float* ci, int i, __m512 v0, __m512 v1, __mmask16 k0, __mmask16 k1, const TileEpilogue& ep) {
+  if (ep.accumulate) {
+    v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, ci));
+    v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, ci + 16));
+  }
+  if (ep.last) {
+    if (ep.bias) {
+      __m512 bv = _mm512_set1_ps(ep.bias[i]);
+      v0 = _mm512_add_ps(v0, bv);
+      v1 = _mm512_add_ps(v1, bv);
+    }
+    if (ep.colBias) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, ep.colBias));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, ep.colBias + 16));
+    }
+    if (ep.residual) {
+      const float* r = ep.residual + i * ep.ldr;
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, r));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, r + 16));
+    }
+    if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+      const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+    }
+  }
+  _mm512_mask_storeu_ps(ci, k0, v0);
+  _mm512_mask_storeu_ps(ci + 16, k1, v1);
+}
+
+ONNXTOOL_AVX512 inline __mmask16 mask0(int n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
+  return n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+}
+
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
@@ -37,36 +75,37 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
   }
-  // Columns n..31 are masked off; rows m..11 are not stored.
-  __mmask16 k0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-  __mmask16 k1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
-  __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
-  for (int i = 0; i < m && i < kMr; ++i) {
-    float* ci = c + i * ldc;
-    __m512 v0 = acc[i][0], v1 = acc[i][1];
-    if (ep.accumulate) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, ci));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, ci + 16));
+  // Columns n..31 are masked off; rows m..kMr-1 are not stored.
+  const __mmask16 k0 = mask0(n), k1 = mask1(n);
+  for (int i = 0; i < m && i < kMr; ++i) storeRow(c + i * ldc, i, acc[i][0], acc[i][1], k0, k1, ep);
+}
+
+/// One row (GEMV): four independent accumulator pairs over k (k mod 4), summed at the end, so
+/// that the FMA latency does not bound a loop that streams B.
+ONNXTOOL_AVX512 void kernel1x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                const TileEpilogue& ep) {
+  __m512 s0[4], s1[4];
+  for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      // B streams from L3 or memory: fetch ~4 KiB ahead (no fault past its end).
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr + 16), _MM_HINT_T0);
+      const __m512 av = _mm512_set1_ps(a[k + u]);
+      s0[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr), s0[u]);
+      s1[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr + 16), s1[u]);
     }
-    if (ep.last) {
-      if (ep.bias) {
-        __m512 bv = _mm512_set1_ps(ep.bias[i]);
-        v0 = _mm512_add_ps(v0, bv);
-        v1 = _mm512_add_ps(v1, bv);
-      }
-      if (ep.residual) {
-        const float* r = ep.residual + i * ep.ldr;
-        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, r));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, r + 16));
-      }
-      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
-        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-        v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-      }
-    }
-    _mm512_mask_storeu_ps(ci, k0, v0);
-    _mm512_mask_storeu_ps(ci + 16, k1, v1);
   }
+  for (; k < kc; ++k) {
+    const __m512 av = _mm512_set1_ps(a[k]);
+    s0[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr), s0[0]);
+    s1[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr + 16), s1[0]);
+  }
+  const __m512 v0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
+  const __m512 v1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
+  if (m > 0) storeRow(c, 0, v0, v1, mask0(n), mask1(n), ep);
 }
 
 ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int64_t sw) {
@@ -146,10 +185,19 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
 }
 RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
+GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
+  if (mr <= 1) return {1, kNr, kernel1x32, Isa::Avx512};
+  if (mr <= 2) return {2, kNr, kernelMx32<2>, Isa::Avx512};
+  if (mr <= 4) return {4, kNr, kernelMx32<4>, Isa::Avx512};
+  if (mr <= 8) return {8, kNr, kernelMx32<8>, Isa::Avx512};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+}
+
 #else
 
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t) { return gemmMicroKernelPortable(); }
 RowOps rowOpsAvx512() { return rowOpsPortable(); }
+GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) { return gemmMicroKernelRowsPortable(mr); }
 
 #endif
 

@@ -1,15 +1,18 @@
 // conv_microkernels.h: the register-blocked SGEMM micro-kernels of the convolution kernels
-// (kernels_conv.cpp), one per ISA path, each in its own source file compiled for that ISA with
-// __attribute__((target)) (never the build machine's -march): conv_microkernel_avx512.cpp,
-// conv_microkernel_avx2.cpp, and the portable one in kernels_conv.cpp.
+// (kernels_conv.cpp) and of the GEMM driver (gemm.h: MatMul, Gemm), one family per ISA path,
+// each in its own source file compiled for that ISA with __attribute__((target)) (never the
+// build machine's -march): conv_microkernel_avx512.cpp, conv_microkernel_avx2.cpp, and the
+// portable one in kernels_conv.cpp.
 //
 // A micro-kernel computes one MR x NR tile of C = A * B over kc steps of the inner dimension:
 //   A: a packed panel of MR rows, k-major (a[k * MR + i]), rows past the matrix are zeros;
 //   B: a packed panel of NR columns, k-major (b[k * NR + j]), columns past the matrix are zeros;
 //   C: row-major with leading dimension ldc; only the first m rows and n columns are written.
 // With `accumulate` the tile adds to what C holds (a later block of k); with `last` the epilogue
-// runs before the store: + bias[i], + residual (same layout as C, leading dimension ldr), then
-// clamping to [lo, hi] (ReLU is [0, +inf], ReLU6 [0, 6]).
+// runs before the store: + bias[i] (per row), + colBias[j] (per column), + residual (same layout
+// as C, leading dimension ldr), then clamping to [lo, hi] (ReLU is [0, +inf], ReLU6 [0, 6]).
+// Every kernel of a family accumulates each element of C over k in the same order (one FMA per
+// k), but for the 1-row GEMV kernels, which interleave four chains over k.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@ struct TileEpilogue {
   bool accumulate = false;
   bool last = true;
   const float* bias = nullptr;      ///< bias of the tile's first row, or nullptr
+  const float* colBias = nullptr;   ///< bias of the tile's first column (per column), or nullptr
   const float* residual = nullptr;  ///< residual at the tile's first element, or nullptr
   int64_t ldr = 0;
   bool clamp = false;
@@ -44,6 +48,12 @@ GemmMicroKernelInfo gemmMicroKernelAvx2();
 GemmMicroKernelInfo gemmMicroKernelPortable();
 /// The micro-kernel of activeIsa() for a matrix of m rows.
 GemmMicroKernelInfo activeGemmMicroKernel(int64_t m = 12);
+/// The kernel of at least `mr` rows (the smallest the path has, up to its largest tile; same NR
+/// as the path's main kernel): 1 (GEMV), 2, 4, then 8/12 (AVX-512) or 6 (AVX2). The portable
+/// path has one 4 x 16 kernel (gemm.cpp).
+GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr);
+GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr);
+GemmMicroKernelInfo gemmMicroKernelRowsPortable(int mr);
 
 struct DepthwiseShape {
   int64_t kh, kw, sh, sw, dh, dw, oh, ow;
@@ -114,6 +124,7 @@ inline void storeTileScalar(const float* tile, int64_t ldt, float* c, int64_t ld
       if (ep.accumulate) v += c[i * ldc + j];
       if (ep.last) {
         if (ep.bias) v += ep.bias[i];
+        if (ep.colBias) v += ep.colBias[j];
         if (ep.residual) v += ep.residual[i * ep.ldr + j];
         if (ep.clamp) {  // max then min, as Clip (min > max gives max); NaN stays NaN
           v = v < ep.lo ? ep.lo : v;

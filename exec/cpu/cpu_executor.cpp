@@ -1,7 +1,9 @@
 // cpu_executor.cpp: the `cpu` executor. prepare() keeps the caller's model untouched; the plan
 // is specialised per set of concrete input shapes (cached), each specialisation holding:
-//   - a deep clone of the model (lib/ir_clone.h, weights shared) typed by shape inference for
-//     those shapes, so every value has a concrete type;
+//   - a deep clone of the model (lib/ir_clone.h, weights shared) with those input shapes fixed,
+//     optimised by the -O<graphOptLevel> preset of passes/ (shape arithmetic folded, Dropout and
+//     no-ops gone, BatchNorm folded, the standard fusions), then typed by shape inference, so
+//     every value has a concrete type;
 //   - one step per node of the main graph: a fast kernel object from the table in
 //     cpu_kernels.cpp (created once, constant inputs at hand for prepacking), or the reference
 //     kernel run through the same step (fallback; control-flow bodies and model-local function
@@ -33,6 +35,7 @@
 #include <deque>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "exec/cpu/cpu_kernel.h"
 #include "exec/cpu/kernels.h"
@@ -42,7 +45,9 @@
 #include "lib/error.h"
 #include "lib/ir_clone.h"
 #include "lib/ops/op_schema.h"
+#include "lib/input_shapes.h"
 #include "lib/shape_inference.h"
+#include "passes/pass_manager.h"
 
 namespace onnxtool {
 
@@ -173,8 +178,10 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
 /// One plan for one set of input shapes. Immutable once built (its arena cache aside).
 class Specialization {
  public:
-  Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads) {
+  Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
+                 int graphOptLevel) {
     model_ = cloneModel(original);
+    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel);
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {
       auto& d = io.inputDims[name];
@@ -217,6 +224,39 @@ class Specialization {
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
                            cpu::ThreadPool* pool, RunProfile* profile) const;
+
+ private:
+  /// Runs the optimizer preset on model_ (the clone) with the given input dims fixed. The graph's
+  /// interface (inputs and outputs, by name and order) must survive; if a pass fails or changes
+  /// it, the plan runs the unoptimised clone instead (the graph as written is always correct).
+  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level) {
+    auto names = [](const std::vector<ValueInfoEntry>& es) {
+      std::vector<std::string> out;
+      for (const auto& e : es) out.push_back(e.value ? e.value->name() : std::string());
+      return out;
+    };
+    try {
+      std::vector<InputShapeSpec> specs;
+      for (const auto& [name, dims] : inputDims) {
+        InputShapeSpec sp;
+        sp.text = name;
+        sp.name = name;
+        for (int64_t d : dims) sp.dims.push_back(std::to_string(d));
+        specs.push_back(std::move(sp));
+      }
+      applyInputShapes(*model_, specs);
+      runPipeline(*model_, presetPipeline(level, false));
+      if (names(model_->graph->inputs()) == names(original.graph->inputs()) &&
+          names(model_->graph->outputs()) == names(original.graph->outputs()))
+        return;
+      spdlog::debug("cpu executor: -O{} changed the model's interface; running the graph as written", level);
+    } catch (const std::exception& e) {
+      spdlog::debug("cpu executor: -O{} failed ({}); running the graph as written", level, e.what());
+    }
+    model_ = cloneModel(original);
+  }
+
+ public:
 
   size_t arenaBytes() const { return arenaBytes_; }
 
@@ -1008,7 +1048,8 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
 
 class CpuPlan : public Plan {
  public:
-  CpuPlan(const Model& m, const PrepareOptions& o) : model_(m), seed_(o.seed), threads_(o.threads) {
+  CpuPlan(const Model& m, const PrepareOptions& o)
+      : model_(m), seed_(o.seed), threads_(o.threads), graphOptLevel_(o.graphOptLevel) {
     if (threads_ > 1) pool_ = std::make_unique<cpu::ThreadPool>(threads_);
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     // Specialise now when every input's shape is static, so prepare time is prepare time.
@@ -1064,7 +1105,7 @@ class CpuPlan : public Plan {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(dims);
     if (it != cache_.end()) return it->second;
-    auto sp = std::make_shared<const Specialization>(model_, dims, threads_);
+    auto sp = std::make_shared<const Specialization>(model_, dims, threads_, graphOptLevel_);
     cache_.emplace(dims, sp);
     return sp;
   }
@@ -1072,6 +1113,7 @@ class CpuPlan : public Plan {
   const Model& model_;
   std::optional<uint64_t> seed_;
   int threads_;
+  int graphOptLevel_;
   std::unique_ptr<cpu::ThreadPool> pool_;  ///< null for one thread: everything inline
   std::atomic<uint64_t> runs_{0};
   std::mutex mutex_;

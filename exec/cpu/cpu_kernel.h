@@ -110,7 +110,7 @@ struct CpuKernelDef {
   int sinceVersion;          ///< first schema version served
   int lastVersion;           ///< last schema version served
   DType dtype;               ///< element type of input 0 this kernel handles
-  std::string_view name;     ///< "cpu.matmul.f32.blas"
+  std::string_view name;     ///< "cpu.matmul.f32"
   OutputReuse reuse;
   /// The kernel for this node, with its constant inputs prepacked; nullptr to decline.
   std::unique_ptr<CpuKernel> (*create)(const CpuNodeInfo& info);

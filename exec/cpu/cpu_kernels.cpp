@@ -13,9 +13,10 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 // Binary elementwise ops before version 7 had their own `broadcast`/`axis` attributes: left to
 // the reference kernels. DType::Undefined on a view means any element type.
 constexpr CpuKernelDef kKernels[] = {
-    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32.blas", OutputReuse::None, createMatMul},
-    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32.blas", OutputReuse::None, createGemm},
+    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul},
+    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm},
     {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
+    {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
     {"", "Mul", 7, kLast, DType::Float, "cpu.mul.f32", OutputReuse::InPlace, createMul},
@@ -33,6 +34,8 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "AveragePool", 1, kLast, DType::Float, "cpu.averagepool.f32", OutputReuse::None, createAveragePool},
     {"", "GlobalAveragePool", 1, kLast, DType::Float, "cpu.globalaveragepool.f32", OutputReuse::None,
      createGlobalAveragePool},
+    // Resize-10 (nearest rounding of its own, asymmetric coordinates) is left to the reference kernel.
+    {"", "Resize", 11, kLast, DType::Float, "cpu.resize.f32", OutputReuse::None, createResize},
     // Versions before 9 carry `spatial`/`is_test`: left to the reference kernel.
     {"", "BatchNormalization", 9, kLast, DType::Float, "cpu.batchnorm.f32", OutputReuse::InPlace, createBatchNorm},
     {"", "LRN", 1, kLast, DType::Float, "cpu.lrn.f32", OutputReuse::None, createLrn},

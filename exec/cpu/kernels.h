@@ -1,7 +1,7 @@
 // kernels.h: the create functions of the cpu executor's kernels, for the table in
 // cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
 // kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
-// kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
+// kernels_resize.cpp, kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
 #pragma once
 
 #include <memory>
@@ -20,6 +20,8 @@ std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
 /// the only Conv kernels that apply a fused epilogue.
 std::unique_ptr<CpuKernel> createConvFast(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info);
+/// ConvTranspose with constant weights, group 1, explicit pads (kernels_conv_transpose.cpp).
+std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
@@ -39,6 +41,8 @@ std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMaxPool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info);
+/// Resize over the spatial axes of NCHW, nearest/linear (kernels_resize.cpp).
+std::unique_ptr<CpuKernel> createResize(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLrn(const CpuNodeInfo& info);

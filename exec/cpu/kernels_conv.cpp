@@ -5,8 +5,10 @@
 //     each KC x NC block of it is packed straight from the image into NR-column panels (for a
 //     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
-//     output rows, vectorised over output pixels.
-// Both run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
+//     output rows, vectorised over output pixels;
+//   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
+//     winogradApplies().
+// All run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
 // tensor of the output's shape (Conv + Add/Sum), then Relu or Clip.
 // Work is split over output pixels ([begin, end) ranges: the unit a thread pool hands out).
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
@@ -65,36 +68,6 @@ GemmMicroKernelInfo activeGemmMicroKernel(int64_t m) {
 }
 
 namespace {
-
-/// Calls fn(begin, end, part) on up to `threads` disjoint ranges covering [0, n), each a
-/// multiple of `grain` long (but the last), over the plan's pool (inline without one). `part`
-/// (< threads) picks the caller's slice of a per-thread workspace.
-template <class F>
-void parallelRanges(ThreadPool* pool, int threads, int64_t n, int64_t grain, F&& fn) {
-  const int64_t units = (n + grain - 1) / grain;
-  const int parts = static_cast<int>(std::clamp<int64_t>(units, 1, std::max(threads, 1)));
-  if (parts <= 1 || !pool) {
-    fn(int64_t{0}, n, 0);
-    return;
-  }
-  parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {
-    for (int64_t part = pb; part < pe; ++part)
-      fn(units * part / parts * grain, std::min(n, units * (part + 1) / parts * grain), static_cast<int>(part));
-  });
-}
-
-struct ConvGeometry {
-  int64_t n, c, h, w, m, oh, ow, kh, kw, group, sh, sw, dh, dw, padT, padL;
-};
-
-/// The epilogue fused into a convolution (from CpuNodeInfo::fused).
-struct ConvEpilogue {
-  bool residual = false;  ///< input 3 is added
-  bool clamp = false;
-  float lo = 0, hi = 0;
-};
-
-int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 class PackedConvKernel : public CpuKernel {
  public:
@@ -398,7 +371,11 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
-  } else {
+  } else if (winogradApplies(g)) {
+    k = makeWinogradConv(g, ep, weights.data(), reinterpret_cast<const uint8_t*>(wt.raw.data()),
+                         info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
+  }
+  if (!k) {
     auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(g.m / g.group), suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);

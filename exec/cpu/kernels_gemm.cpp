@@ -1,18 +1,21 @@
-// kernels_gemm.cpp: MatMul, Gemm and Conv (im2col + GEMM; 1x1 stride-1 as plain GEMM) on
-// OpenBLAS's sgemm. OpenBLAS has no public API for prepacked B panels, so a constant B is read
-// in place by every call (sgemm packs it internally); our own packed micro-kernels are to come
-// (issue 11) and will have to beat these numbers.
+// kernels_gemm.cpp: MatMul and Gemm on our packed SGEMM (gemm.h: constant B packed once here,
+// epilogues in the micro-kernel's store), and Conv with weights computed at run time (im2col +
+// GEMM; 1x1 stride-1 as plain GEMM) on OpenBLAS's sgemm, which measured faster than ours on those
+// shapes (small N, a large A packed per call: scripts/gemm-bench's conv rows). Convolutions with
+// constant weights run on kernels_conv.cpp.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
+#include "exec/cpu/gemm.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/vec.h"
@@ -65,74 +68,98 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-/// The GEMM epilogue of fused nodes: a bias along the last axis and an activation.
-struct Epilogue {
-  std::vector<float> bias;  ///< empty: none
+/// The epilogue fused into a GEMM kernel at prepare (fuseBias, fuseActivation).
+struct FusedGemmEpilogue {
+  std::vector<float> bias;  ///< along N; empty: none
   VecUnary act = VecUnary::Count;  ///< Count: none
-  bool any() const { return !bias.empty() || act != VecUnary::Count; }
-  /// Applies itself to rows [0, m) x columns [c0, c1) of a row-major C with leading dim ldc.
-  void apply(const VecKernels& vk, float* c, int64_t m, int64_t ldc, int64_t c0, int64_t c1) const {
-    if (!any()) return;
-    for (int64_t i = 0; i < m; ++i) vk.biasAct(c + i * ldc + c0, bias.empty() ? nullptr : bias.data() + c0, c1 - c0, act);
-  }
-  bool addBias(const float* b, int64_t n, int64_t cols) {
-    if (!bias.empty() || act != VecUnary::Count || n != cols) return false;
-    bias.assign(b, b + n);
-    return true;
-  }
-  bool addAct(VecUnary a) {
-    if (act != VecUnary::Count) return false;
-    act = a;
-    return true;
+  /// Sets `ep`'s clamp (Relu) or post-store activation.
+  void applyAct(GemmEpilogue& ep) const {
+    if (act == VecUnary::Relu) {  // in the micro-kernel's store: max(0, v) keeps NaN and -0 as Relu does
+      ep.clamp = true;
+      ep.lo = 0.f;
+      ep.hi = std::numeric_limits<float>::infinity();
+    } else {
+      ep.act = act;
+    }
   }
 };
 
-/// How a GEMM of `batches` x [m, n] outputs splits over `threads`: whole batches when there
-/// are enough, else column blocks (multiples of 16, so that vector stores stay whole).
-struct GemmSplit {
-  int64_t colBlock = 0, colBlocks = 1, units = 0;
-  GemmSplit(int64_t batches, int64_t m, int64_t n, int64_t k, int threads) {
-    colBlock = n;
-    double work = 2.0 * static_cast<double>(m) * n * k;
-    if (threads > 1 && batches < threads && n >= 32 && work >= 2e5) colBlock = std::max<int64_t>(16, (n / threads + 15) / 16 * 16);
-    colBlocks = colBlock ? (n + colBlock - 1) / colBlock : 1;
-    units = batches * colBlocks;
-  }
-};
+/// Floats of the GEMM's per-thread workspace for `threads` threads, rounded to 64 bytes.
+size_t workspaceFor(const GemmConfig& cfg, const GemmProblem& p, int threads) {
+  return static_cast<size_t>(std::max(threads, 1)) * gemmWorkspaceFloats(cfg, p);
+}
 
-/// MatMul of rank >= 2 operands with numpy batch broadcasting. A 2-D B (a weight) folds the
-/// batch into M: one sgemm over all rows. Work splits over the pool by batch or by column
-/// block (OpenBLAS runs single-threaded inside each), the fused epilogue applied per block.
+/// MatMul of rank >= 2 operands with numpy batch broadcasting, on our packed GEMM (gemm.h). A
+/// 2-D B folds the batch into M (one GEMM over all rows); a constant 2-D B is packed once here.
+/// Batches of a broadcast MatMul (attention's Q*K^T and P*V) split over the pool.
 class MatMulKernel : public CpuKernel {
  public:
-  MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff, int threads)
-      : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)),
-        split_(static_cast<int64_t>(aOff_.size()), m, n, k, threads), vk_(vecKernels()) {}
+  MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff, const float* constB,
+               int threads)
+      : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)), cfg_(gemmConfig(activeIsa(), m)),
+        threads_(std::max(threads, 1)) {
+    if (constB) packed_ = std::make_unique<PackedB>(constB, n, false, k, n, cfg_.mk.nr, cfg_.kcMax);
+  }
+  size_t workspaceBytes() const override { return workspaceFor(cfg_, problem(nullptr, nullptr, nullptr), threads_) * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
-    const float* a = static_cast<const float*>(args.inputs[0]);
-    const float* b = static_cast<const float*>(args.inputs[1]);
-    float* y = static_cast<float*>(args.outputs[0]);
-    parallelFor(args.pool, split_.units, 1, [&](int64_t s, int64_t e) {
-      for (int64_t u = s; u < e; ++u) {
-        size_t bi = static_cast<size_t>(u / split_.colBlocks);
-        int64_t c0 = (u % split_.colBlocks) * split_.colBlock, c1 = std::min(n_, c0 + split_.colBlock);
-        float* yb = y + static_cast<int64_t>(bi) * m_ * n_;
-        sgemm(false, false, m_, c1 - c0, k_, 1.f, a + aOff_[bi], k_, b + bOff_[bi] + c0, n_, 0.f, yb + c0, n_);
-        epilogue_.apply(vk_, yb, m_, n_, c0, c1);
-      }
-    });
+    GemmProblem p = problem(static_cast<const float*>(args.inputs[0]), static_cast<const float*>(args.inputs[1]),
+                            static_cast<float*>(args.outputs[0]));
+    gemm(cfg_, p, args.pool, threads_, static_cast<float*>(args.workspace));
   }
   double flops() const override { return 2.0 * static_cast<double>(aOff_.size()) * m_ * n_ * k_; }
-  bool fuseBias(const float* bias, int64_t n) override { return epilogue_.addBias(bias, n, n_); }
-  bool fuseActivation(VecUnary act) override { return epilogue_.addAct(act); }
+  bool fuseBias(const float* bias, int64_t n) override {
+    if (!fused_.bias.empty() || fused_.act != VecUnary::Count || n != n_) return false;
+    fused_.bias.assign(bias, bias + n);
+    return true;
+  }
+  bool fuseActivation(VecUnary act) override {
+    if (fused_.act != VecUnary::Count) return false;
+    fused_.act = act;
+    return true;
+  }
 
  private:
+  GemmProblem problem(const float* a, const float* b, float* y) const {
+    GemmProblem p;
+    p.m = m_, p.n = n_, p.k = k_;
+    p.a = a, p.lda = k_;
+    p.b = b, p.ldb = n_;
+    p.packedB = packed_.get();
+    p.c = y, p.ldc = n_;
+    p.batches = static_cast<int64_t>(aOff_.size());
+    p.aOffsets = aOff_.data();
+    p.bOffsets = bOff_.data();
+    p.cStride = m_ * n_;
+    p.ep.colBias = fused_.bias.empty() ? nullptr : fused_.bias.data();
+    fused_.applyAct(p.ep);
+    return p;
+  }
+
   int64_t m_, n_, k_;
   std::vector<int64_t> aOff_, bOff_;  // element offsets of each batch's A and B
-  GemmSplit split_;
-  Epilogue epilogue_;
-  const VecKernels& vk_;
+  GemmConfig cfg_;
+  int threads_;
+  std::unique_ptr<PackedB> packed_;
+  FusedGemmEpilogue fused_;
 };
+
+/// Copies a constant float tensor of `n` elements (its bytes may be unaligned).
+std::vector<float> constantFloats(const Tensor* t, int64_t n) {
+  if (!t || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return {};
+  std::vector<float> v(static_cast<size_t>(n));
+  if (n) std::memcpy(v.data(), t->raw.data(), t->raw.size());
+  return v;
+}
+
+/// The floats of a constant tensor of `n` elements, read in place when its bytes are aligned
+/// (the executor views initializers so too), else copied into `copy`; nullptr when `t` is not a
+/// float tensor of n elements or n is 0.
+const float* constantView(const Tensor* t, int64_t n, std::vector<float>& copy) {
+  if (!t || n == 0 || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return nullptr;
+  if (reinterpret_cast<uintptr_t>(t->raw.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(t->raw.data());
+  copy = constantFloats(t, n);
+  return copy.data();
+}
 
 }  // namespace
 
@@ -146,8 +173,15 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   size_t batchRank = y.size() - 2;
   int64_t batches = 1;
   for (size_t i = 0; i < batchRank; ++i) batches *= y[i];
-  if (b.size() == 2)
-    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, info.threads);
+  if (b.size() == 2) {
+    std::vector<float> copy;
+    const float* constB = nullptr;
+    if (info.constants.size() > 1 && info.constants[1]) {
+      constB = constantView(info.constants[1], k * n, copy);
+      if (!constB && k * n > 0) return nullptr;
+    }
+    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, constB, info.threads);
+  }
   // Broadcast batch offsets: walk the output batch index and map it into A's and B's.
   auto offsets = [&](const std::vector<int64_t>& d, int64_t matSize) {
     std::vector<int64_t> out(static_cast<size_t>(batches));
@@ -167,49 +201,130 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
     }
     return out;
   };
-  return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n), info.threads);
+  return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n), nullptr, info.threads);
 }
 
 namespace {
 
+/// Gemm: Y = alpha * op(A) * op(B) + beta * C on our packed GEMM. A constant B is packed once
+/// (either transB layout). C rides the micro-kernel's epilogue: a vector along N (or a scalar)
+/// as a per-column bias, [M, 1] as a per-row bias (both scaled by beta; at prepare when C is a
+/// constant), a full [M, N] as a residual (beta folded in at prepare when constant, or 1), else
+/// Y is first filled with beta * C and the GEMM accumulates onto it.
 class GemmKernel : public CpuKernel {
  public:
-  GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, std::vector<int64_t> cDims, int threads)
-      : ta_(ta), tb_(tb), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)),
-        split_(1, m, n, k, threads), vk_(vecKernels()) {}
+  enum class CMode { None, Col, Row, Full };
+  GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, bool hasC, float beta, std::vector<int64_t> cDims,
+             const float* constB, const Tensor* constC, int threads)
+      : ta_(ta), tb_(tb), hasC_(hasC), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)),
+        cfg_(gemmConfig(activeIsa(), m)), threads_(std::max(threads, 1)) {
+    if (constB) packed_ = std::make_unique<PackedB>(constB, tb ? k : n, tb, k, n, cfg_.mk.nr, cfg_.kcMax);
+    cr_ = cDims_.size() == 2 ? cDims_[0] : 1;
+    cc_ = cDims_.empty() ? 1 : cDims_.back();
+    if (!hasC_) mode_ = CMode::None;
+    else if (cr_ == 1 && (cc_ == n_ || cc_ == 1)) mode_ = CMode::Col;
+    else if (cc_ == 1) mode_ = CMode::Row;
+    else mode_ = CMode::Full;
+    if (hasC_ && constC) {
+      std::vector<float> c = constantFloats(constC, cr_ * cc_);
+      if (!c.empty() || cr_ * cc_ == 0) {
+        constC_ = true;
+        if (mode_ == CMode::Col) {
+          ownCol_.resize(static_cast<size_t>(n_));
+          for (int64_t j = 0; j < n_; ++j) ownCol_[static_cast<size_t>(j)] = beta_ * c[static_cast<size_t>(cc_ == 1 ? 0 : j)];
+        } else if (mode_ == CMode::Row) {
+          ownRow_.resize(static_cast<size_t>(m_));
+          for (int64_t i = 0; i < m_; ++i) ownRow_[static_cast<size_t>(i)] = beta_ * c[static_cast<size_t>(i)];
+        } else {
+          for (float& v : c) v *= beta_;
+          ownFull_ = std::move(c);
+        }
+      }
+    }
+  }
+  size_t workspaceBytes() const override {
+    return (workspaceFor(cfg_, problem(nullptr, nullptr, nullptr, nullptr), threads_) + static_cast<size_t>(m_ + n_)) * sizeof(float);
+  }
   void compute(const CpuComputeArgs& args) const override {
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
     const float* c = args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    parallelFor(args.pool, split_.units, 1, [&](int64_t s, int64_t e) {
-      for (int64_t u = s; u < e; ++u) {
-        int64_t c0 = u * split_.colBlock, c1 = std::min(n_, c0 + split_.colBlock);
-        float beta = 0.f;
-        if (c && beta_ != 0.f) {
-          // C broadcasts to [M, N] from a scalar, [N], [1, N], [M, 1] or [M, N].
-          int64_t cr = cDims_.size() == 2 ? cDims_[0] : 1, cc = cDims_.empty() ? 1 : cDims_.back();
-          for (int64_t i = 0; i < m_; ++i)
-            for (int64_t j = c0; j < c1; ++j) y[i * n_ + j] = beta_ * c[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
-          beta = 1.f;
-        }
-        const float* bb = tb_ ? b + c0 * k_ : b + c0;
-        sgemm(ta_, tb_, m_, c1 - c0, k_, alpha_, a, ta_ ? m_ : k_, bb, tb_ ? k_ : n_, beta, y + c0, n_);
-        epilogue_.apply(vk_, y, m_, n_, c0, c1);
+    float* ws = static_cast<float*>(args.workspace);
+    float* vec = ws + workspaceFor(cfg_, problem(nullptr, nullptr, nullptr, nullptr), threads_);  // m_ + n_ floats
+    GemmProblem p = problem(a, b, y, vec);
+    if (hasC_ && !constC_) {  // C computed at run time: its scaled copy per call
+      if (mode_ == CMode::Col) {
+        for (int64_t j = 0; j < n_; ++j) vec[j] = beta_ * c[cc_ == 1 ? 0 : j] + (fused_.bias.empty() ? 0.f : fused_.bias[static_cast<size_t>(j)]);
+      } else if (mode_ == CMode::Row) {
+        for (int64_t i = 0; i < m_; ++i) vec[n_ + i] = beta_ * c[i];
+      } else if (beta_ == 1.f) {
+        p.ep.residual = c;
+        p.ep.ldr = n_;
+      } else {
+        for (int64_t i = 0; i < m_; ++i)
+          for (int64_t j = 0; j < n_; ++j) y[i * n_ + j] = beta_ * c[i * n_ + j];
+        p.ep.accumulateC = true;
       }
-    });
+    }
+    gemm(cfg_, p, args.pool, threads_, ws);
   }
   double flops() const override { return 2.0 * m_ * n_ * k_; }
-  bool fuseActivation(VecUnary act) override { return epilogue_.addAct(act); }
+  bool fuseBias(const float* bias, int64_t n) override {
+    // Only where C is absent or a constant along N (the bias then adds to it).
+    if (!fused_.bias.empty() || fused_.act != VecUnary::Count || n != n_) return false;
+    if (mode_ == CMode::None) {
+      ownCol_.assign(bias, bias + n);
+    } else if (mode_ == CMode::Col && constC_) {
+      for (int64_t j = 0; j < n; ++j) ownCol_[static_cast<size_t>(j)] += bias[j];
+    } else {
+      return false;
+    }
+    fused_.bias.assign(bias, bias + n);
+    return true;
+  }
+  bool fuseActivation(VecUnary act) override {
+    if (fused_.act != VecUnary::Count) return false;
+    fused_.act = act;
+    return true;
+  }
 
  private:
-  bool ta_, tb_;
+  /// The problem without per-call C handling; `vec` is the per-call vector space (or null).
+  GemmProblem problem(const float* a, const float* b, float* y, float* vec) const {
+    GemmProblem p;
+    p.m = m_, p.n = n_, p.k = k_;
+    p.a = a, p.lda = ta_ ? m_ : k_, p.transA = ta_, p.alpha = alpha_;
+    p.b = b, p.ldb = tb_ ? k_ : n_, p.transB = tb_;
+    p.packedB = packed_.get();
+    p.c = y, p.ldc = n_;
+    if (!ownCol_.empty()) p.ep.colBias = ownCol_.data();
+    if (!ownRow_.empty()) p.ep.rowBias = ownRow_.data();
+    if (!ownFull_.empty()) {
+      p.ep.residual = ownFull_.data();
+      p.ep.ldr = n_;
+    }
+    if (hasC_ && !constC_ && vec) {
+      if (mode_ == CMode::Col) p.ep.colBias = vec;
+      if (mode_ == CMode::Row) p.ep.rowBias = vec + n_;
+    }
+    fused_.applyAct(p.ep);
+    return p;
+  }
+
+ private:
+  bool ta_, tb_, hasC_;
   int64_t m_, n_, k_;
   float alpha_, beta_;
   std::vector<int64_t> cDims_;
-  GemmSplit split_;
-  Epilogue epilogue_;
-  const VecKernels& vk_;
+  GemmConfig cfg_;
+  int threads_;
+  std::unique_ptr<PackedB> packed_;
+  int64_t cr_ = 1, cc_ = 1;
+  CMode mode_ = CMode::None;
+  bool constC_ = false;
+  std::vector<float> ownCol_, ownRow_, ownFull_;
+  FusedGemmEpilogue fused_;
 };
 
 float attrF(const Node& n, const char* name, float def) { return n.attrFloat(name, def); }
@@ -225,15 +340,26 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
   if (a.size() != 2 || b.size() != 2) return nullptr;
   bool ta = n.attrInt("transA", 0) != 0, tb = n.attrInt("transB", 0) != 0;
   int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1], n2 = tb ? b[0] : b[1];
+  if ((tb ? b[1] : b[0]) != k) return nullptr;
   std::vector<int64_t> cDims;
-  if (info.hasInput(2)) {
+  float beta = attrF(n, "beta", 1.f);
+  bool withC = info.hasInput(2) && beta != 0.f;  // beta 0: C is not read (as before)
+  if (withC) {
     cDims = info.in(2).dims;
     if (cDims.size() > 2) return nullptr;
     if (cDims.size() == 2 && !((cDims[0] == 1 || cDims[0] == m) && (cDims[1] == 1 || cDims[1] == n2))) return nullptr;
     if (cDims.size() == 1 && !(cDims[0] == 1 || cDims[0] == n2)) return nullptr;
   }
-  return std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), info.hasInput(2) ? attrF(n, "beta", 1.f) : 0.f,
-                                      cDims, info.threads);
+  std::vector<float> copy;
+  const float* constB = nullptr;
+  if (info.constants.size() > 1 && info.constants[1]) {
+    constB = constantView(info.constants[1], k * n2, copy);
+    if (!constB && k * n2 > 0) return nullptr;
+  }
+  const Tensor* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;
+  auto kernel = std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), withC, beta, cDims,
+                                             constB, constC, info.threads);
+  return kernel;
 }
 
 namespace {

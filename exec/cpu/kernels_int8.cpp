@@ -47,8 +47,8 @@ bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
 /// prepare, a scalar a_zero_point read at run time, a constant b_zero_point (scalar or [N]).
 class MatMulIntegerKernel : public CpuKernel {
  public:
-  MatMulIntegerKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, int threads)
-      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), threads_(threads) {}
+  MatMulIntegerKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)) {}
   size_t workspaceBytes() const override {
     return alignUp(qgemm::packedABytes(b_.path, m_, b_.k)) + static_cast<size_t>(m_) * sizeof(int32_t);
   }
@@ -63,7 +63,7 @@ class MatMulIntegerKernel : public CpuKernel {
     e.rowSumA = rowSum;
     e.c32 = static_cast<int32_t*>(args.outputs[0]);
     e.ldc = b_.n;
-    qgemm::gemm(b_, ws, m_, e, threads_);
+    qgemm::gemm(b_, ws, m_, e, args.pool);
   }
   double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
 
@@ -71,7 +71,6 @@ class MatMulIntegerKernel : public CpuKernel {
   qgemm::PackedB b_;
   int64_t m_;
   std::vector<int32_t> bZero_;
-  int threads_;
 };
 
 /// A quantized MatMul from float x in one step: quantize x into the workspace (dynamically, as
@@ -81,9 +80,9 @@ class QuantMatMulKernel : public CpuKernel {
  public:
   /// Dynamic when `fixedScale` is 0.
   QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
-                    float fixedScale, float fixedZero, int threads, bool relu = false)
+                    float fixedScale, float fixedZero, bool relu = false)
       : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
-        fixedScale_(fixedScale), fixedZero_(fixedZero), threads_(threads), relu_(relu) {
+        fixedScale_(fixedScale), fixedZero_(fixedZero), relu_(relu) {
     if (fixedScale_ != 0)
       for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
   }
@@ -119,7 +118,7 @@ class QuantMatMulKernel : public CpuKernel {
     e.bias = bias_.empty() ? nullptr : bias_.data();
     e.relu = relu_;
     e.ldc = b_.n;
-    qgemm::gemm(b_, ws, m_, e, threads_);
+    qgemm::gemm(b_, ws, m_, e, args.pool);
   }
   double flops() const override { return 2.0 * static_cast<double>(m_) * b_.n * b_.k; }
 
@@ -129,7 +128,6 @@ class QuantMatMulKernel : public CpuKernel {
   std::vector<int32_t> bZero_;
   std::vector<float> wScale_, bias_;
   float fixedScale_, fixedZero_;
-  int threads_;
   bool relu_;
 };
 
@@ -155,9 +153,9 @@ class QdqConvKernel : public CpuKernel {
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, int threads, bool relu, Requantize rq)
+                std::vector<float> bias, float scale, float zero, bool relu, Requantize rq)
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), threads_(threads), relu_(relu), rq_(std::move(rq)) {
+        zero_(zero), relu_(relu), rq_(std::move(rq)) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -223,7 +221,7 @@ class QdqConvKernel : public CpuKernel {
         c.relu = relu_;
         c.y = yi;
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
-        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, threads_, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
         if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
@@ -239,7 +237,7 @@ class QdqConvKernel : public CpuKernel {
       if (rq_.on) {  // [pixels, M] int32, requantized into NCHW
         e.c32 = reinterpret_cast<int32_t*>(cbuf);
         e.ldc = g_.m;
-        qgemm::gemm(b_, a, pix_, e, threads_);
+        qgemm::gemm(b_, a, pix_, e, args.pool);
         requantize(e.c32, 1, g_.m, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
@@ -248,7 +246,7 @@ class QdqConvKernel : public CpuKernel {
       e.bias = bias_.empty() ? nullptr : bias_.data();
       e.relu = relu_;
       e.ldc = g_.m;
-      qgemm::gemm(b_, a, pix_, e, threads_);
+      qgemm::gemm(b_, a, pix_, e, args.pool);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
       constexpr int64_t kBlk = 32;
       for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
@@ -339,7 +337,6 @@ class QdqConvKernel : public CpuKernel {
   std::vector<int32_t> wRowSum_, bZero_;
   std::vector<float> colScale_, bias_;
   float scale_, zero_;
-  int threads_;
   bool relu_;
   Requantize rq_;
   bool direct_ = false;
@@ -439,8 +436,8 @@ class DequantizeLinearKernel : public CpuKernel {
 /// float(float(a_scale * b_scale[n]) / y_scale), y = saturate(nearbyint(acc * multiplier + y_zero)) in double.
 class QLinearMatMulKernel : public CpuKernel {
  public:
-  QLinearMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> bScale, int threads)
-      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), bScale_(std::move(bScale)), threads_(threads) {}
+  QLinearMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> bScale)
+      : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), bScale_(std::move(bScale)) {}
   size_t workspaceBytes() const override {
     return aBytes() + alignUp(static_cast<size_t>(m_) * 4) + alignUp(static_cast<size_t>(m_ * b_.n) * 4) +
            static_cast<size_t>(b_.n) * sizeof(double);
@@ -462,7 +459,7 @@ class QLinearMatMulKernel : public CpuKernel {
     e.rowSumA = rowSum;
     e.c32 = acc;
     e.ldc = b_.n;
-    qgemm::gemm(b_, ws, m_, e, threads_);
+    qgemm::gemm(b_, ws, m_, e, args.pool);
     for (int64_t j = 0; j < b_.n; ++j) {
       float p = sa * bScale_[static_cast<size_t>(j)];
       mult[j] = static_cast<double>(p / sy);
@@ -482,7 +479,6 @@ class QLinearMatMulKernel : public CpuKernel {
   int64_t m_;
   std::vector<int32_t> bZero_;
   std::vector<float> bScale_;
-  int threads_;
 };
 
 template <typename T>
@@ -539,7 +535,7 @@ std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
   if (!bs || bs->dims.size() > 1 || !perColumn<float>(bs, DType::Float, packed.n, bScale)) return nullptr;
   int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
   if (info.out(0).numElements() != m * packed.n) return nullptr;
-  return std::make_unique<QLinearMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(bScale), info.threads);
+  return std::make_unique<QLinearMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(bScale));
 }
 
 std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
@@ -580,7 +576,7 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
     rq.bias.assign(b, b + geo.m);
   }
   return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
-                                         std::vector<float>{}, sx, zx, info.threads, false, std::move(rq));
+                                         std::vector<float>{}, sx, zx, false, std::move(rq));
 }
 
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
@@ -597,7 +593,7 @@ std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info) {
   if (!weightOf(info.constants.at(1), hasBZero ? info.constants.at(3) : nullptr, hasBZero, k, packed, bZero)) return nullptr;
   int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
   if (info.out(0).numElements() != m * packed.n) return nullptr;
-  return std::make_unique<MatMulIntegerKernel>(std::move(packed), m, std::move(bZero), info.threads);
+  return std::make_unique<MatMulIntegerKernel>(std::move(packed), m, std::move(bZero));
 }
 
 namespace {
@@ -685,7 +681,7 @@ bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+                                     const std::function<const Tensor*(const Value*)>& constantOf) {
   if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
   const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
@@ -723,20 +719,20 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.def = &kQdqConvDef;
   bool relu = fuseRelu(g, st, typeOf);
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, threads, relu, QdqConvKernel::Requantize{});
+                                              std::move(bias), sx, zx, relu, QdqConvKernel::Requantize{});
   return st;
 }
 
 /// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
+                    const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
   std::set<const Node*> fusedOps;
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
     const Node* op = nn.get();
     if (isOp(op, "Conv")) {
-      if (auto st = qdqConv(g, op, typeOf, constantOf, threads)) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf)) {
         fusedOps.insert(op);
         steps.push_back(std::move(*st));
       }
@@ -822,7 +818,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     }
     bool relu = fuseRelu(g, st, typeOf);
     st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
-                                                    std::move(wScale), std::move(bias), sx, zx, threads, relu);
+                                                    std::move(wScale), std::move(bias), sx, zx, relu);
     fusedOps.insert(op);
     steps.push_back(std::move(st));
   }
@@ -1067,7 +1063,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
       }
       st.input = x;
       st.kernel = std::make_unique<QuantMatMulKernel>(std::move(packed), m, std::move(bZero), std::move(wScale), std::move(bias),
-                                                      0.0f, 0.0f, threads);
+                                                      0.0f, 0.0f);
       st.def = &kDynamicDef;
       scaleMuls.insert(sm);
       mmis.insert(mmi);
@@ -1082,7 +1078,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     if (!ok) continue;
     for (auto& c : chains) out.push_back(std::move(c));
   }
-  findQdqFusions(g, typeOf, constantOf, threads, out);
+  findQdqFusions(g, typeOf, constantOf, out);
   std::set<const Node*> taken;
   for (const auto& st : out) taken.insert(st.covered.begin(), st.covered.end());
   findWeightOnlyFusions(g, typeOf, constantOf, threads, taken, out);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "exec/cpu/qgemm.h"
 
@@ -165,24 +164,17 @@ void gemmPortable(const PackedB& b, const void* aPacked, int64_t m, const Epilog
   }
 }
 
-void parallelPanels(int64_t panels, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn) {
-  // A thread start costs tens of microseconds: small products stay on one thread.
-  // TODO: the executor's thread pool when it lands (issue 11).
-  int t = static_cast<int>(std::min<int64_t>(threads, panels));
-  if (t <= 1 || work < (int64_t{1} << 20)) {
-    fn(0, panels);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(t - 1));
-  for (int i = 1; i < t; ++i) pool.emplace_back(fn, panels * i / t, panels * (i + 1) / t);
-  fn(0, panels / t);
-  for (auto& th : pool) th.join();
+void parallelPanels(int64_t panels, int64_t work, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn) {
+  // A pool dispatch costs about a microsecond: chunks of ~64K multiply-adds (tens of
+  // microseconds) pay for it.
+  constexpr int64_t kChunkWork = int64_t{1} << 16;
+  int64_t grain = panels > 0 ? std::max<int64_t>(1, panels * kChunkWork / std::max<int64_t>(work, 1)) : 1;
+  parallelFor(pool, panels, grain, [&](int64_t p0, int64_t p1) { fn(p0, p1); });
 }
 
-void gemm(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int threads) {
+void gemm(const PackedB& b, const void* a, int64_t m, const Epilogue& e, ThreadPool* pool) {
   if (m == 0 || b.n == 0) return;
-  parallelPanels(b.panels, m * b.n * b.k, threads, [&](int64_t p0, int64_t p1) {
+  parallelPanels(b.panels, m * b.n * b.k, pool, [&](int64_t p0, int64_t p1) {
     switch (b.path) {
       case Path::Avx512Vnni: gemmAvx512Vnni(b, a, m, e, p0, p1); break;
       case Path::Avx2: gemmAvx2(b, a, m, e, p0, p1); break;

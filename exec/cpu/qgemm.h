@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "exec/cpu/isa.h"
+#include "exec/cpu/thread_pool.h"
 
 namespace onnxtool::cpu::qgemm {
 
@@ -66,8 +67,9 @@ struct Epilogue {
   int64_t ldc = 0;
 };
 
-/// C for m rows of packed A, on `threads` threads (panels of columns split between them).
-void gemm(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int threads);
+/// C for m rows of packed A, on the plan's pool (panels of columns split between its threads;
+/// inline when pool is null).
+void gemm(const PackedB& b, const void* a, int64_t m, const Epilogue& e, ThreadPool* pool);
 
 // Per-path kernels over a range of column panels (kernels_int8_*.cpp).
 void gemmPortable(const PackedB& b, const void* a, int64_t m, const Epilogue& e, int64_t p0, int64_t p1);
@@ -78,9 +80,9 @@ bool minMaxAvx512(const float* x, int64_t n, float& mn, float& mx);
 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum, bool nanToZeroPoint);
 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum, bool nanToZeroPoint);
 
-/// Runs fn(p0, p1) over [0, panels) split between up to `threads` threads (one when `work`, in
-/// multiply-adds, is too small to pay for a thread start).
-void parallelPanels(int64_t panels, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn);
+/// Runs fn(p0, p1) over [0, panels) split between the pool's threads, in chunks of at least
+/// ~64K multiply-adds (`work` is the whole product's); inline when the pool is null or busy.
+void parallelPanels(int64_t panels, int64_t work, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& fn);
 
 /// The direct NCHW convolution of the VNNI path: Y[M, pix] = W[M, kp] x col, col packed in panels
 /// of 32 pixels x 4 k (packColPanelsAvx512 from im2col rows [kp][ldcol], ldcol = panels * 32),

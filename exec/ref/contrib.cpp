@@ -431,11 +431,21 @@ void qembedLayerNorm(KernelContext& ctx) {
 
 // ------------------------------------------------------------------ attention
 
+/// What GroupQueryAttention adds to the softmax: a soft cap on the scaled scores (cap *
+/// tanh(x / cap), before the bias), and an extra logit in the denominator only (smooth_softmax: 0;
+/// head_sink: sink[n], which replaces smooth_softmax's 0).
+struct SoftmaxExtras {
+  double softcap = 0.0;
+  bool extraLogit = false;
+  const std::vector<double>* sink = nullptr;
+};
+
 /// Scaled dot-product attention of q [B, N, S, H] with k [B, N, T, H] and v [B, N, T, Hv];
 /// `bias(b, n, s, t)` is added to the scores before the softmax. Returns [B, S, N * Hv].
 template <typename Bias>
 std::vector<double> attend(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                           int64_t B, int64_t N, int64_t S, int64_t T, int64_t H, int64_t Hv, double scale, Bias bias) {
+                           int64_t B, int64_t N, int64_t S, int64_t T, int64_t H, int64_t Hv, double scale, Bias bias,
+                           const SoftmaxExtras& extras = {}) {
   std::vector<double> out(static_cast<size_t>(B * S * N * Hv)), scores(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t n = 0; n < N; ++n)
@@ -446,10 +456,14 @@ std::vector<double> attend(const std::vector<double>& q, const std::vector<doubl
           const double* kt = k.data() + ((b * N + n) * T + t) * H;
           double d = 0;
           for (int64_t h = 0; h < H; ++h) d += qs[h] * kt[h];
-          scores[static_cast<size_t>(t)] = d * scale + bias(b, n, s, t);
+          d *= scale;
+          if (extras.softcap > 0) d = extras.softcap * std::tanh(d / extras.softcap);
+          scores[static_cast<size_t>(t)] = d + bias(b, n, s, t);
           mx = std::max(mx, scores[static_cast<size_t>(t)]);
         }
-        double total = 0;
+        double extra = extras.sink ? (*extras.sink)[static_cast<size_t>(n)] : 0.0;
+        if (extras.extraLogit) mx = std::max(mx, extra);
+        double total = extras.extraLogit ? std::exp(extra - mx) : 0.0;
         for (double& x : scores) total += (x = std::exp(x - mx));
         double* o = out.data() + ((b * S + s) * N + n) * Hv;
         for (int64_t t = 0; t < T; ++t) {
@@ -494,7 +508,10 @@ struct KeyMask {
   int64_t B = 0, S = 0, T = 0, P = 0;
   bool causal = false;
   double operator()(int64_t b, int64_t, int64_t s, int64_t t) const {
-    if (causal && t > P + s) return filter;
+    // Causal: query s sees the past and keys up to s. ONNX Runtime's CPU kernel masks every query
+    // row but the last, which sees all keys: the same as the plain rule unless the key length
+    // differs from the query's (causal cross attention), where we follow it.
+    if (causal && s + 1 < S && t > P + s) return filter;
     if (!m) return 0.0;
     const std::vector<double>& v = *m;
     if (dims.size() == 1) {
@@ -613,22 +630,59 @@ void qattention(KernelContext& ctx) {
 }
 
 /// MultiHeadAttention with query [B, S, D], key/value [B, L, D] (bias [Dq + Dk + Dv] added) or
-/// [B, N, L, H] (no bias), key_padding_mask, attention_bias, past_key/past_value [B, N, P, H].
+/// [B, N, L, H] (no bias), packed QKV [B, S, N, 3, H] or packed KV [B, L, N, 2, H] (no bias, no
+/// past), key_padding_mask, attention_bias, past_key/past_value [B, N, P, H], causal or not.
 void multiHeadAttention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   int64_t N = ctx.attrInt("num_heads", 0);
   if (N <= 0) ctx.fail("num_heads must be positive");
   const Tensor& qt = ctx.tensor(0);
-  if (qt.dims.size() != 3 || !ctx.hasInput(1) || !ctx.hasInput(2))
-    unsupported(ctx, "only separate query [B, S, D], key and value are supported (no packed QKV/KV)");
-  const Tensor &kt = ctx.tensor(1), &vt = ctx.tensor(2);
-  int64_t B = qt.dims[0], S = qt.dims[1], D = qt.dims[2];
+  bool packedQkv = qt.dims.size() == 5, packedKv = !packedQkv && ctx.hasInput(1) && ctx.tensor(1).dims.size() == 5;
+  if (packedQkv || packedKv) {
+    if (ctx.hasInput(3)) unsupported(ctx, "bias with packed QKV or KV is not supported");
+    if (ctx.hasInput(6) || ctx.hasInput(7)) unsupported(ctx, "past_key/past_value with packed QKV or KV is not supported");
+  }
+  if ((packedQkv && (ctx.hasInput(1) || ctx.hasInput(2))) || (packedKv && ctx.hasInput(2)))
+    ctx.fail("packed QKV [B, S, N, 3, H] takes no key or value input, packed KV [B, L, N, 2, H] no value input");
+  if (!packedQkv && (qt.dims.size() != 3 || !ctx.hasInput(1) || (!packedKv && !ctx.hasInput(2))))
+    ctx.fail("query must be [B, S, D] with key and value, or packed QKV [B, S, N, 3, H]");
+  std::vector<double> qv, kv, vv;
+  std::vector<int64_t> kDims, vDims;  // of the unpacked key and value
+  int64_t B = qt.dims[0], S = qt.dims[1], D = 0;
+  /// x [B, L, N, parts, H] -> part `p` as [B, L, N * H].
+  auto unpack = [&](const Tensor& x, int64_t parts, int64_t p) {
+    if (x.dims.size() != 5 || x.dims[2] != N || x.dims[3] != parts)
+      ctx.fail(fmt::format("packed input must have shape [B, L, {}, {}, H]", N, parts));
+    std::vector<double> all = loadAll(x), out;
+    int64_t rows = x.dims[0] * x.dims[1] * x.dims[2], h = x.dims[4];
+    out.reserve(static_cast<size_t>(rows * h));
+    for (int64_t r = 0; r < rows; ++r) {
+      auto from = all.begin() + static_cast<std::ptrdiff_t>((r * parts + p) * h);
+      out.insert(out.end(), from, from + h);
+    }
+    return out;
+  };
+  if (packedQkv) {
+    D = qt.dims[2] * qt.dims[4];
+    qv = unpack(qt, 3, 0), kv = unpack(qt, 3, 1), vv = unpack(qt, 3, 2);
+    kDims = vDims = {B, S, D};
+  } else {
+    D = qt.dims[2];
+    qv = loadAll(qt);
+    if (packedKv) {
+      const Tensor& kvt = ctx.tensor(1);
+      kv = unpack(kvt, 2, 0), vv = unpack(kvt, 2, 1);
+      kDims = vDims = {kvt.dims[0], kvt.dims[1], kvt.dims[2] * kvt.dims[4]};
+    } else {
+      kv = loadAll(ctx.tensor(1)), vv = loadAll(ctx.tensor(2));
+      kDims = ctx.tensor(1).dims, vDims = ctx.tensor(2).dims;
+    }
+  }
   if (D % N) ctx.fail(fmt::format("query hidden size {} is not a multiple of num_heads {}", D, N));
   int64_t H = D / N;
-  std::vector<double> qv = loadAll(qt), kv = loadAll(kt), vv = loadAll(vt);
-  bool bnsh = kt.dims.size() == 4;
-  int64_t L = bnsh ? kt.dims[2] : kt.dims[1];
-  int64_t Dv = bnsh ? vt.dims[1] * vt.dims[3] : vt.dims.back();
+  bool bnsh = kDims.size() == 4;
+  int64_t L = bnsh ? kDims[2] : kDims[1];
+  int64_t Dv = bnsh ? vDims[1] * vDims[3] : vDims.back();
   if (Dv % N) ctx.fail("value hidden size is not a multiple of num_heads");
   int64_t Hv = Dv / N;
   if (ctx.hasInput(3)) {
@@ -655,9 +709,6 @@ void multiHeadAttention(KernelContext& ctx) {
   int64_t T = P + L;
   const Tensor* mask = ctx.hasInput(4) ? &ctx.tensor(4) : nullptr;
   std::vector<double> maskValues = mask ? loadAll(*mask) : std::vector<double>{};
-  // unidirectional: query s sees the past and keys up to s (ONNX Runtime's mask for key lengths
-  // other than the query's is not what this gives, so those are refused)
-  if (ctx.attrInt("unidirectional", 0) && L != S) unsupported(ctx, "unidirectional with a key length other than the query's is not supported");
   WithAttentionBias bias{keyMask(ctx, mask, B, S, T, P, &maskValues), nullptr, {}};
   std::vector<double> biasValues;
   if (ctx.hasInput(5)) {
@@ -833,13 +884,12 @@ void dynamicQuantizeMatmul(KernelContext& ctx) {
 
 /// MatMulNBits: A [..., K] @ B^T, B [N, K] stored as blocks of `block_size` values of `bits`
 /// bits (low bits first) with a scale per (column, block) and a zero point per (column, block)
-/// (packed like B, or of the scales' type; default 2^(bits-1)).
+/// (packed like B, or of the scales' type; default 2^(bits-1)); g_idx reassigns rows to groups.
 void matmulNBits(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   int64_t K = ctx.attrInt("K", 0), N = ctx.attrInt("N", 0), bits = ctx.attrInt("bits", 4), block = ctx.attrInt("block_size", 0);
   if (bits != 4 && bits != 8 && bits != 2) unsupported(ctx, fmt::format("bits {} is not supported, expected 2, 4 or 8", bits));
   if (K <= 0 || N <= 0 || block < 16 || (block & (block - 1))) ctx.fail("K, N must be positive and block_size a power of 2 >= 16");
-  if (ctx.hasInput(4)) unsupported(ctx, "g_idx is not supported");
   if (ctx.attrInt("accuracy_level", 0) == 4) unsupported(ctx, "accuracy_level 4 (int8 activations) is not supported");
   int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
   const Tensor& bq = ctx.tensor(1);
@@ -851,19 +901,27 @@ void matmulNBits(KernelContext& ctx) {
   const Tensor* zt = ctx.hasInput(3) ? &ctx.tensor(3) : nullptr;
   int64_t perByte = 8 / bits, zpRow = (blocks + perByte - 1) / perByte;
   auto code = [&](const uint8_t* bytes, int64_t i) { return (bytes[i / perByte] >> ((i % perByte) * bits)) & ((1 << bits) - 1); };
+  // g_idx [K] (GPTQ act-order): the group, so the scale and zero point, of each row k; the
+  // codes stay in B's block order. Without it row k is of group k / block_size.
+  std::vector<double> gidx = ctx.hasInput(4) ? loadAll(ctx.tensor(4)) : std::vector<double>{};
+  if (!gidx.empty() && zt && zt->dtype() == DType::UInt8)
+    unsupported(ctx, "g_idx with packed uint8 zero points is not supported (ONNX Runtime's CPU kernel ignores those "
+                     "zero points, the spec applies them)");
+  if (!gidx.empty() && static_cast<int64_t>(gidx.size()) != K) ctx.fail(fmt::format("g_idx must have K = {} elements", K));
+  for (double g : gidx)
+    if (g < 0 || g >= static_cast<double>(blocks)) ctx.fail(fmt::format("g_idx holds group {}, expected 0 to {}", g, blocks - 1));
   Mat w{{K, N}, std::vector<double>(static_cast<size_t>(K * N))};
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t blk = k / block, grp = gidx.empty() ? blk : static_cast<int64_t>(gidx[static_cast<size_t>(k)]);
       double zp = static_cast<double>(1 << (bits - 1));
-      if (zt && zt->dtype() == DType::UInt8) zp = code(data<uint8_t>(*zt) + n * zpRow, blk);
-      else if (zt) zp = loadDouble(*zt, n * blocks + blk);
-      auto scale = static_cast<float>(scales[static_cast<size_t>(n * blocks + blk)]);
-      for (int64_t j = 0; j < block && blk * block + j < K; ++j) {
-        double q = code(pb + (n * blocks + blk) * blob, j);
-        // A float zero point is applied in the dequantized domain.
-        double value = zt && zt->dtype() != DType::UInt8 ? q * scale - zp * scale : (q - zp) * scale;
-        w.v[static_cast<size_t>((blk * block + j) * N + n)] = static_cast<float>(value);
-      }
+      if (zt && zt->dtype() == DType::UInt8) zp = code(data<uint8_t>(*zt) + n * zpRow, grp);
+      else if (zt) zp = loadDouble(*zt, n * blocks + grp);
+      auto scale = static_cast<float>(scales[static_cast<size_t>(n * blocks + grp)]);
+      double q = code(pb + (n * blocks + blk) * blob, k % block);
+      // A float zero point is applied in the dequantized domain.
+      double value = zt && zt->dtype() != DType::UInt8 ? q * scale - zp * scale : (q - zp) * scale;
+      w.v[static_cast<size_t>(k * N + n)] = static_cast<float>(value);
     }
   Mat y = matmul(ctx, matOf(ctx.tensor(0)), w);
   addBiasLastAxis(ctx, y, ctx.hasInput(5) ? &ctx.tensor(5) : nullptr);
@@ -921,20 +979,20 @@ void rotaryEmbedding(KernelContext& ctx) {
   ctx.setOutput(0, storeAll(x.dtype(), x.dims, v));
 }
 
-/// GroupQueryAttention (causal, no KV quantization): query [B, S, N*H] (or packed with key and
+/// GroupQueryAttention (causal, no KV quantization; softcap, smooth_softmax, attention_bias and
+/// head_sink as ONNX Runtime's CPU kernel applies them): query [B, S, N*H] (or packed with key and
 /// value: [B, S, (N + 2*kvN)*H]), key/value [B, S, kvN*H], past_key/past_value [B, kvN, P, H]
 /// holding seqlens_k[b] + 1 - S valid positions (0 for a prompt), query head n reading kv head
 /// n / (N / kvN). With do_rotary, q and k are rotated at their positions first. present_key/value
 /// [B, kvN, max(P, total_sequence_length), H]: the past, then the new keys/values.
 void groupQueryAttention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
-  for (size_t i : {size_t{10}, size_t{11}, size_t{12}, size_t{13}, size_t{14}, size_t{15}, size_t{16}})
+  for (size_t i : {size_t{12}, size_t{13}, size_t{14}, size_t{15}, size_t{16}})
     if (ctx.hasInput(i)) unsupported(ctx, fmt::format("input {} ('{}') is not supported", i,
                                                       findSchema(kMs, "GroupQueryAttention", 1)->inputs[i].name));
-  if (ctx.attrFloat("softcap", 0.0f) != 0.0f || ctx.attrInt("smooth_softmax", -1) == 1 || !ctx.attrInt("causal", 1) ||
-      ctx.attrInt("qk_output", 0) || ctx.attrString("k_quant_type", "NONE") != "NONE" ||
+  if (!ctx.attrInt("causal", 1) || ctx.attrInt("qk_output", 0) || ctx.attrString("k_quant_type", "NONE") != "NONE" ||
       ctx.attrString("v_quant_type", "NONE") != "NONE" || ctx.wantsOutput(3))
-    unsupported(ctx, "softcap, smooth_softmax, causal=0, qk output and quantized KV caches are not supported");
+    unsupported(ctx, "causal=0, qk output and quantized KV caches are not supported");
   int64_t N = ctx.attrInt("num_heads", 0), kvN = ctx.attrInt("kv_num_heads", 0);
   if (N <= 0 || kvN <= 0 || N % kvN) ctx.fail("num_heads must be a positive multiple of kv_num_heads");
   const Tensor& qt = ctx.tensor(0);
@@ -1013,14 +1071,36 @@ void groupQueryAttention(KernelContext& ctx) {
         ev[static_cast<size_t>((b * N + n) * L * H + i)] = presV[static_cast<size_t>((b * kvN + n / group) * L * H + i)];
       }
   int64_t window = ctx.attrInt("local_window_size", -1);
-  auto mask = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+  // attention_bias [B or 1, N or 1, S, total_sequence_length], added after the soft cap
+  std::vector<double> ab;
+  std::vector<int64_t> abDims;
+  if (ctx.hasInput(10)) {
+    abDims = ctx.tensor(10).dims;
+    if (abDims.size() != 4 || (abDims[0] != 1 && abDims[0] != B) || (abDims[1] != 1 && abDims[1] != N) || abDims[2] != S ||
+        abDims[3] < total)
+      ctx.fail(fmt::format("attention_bias must have shape [{} or 1, {} or 1, {}, {}]", B, N, S, total));
+    ab = loadAll(ctx.tensor(10));
+  }
+  auto mask = [&](int64_t b, int64_t n, int64_t s, int64_t t) {
     int64_t at = pastLen[static_cast<size_t>(b)] + s;
     bool visible = t <= at && t <= static_cast<int64_t>(seqlens[static_cast<size_t>(b)]) && (window < 0 || t > at - window);
-    return visible ? 0.0 : -std::numeric_limits<double>::infinity();
+    if (!visible) return -std::numeric_limits<double>::infinity();
+    if (abDims.empty()) return 0.0;
+    int64_t bb = abDims[0] == 1 ? 0 : b, nn = abDims[1] == 1 ? 0 : n;
+    return ab[static_cast<size_t>(((bb * abDims[1] + nn) * S + s) * abDims[3] + t)];
   };
+  SoftmaxExtras extras;
+  extras.softcap = ctx.attrFloat("softcap", 0.0f);
+  std::vector<double> sink;
+  if (ctx.hasInput(11)) {
+    sink = loadAll(ctx.tensor(11));
+    if (static_cast<int64_t>(sink.size()) != N) ctx.fail(fmt::format("head_sink must have {} elements (num_heads)", N));
+    extras.sink = &sink;
+  }
+  extras.extraLogit = extras.sink || ctx.attrInt("smooth_softmax", 0) == 1;
   double scale = ctx.attrFloat("scale", 0.0f);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(H));
-  ctx.setOutput(0, storeAll(qt.dtype(), {B, S, N * H}, attend(q, ek, ev, B, N, S, L, H, H, scale, mask)));
+  ctx.setOutput(0, storeAll(qt.dtype(), {B, S, N * H}, attend(q, ek, ev, B, N, S, L, H, H, scale, mask, extras)));
   if (ctx.wantsOutput(1)) ctx.setOutput(1, storeAll(qt.dtype(), {B, kvN, L, H}, presK));
   if (ctx.wantsOutput(2)) ctx.setOutput(2, storeAll(qt.dtype(), {B, kvN, L, H}, presV));
 }

@@ -14,6 +14,7 @@
 
 #include "exec/ref/kernel_util.h"
 #include "exec/ref/numeric_util.h"
+#include "exec/ref/resize_taps.h"
 
 namespace onnxtool::ref {
 
@@ -31,29 +32,6 @@ void copyElement(const Tensor& src, int64_t from, Tensor& dst, int64_t to, size_
 
 // ---------------------------------------------------------------------------------------------
 // Resize
-
-struct ResizeSpec {
-  std::string mode = "nearest";  // nearest | linear | cubic
-  std::string coord = "half_pixel";
-  std::string nearestMode = "round_prefer_floor";  // or "simple": floor upsampling, ceil downsampling
-  double cubicA = -0.75;
-  bool excludeOutside = false;
-  bool antialias = false;
-  double extrapolation = 0;
-  std::vector<double> scales;            // per axis of the input
-  std::vector<int64_t> outDims;          // per axis
-  std::vector<double> roiStart, roiEnd;  // per axis (tf_crop_and_resize)
-  std::vector<int64_t> axes;             // resized axes, in processing order
-};
-
-/// The taps of one axis: output position o reads idx[o*n + j] with weight wgt[o*n + j], or
-/// the extrapolation value when extrapolated[o].
-struct AxisTaps {
-  int64_t n = 0;
-  std::vector<int64_t> idx;
-  std::vector<double> wgt;
-  std::vector<char> extrapolated;
-};
 
 /// The input coordinate output position `y` maps to along an axis of `inLen` resized by `scale`.
 double sourceCoordinate(const ResizeSpec& s, size_t axis, double y, int64_t inLen, int64_t outLen) {
@@ -802,6 +780,8 @@ void nonMaxSuppression(KernelContext& ctx) {
 }
 
 }  // namespace
+
+AxisTaps resizeAxisTaps(const ResizeSpec& s, size_t axis, int64_t inLen) { return axisTaps(s, axis, inLen); }
 
 /// Registers the image ops; called from registerConvRnnOps().
 void registerImageOps() {

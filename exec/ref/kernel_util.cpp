@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <mutex>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+
+#include "lib/limits.h"
 
 namespace onnxtool::ref {
 
@@ -12,6 +16,22 @@ int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
+}
+
+namespace {
+uint64_t physicalMemoryBytes() {
+  static const uint64_t bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : UINT64_MAX;
+  }();
+  return bytes;
+}
+}  // namespace
+
+void checkFitsInMemory(const KernelContext& ctx, uint64_t bytes, const std::string& what) {
+  uint64_t mem = physicalMemoryBytes();
+  if (bytes > mem)
+    ctx.fail(fmt::format("{} need {} bytes, more than this machine's memory ({} GiB)", what, bytes, mem >> 30));
 }
 
 Tensor makeTensor(DType dtype, std::vector<int64_t> dims) {
@@ -29,8 +49,11 @@ Tensor makeTensor(DType dtype, std::vector<int64_t> dims) {
     return t;
   }
   auto bytes = t.expectedBytes();
-  if (!bytes || *bytes > (uint64_t{1} << 40))
+  if (!bytes || static_cast<uint64_t>(*n) > limits::kMaxTensorElements || *bytes > limits::kMaxTensorBytes)
     fail(ErrorKind::InvalidInput, "tensor of {} elements of {} is too large to allocate", *n, dtypeName(dtype));
+  if (*bytes > physicalMemoryBytes())
+    fail(ErrorKind::InvalidInput, "tensor of {} elements of {} needs {} bytes, more than this machine's memory ({} GiB)", *n,
+         dtypeName(dtype), *bytes, physicalMemoryBytes() >> 30);
   t.setRaw(Buffer::zeros(static_cast<size_t>(*bytes)));
   return t;
 }

@@ -12,8 +12,10 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "exec/ref/kernel_util.h"
+#include "lib/limits.h"
 
 namespace onnxtool::ref {
 
@@ -93,6 +95,21 @@ void checkAxisLength(const KernelContext& ctx, int64_t n) {
   if (n > kMaxAxisLength) ctx.fail(fmt::format("output axis of {} elements is too large", n));
 }
 
+/// Refuses output dims holding more elements than limits::kMaxTensorElements, or more than this
+/// machine's memory could hold as the gather's index map (8 bytes per element), before anything is
+/// allocated in proportion to them.
+void checkOutputElements(const KernelContext& ctx, const std::vector<int64_t>& dims) {
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) ctx.fail(fmt::format("output dims [{}] include a negative dimension", fmt::join(dims, ", ")));
+    if (d != 0 && n > limits::kMaxTensorElements / static_cast<uint64_t>(d))
+      ctx.fail(fmt::format("output dims [{}] hold more than {} elements, too large to allocate",
+                           fmt::join(dims, ", "), limits::kMaxTensorElements));
+    n *= static_cast<uint64_t>(d);
+  }
+  checkFitsInMemory(ctx, n * sizeof(int64_t), fmt::format("output dims [{}]", fmt::join(dims, ", ")));
+}
+
 int64_t rankOf(const Tensor& t) { return static_cast<int64_t>(t.dims.size()); }
 
 int64_t product(const std::vector<int64_t>& dims, size_t from, size_t to) {
@@ -122,6 +139,7 @@ Tensor axisGather(const KernelContext& ctx, const Tensor& x, const std::vector<s
                   const Tensor* fill = nullptr) {
   std::vector<int64_t> outDims;
   for (const auto& m : axisMaps) outDims.push_back(static_cast<int64_t>(m.size()));
+  checkOutputElements(ctx, outDims);
   std::vector<int64_t> strides = stridesOf(x.dims);
   std::vector<int64_t> map(static_cast<size_t>(numel(outDims)));
   forEachIndex(outDims, [&](const std::vector<int64_t>& idx, int64_t flat) {
@@ -373,6 +391,7 @@ void unsqueeze13(KernelContext& ctx) { unsqueezeWith(ctx, inputInts(ctx, 1)); }
 void expand(KernelContext& ctx) {
   const Tensor& x = ctx.tensor(0);
   std::vector<int64_t> dims = broadcastShapes(ctx, {x.dims, inputInts(ctx, 1)});
+  checkOutputElements(ctx, dims);
   std::vector<std::vector<int64_t>> maps(dims.size());
   size_t off = dims.size() - x.dims.size();
   for (size_t a = 0; a < dims.size(); ++a) {
@@ -388,6 +407,14 @@ void expand(KernelContext& ctx) {
 Tensor tileBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& repeats) {
   if (repeats.size() != x.dims.size())
     ctx.fail(fmt::format("repeats has {} entries, expected one per input axis ({})", repeats.size(), x.dims.size()));
+  std::vector<int64_t> outDims(x.dims.size());
+  for (size_t a = 0; a < x.dims.size(); ++a) {
+    if (repeats[a] < 0) ctx.fail(fmt::format("repeats has negative entry {}, expected >= 0", repeats[a]));
+    if (x.dims[a] > 0 && repeats[a] > kMaxAxisLength / x.dims[a])
+      ctx.fail(fmt::format("repeats {} on axis {} make the output too large", repeats[a], a));
+    outDims[a] = x.dims[a] * repeats[a];
+  }
+  checkOutputElements(ctx, outDims);
   std::vector<std::vector<int64_t>> maps(x.dims.size());
   for (size_t a = 0; a < x.dims.size(); ++a) {
     if (repeats[a] < 0) ctx.fail(fmt::format("repeats has negative entry {}, expected >= 0", repeats[a]));
@@ -624,18 +651,28 @@ Tensor padBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_
   axes = normalizeAxes(ctx, axes, r);
   if (pads.size() != 2 * axes.size())
     ctx.fail(fmt::format("pads has {} entries, expected 2 * {} (begins then ends)", pads.size(), axes.size()));
-  std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   size_t na = axes.size();
+  // The output dims first: refused when too large, before any map is built.
+  std::vector<int64_t> outDims = x.dims;
+  for (size_t i = 0; i < na; ++i) {
+    size_t a = static_cast<size_t>(axes[i]);
+    int64_t dim = x.dims[a], begin = pads[i], end = pads[na + i];
+    int64_t n = dim - std::max<int64_t>(0, -begin) - std::max<int64_t>(0, -end);
+    int64_t pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
+    if (n < 0) ctx.fail(fmt::format("pads crop more than the {} elements of axis {}", dim, a));
+    checkAxisLength(ctx, pb);
+    checkAxisLength(ctx, pe);
+    checkAxisLength(ctx, n + pb + pe);
+    outDims[a] = n + pb + pe;
+  }
+  checkOutputElements(ctx, outDims);
+  std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   for (size_t i = 0; i < na; ++i) {
     size_t a = static_cast<size_t>(axes[i]);
     int64_t dim = x.dims[a], begin = pads[i], end = pads[na + i];
     // Negative pads crop first; the remaining [lo, hi) is what the modes pad from.
     int64_t lo = std::max<int64_t>(0, -begin), hi = dim - std::max<int64_t>(0, -end);
     int64_t n = hi - lo, pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
-    if (n < 0) ctx.fail(fmt::format("pads crop more than the {} elements of axis {}", dim, a));
-    checkAxisLength(ctx, pb);
-    checkAxisLength(ctx, pe);
-    checkAxisLength(ctx, n + pb + pe);
     if (n == 0 && mode != "constant" && pb + pe > 0)
       ctx.fail(fmt::format("cannot {}-pad axis {} of no elements", mode, a));
     std::vector<int64_t>& m = maps[a];
@@ -693,6 +730,12 @@ void centerCropPad(KernelContext& ctx) {
   axes = normalizeAxes(ctx, axes, rankOf(x));
   if (target.size() != axes.size())
     ctx.fail(fmt::format("shape has {} entries, expected one per axis ({})", target.size(), axes.size()));
+  std::vector<int64_t> outDims = x.dims;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (target[i] < 0) ctx.fail(fmt::format("shape has negative entry {}", target[i]));
+    outDims[static_cast<size_t>(axes[i])] = target[i];
+  }
+  checkOutputElements(ctx, outDims);
   std::vector<std::vector<int64_t>> maps = identityMaps(x.dims);
   for (size_t i = 0; i < axes.size(); ++i) {
     size_t a = static_cast<size_t>(axes[i]);

@@ -434,7 +434,7 @@ def dims_product_overflow(d):
 def declared_size_too_large(d):
     w = helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0])
     del w.dims[:]
-    w.dims.extend([1 << 20, 1 << 20, 1 << 10])  # 2^50 floats: 4 PiB declared, 4 bytes held
+    w.dims.extend([1 << 20, 1 << 19])  # 2^39 floats: 2 TiB declared (within the element limit), 4 bytes held
     w.raw_data = b"\0\0\0\0"
     del w.float_data[:]
     return add_w_model(w)
@@ -623,6 +623,121 @@ def shapes_valid_symbolic(d):
     rs = helper.make_node("Reshape", ["t", "shape"], ["y"], name="reshape")
     return model([mm, rs], inputs=[vi("a", shape=("batch", 3)), vi("b", shape=(3, 5))],
                  outputs=[vi("y", shape=(None,))], inits=[shape])
+
+
+# ---------------------------------------------------------------- onnxtool's limits (lib/limits.h, exit 2)
+
+MAX_NODES = 10_000_000
+MAX_SUBGRAPH_DEPTH = 64
+MAX_NAME_BYTES = 64 << 10
+MAX_STRING_BYTES = 64 << 20
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def wire_field(number, payload):
+    """A length-delimited protobuf field."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def nested_ifs(depth):
+    """Main-graph If 'if0' whose then_branch holds If 'if1', and so on: `depth` levels of subgraphs,
+    written as wire bytes (protobuf's Python decoder refuses messages this deep)."""
+    def leaf(k):
+        return helper.make_graph([helper.make_node("Identity", ["x"], [f"o{k}"], name=f"id{k}")], f"b{k}", [],
+                                 [vi(f"o{k}")])
+    sub = leaf(depth).SerializeToString()
+    for k in range(depth - 1, -1, -1):
+        n = helper.make_node("If", ["c"], [f"o{k}" if k else "y"], name=f"if{k}",
+                             else_branch=leaf(f"e{k}")).SerializeToString()
+        n += wire_field(5, wire_field(1, b"then_branch") + wire_field(6, sub) + varint(20 << 3) + varint(AttributeProto.GRAPH))
+        if k:
+            sub = helper.make_graph([], f"b{k}", [], [vi(f"o{k}")]).SerializeToString() + wire_field(1, n)
+    m = model([], inputs=[vi("x"), vi("c", TensorProto.BOOL, ())])
+    graph = m.graph.SerializeToString() + wire_field(1, n)
+    m.ClearField("graph")
+    return m.SerializeToString() + wire_field(7, graph)
+
+
+@case
+def subgraph_nesting_at_limit(d):
+    """64 levels of If: the deepest onnxtool reads (onnx's own parser stops near 32)."""
+    return nested_ifs(MAX_SUBGRAPH_DEPTH)
+
+
+@case
+def subgraph_nesting_too_deep(d):
+    return nested_ifs(MAX_SUBGRAPH_DEPTH + 1)
+
+
+@case
+def too_many_nodes(d):
+    """One node over the limit, each an empty NodeProto (2 bytes): refused before protobuf parses them."""
+    m = relu_model()
+    m.ClearField("graph")
+    nodes = b"\x0a\x00" * (MAX_NODES + 1)
+    return m.SerializeToString() + varint(7 << 3 | 2) + varint(len(nodes)) + nodes
+
+
+@case
+def node_name_too_long(d):
+    m = relu_model()
+    m.graph.node[0].name = "n" * (MAX_NAME_BYTES + 1)
+    return m
+
+
+@case
+def value_name_too_long(d):
+    long = "v" * (MAX_NAME_BYTES + 1)
+    return model([helper.make_node("Relu", ["x"], [long], name="relu"), helper.make_node("Neg", [long], ["y"], name="neg")])
+
+
+@case
+def string_attribute_too_long(d):
+    c = helper.make_node("Constant", [], ["y"], name="const", value_string="s" * (MAX_STRING_BYTES + 1))
+    return model([c], inputs=[], outputs=[vi("y", TensorProto.STRING, ())])
+
+
+@case
+def string_data_too_long(d):
+    w = helper.make_tensor("w", TensorProto.STRING, [2], [b"ok", b"s" * (MAX_STRING_BYTES + 1)])
+    return model([helper.make_node("Identity", ["w"], ["y"], name="id")], inputs=[], inits=[w],
+                 outputs=[vi("y", TensorProto.STRING, (2,))])
+
+
+@case
+def declared_elements_too_large(d):
+    """2^62 strings declared, none held: refused by count, without allocating 2^62 of anything."""
+    w = TensorProto(name="w", data_type=TensorProto.STRING, dims=[1 << 62])
+    return model([helper.make_node("Identity", ["w"], ["y"], name="id")], inputs=[], inits=[w],
+                 outputs=[vi("y", TensorProto.STRING, (1 << 62,))])
+
+
+@case
+def initializers_exceed_file(d):
+    """raw_data of 16 bytes where the dims declare 4 GiB: more than the whole file holds."""
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 30])
+    w.raw_data = bytes(16)
+    return add_w_model(w)
+
+
+@case
+def int32_data_smaller_than_declared(d):
+    """Valid: 200000 small int32 values packed as varints take ~1 byte each in the file, 4 in
+    memory; the inline bytes declared exceed the file size, yet every tensor holds its data."""
+    w = helper.make_tensor("w", TensorProto.INT32, [200000], [0, 1] * 100000)
+    shape = helper.make_tensor("s", TensorProto.INT64, [1], [-1])
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["wf"], ["r"], name="sum", keepdims=0),
+             helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    return model(nodes, inits=[w, shape])
 
 
 # ---------------------------------------------------------------- driver

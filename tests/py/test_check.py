@@ -148,7 +148,7 @@ def check_cases(c, tmp):
             c.check(not onnx_rejects(path, True), f"{name}: onnx.checker rejects it, cases.txt says it {onnx_says} it")
             if onnx_says == "misses":
                 onnx_misses.append(name)
-        else:
+        elif onnx_says != "not-asked":
             c.check(False, f"{name}: unknown onnx column '{onnx_says}'")
     print(f"{len(rejected)} invalid models rejected with their message; onnx.checker misses {len(onnx_misses)} "
           f"of them: {', '.join(onnx_misses)}")

@@ -15,7 +15,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import NODE_TESTS, SOURCE_DIR, Checker, run  # noqa: E402
+from onnxtool_test import NODE_TESTS, ONNXTOOL, SOURCE_DIR, Checker, run  # noqa: E402
 
 SMALL = os.path.join(SOURCE_DIR, "testdata", "models", "small_cnn.onnx")
 
@@ -161,6 +161,26 @@ def main():
         for d in no_inputs:
             r = run(["run", os.path.join(os.path.dirname(d), "model.onnx"), "--inputs-dir", d, "--compare", d])
             c.check(r.returncode == 0, f"run --inputs-dir {d} (no inputs) --compare: {r.returncode} {r.stderr!r}")
+        # a shape from data asking for 2^62 elements: refused before anything that size is built
+        # (Expand, CenterCropPad and Pad built their per-axis index maps first: 20 s and 5-9 GiB,
+        # then killed)
+        # (Expand [2^37, 1, 2, 2]: within the element limit, but its 4 TiB index map fits no machine's memory)
+        for op, shape in (("Expand", [1 << 62]), ("Expand", [1 << 21, 1 << 21]), ("Tile", [1 << 31, 1 << 31]),
+                          ("Expand", [1 << 37, 1, 2, 2]), ("CenterCropPad", [1 << 30, 1 << 30]),
+                          ("Pad", [1 << 20, 1 << 20, 1 << 20, 1 << 20])):
+            s = numpy_helper.from_array(np.array(shape, np.int64), "s")
+            rank = len(shape) // 2 if op == "Pad" else len(shape)
+            g = helper.make_graph([helper.make_node(op, ["x", "s"], ["y"], name="big")], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1] * rank)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [s])
+            path = os.path.join(tmp, f"huge_{op}_{len(shape)}_{shape[0]}.onnx")
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+            for ex in ("ref", "cpu"):
+                r = subprocess.run([ONNXTOOL, "run", path, "--random", "--executor", ex], capture_output=True,
+                                   text=True, timeout=30)
+                c.check(r.returncode == 2 and ("too large" in r.stderr or "more than this machine's memory" in r.stderr)
+                        and r.stderr.count("\n") == 1,
+                        f"{op} to {shape} on {ex}: exit {r.returncode}, {r.stderr!r}")
     finally:
         shutil.rmtree(tmp)
     c.finish()

@@ -211,8 +211,11 @@ TEST_CASE("tensors declaring more than they hold are refused without allocating"
   w.dims = {int64_t{1} << 40, int64_t{1} << 40};  // 2^80 elements: the product overflows
   t.g->addInitializer(std::move(w));
   Tensor v = Tensor::fromFloats("v", {2}, {1.0f, 2.0f});
-  v.dims = {int64_t{1} << 30, int64_t{1} << 20};  // 2^50 floats: 4 PiB
+  v.dims = {int64_t{1} << 30, int64_t{1} << 9};  // 2^39 floats: 2 TiB, within the element limit
   t.g->addInitializer(std::move(v));
+  Tensor s = Tensor::fromFloats("s", {2}, {1.0f, 2.0f});
+  s.dims = {int64_t{1} << 30, int64_t{1} << 20};  // 2^50 elements: over the element limit
+  t.g->addInitializer(std::move(s));
   Tensor u = Tensor::fromFloats("u", {3}, {1.0f, 2.0f});
   t.g->addInitializer(std::move(u));
   Node* n = t.node("Relu", {t.x}, {"y"}, "relu");
@@ -222,8 +225,10 @@ TEST_CASE("tensors declaring more than they hold are refused without allocating"
         std::vector<std::string>{
             "m.onnx: initializer 'w': dims [1099511627776, 1099511627776] hold more than 2^63 elements, refused as too "
             "large to allocate",
-            "m.onnx: initializer 'v': dims [1073741824, 1048576] of float32 declare 4503599627370496 bytes, refused as "
+            "m.onnx: initializer 'v': dims [1073741824, 512] of float32 declare 2199023255552 bytes, refused as "
             "too large to allocate (limit 1 TiB)",
+            "m.onnx: initializer 's': dims [1073741824, 1048576] declare 1125899906842624 elements, refused as "
+            "too large to allocate (limit 2^40 elements)",
             "m.onnx: initializer 'u': raw_data holds 8 bytes, expected 12 for dims [3] of float32"});
 }
 

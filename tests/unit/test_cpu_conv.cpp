@@ -1,11 +1,15 @@
-// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise) and the
-// Conv + Add/Sum + Relu/Clip fusion against the reference executor, on randomised shapes around
+// test_cpu_conv.cpp: the cpu executor's convolution kernels (packed GEMM, depthwise, Winograd,
+// ConvTranspose), Resize, and the Conv + Add/Sum + Relu/Clip fusion against the reference
+// executor (Winograd against a double-precision sum), on randomised shapes around
 // the micro-kernels' tile sizes and K blocks (strides, pads, dilations, groups, depthwise, empty
 // tensors, NaN/Inf), at 1 and 2 threads; plus each ISA's GEMM micro-kernel directly against a
 // scalar product. CTest runs the [cpu] cases once more per lower ISA path (ONNXTOOL_ISA).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <random>
 
 #include "exec/cpu/conv_microkernels.h"
@@ -19,6 +23,13 @@ using namespace onnxtool;
 using testutil::f32;
 
 namespace {
+
+/// The cpu executor's own kernels and fusions on the graph as written (no optimizer preset).
+PrepareOptions rawGraph() {
+  PrepareOptions po;
+  po.graphOptLevel = 0;
+  return po;
+}
 
 std::vector<float> randomFloats(size_t n, std::mt19937& rng, bool specials = false) {
   std::normal_distribution<float> d;
@@ -85,6 +96,7 @@ std::vector<std::string> checkAgainstRef(const Model& m, const std::map<std::str
   std::vector<std::string> kernels;
   for (int threads : {1, 2}) {
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto plan = makeExecutor("cpu")->prepare(m, po);
     RunProfile prof;
@@ -113,6 +125,23 @@ bool ranOn(const std::vector<std::string>& kernels, const std::string& prefix) {
   return false;
 }
 
+/// Sets an environment variable for one scope (restored after).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 struct ConvCase {
   int64_t n, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group;
 };
@@ -133,6 +162,7 @@ Builder convModel(const ConvCase& k, std::mt19937& rng, bool bias, bool specials
 }  // namespace
 
 TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");  // the packed GEMM on 3x3 stride-1 shapes too
   std::mt19937 rng(21);
   // Hand-picked: tiles around MR (4/6/12) and NR (16/32), K across the 320 block, 1x1, strided,
   // dilated, asymmetric pads, groups, depthwise, empty batch.
@@ -190,6 +220,7 @@ TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][con
 }
 
 TEST_CASE("cpu Conv large enough to split across threads matches the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
   std::mt19937 rng(28);
   const ConvCase cases[] = {
       {1, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // threads split the output pixels
@@ -445,6 +476,118 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
   }
 }
 
+TEST_CASE("cpu ConvTranspose matches the reference kernel", "[cpu][convtranspose]") {
+  std::mt19937 rng(35);
+  int ran = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    std::uniform_int_distribution<int64_t> chans(1, 20), spatial(1, 9), kern(1, 4), str(1, 3), pad(0, 2);
+    const int64_t n = iter % 5 == 0 ? 2 : 1, c = iter == 0 ? 65 : chans(rng), m = iter == 1 ? 17 : chans(rng), h = spatial(rng), w = spatial(rng);
+    const int64_t kh = kern(rng), kw = kern(rng), sh = str(rng), sw = str(rng), dh = iter % 3 == 0 ? 2 : 1, dw = iter % 4 == 0 ? 2 : 1;
+    const int64_t pt = std::min(pad(rng), kh - 1), pl = std::min(pad(rng), kw - 1), pb = std::min(pad(rng), kh - 1), pr = std::min(pad(rng), kw - 1);
+    const int64_t oph = iter % 2 ? std::min<int64_t>(sh, dh) - 1 : 0, opw = iter % 3 ? std::min<int64_t>(sw, dw) - 1 : 0;
+    const int64_t oh = sh * (h - 1) + oph + (kh - 1) * dh + 1 - pt - pb, ow = sw * (w - 1) + opw + (kw - 1) * dw + 1 - pl - pr;
+    if (oh <= 0 || ow <= 0) continue;
+    Builder b(13);
+    b.input("x", randomTensor({n, c, h, w}, rng, iter % 7 == 6));
+    b.constant("w", randomTensor({c, m, kh, kw}, rng));
+    std::vector<std::string> ins{"x", "w"};
+    if (iter % 2 == 0) {
+      b.constant("b", randomTensor({m}, rng));
+      ins.push_back("b");
+    }
+    b.node("ConvTranspose", ins, "y",
+           {testutil::ints("kernel_shape", {kh, kw}), testutil::ints("strides", {sh, sw}), testutil::ints("dilations", {dh, dw}),
+            testutil::ints("pads", {pt, pl, pb, pr}), testutil::ints("output_padding", {oph, opw})});
+    b.output("y");
+    INFO("n" << n << " c" << c << " m" << m << " " << h << "x" << w << " k" << kh << "x" << kw << " s" << sh << "," << sw << " d" << dh << ","
+              << dw << " p" << pt << "," << pl << "," << pb << "," << pr << " op" << oph << "," << opw);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.convtranspose.f32.gemm"));
+    ++ran;
+  }
+  CHECK(ran >= 40);
+  SECTION("declined: groups, auto_pad, output_shape (the reference kernel runs)") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 5, 5}, rng));
+    b.constant("w", randomTensor({4, 2, 3, 3}, rng));
+    b.node("ConvTranspose", {"x", "w"}, "a", {testutil::one("group", 2)});
+    b.node("ConvTranspose", {"x", "w"}, "c", {Attribute::ofString("auto_pad", "SAME_UPPER"), testutil::ints("strides", {2, 2})});
+    b.output("a");
+    b.output("c");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("fallback") != std::string::npos);
+  }
+}
+
+TEST_CASE("cpu Resize (nearest, bilinear) matches the reference kernel", "[cpu][resize]") {
+  std::mt19937 rng(34);
+  const char* coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"};
+  const char* nearestModes[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const float factors[] = {0.5f, 0.6f, 1.f, 1.5f, 2.f, 3.f, 0.25f};
+  std::uniform_int_distribution<int64_t> spatial(1, 11);
+  int ran = 0;
+  for (int iter = 0; iter < 160; ++iter) {
+    const int64_t opset = iter % 3 == 0 ? 11 : iter % 3 == 1 ? 13 : 19;
+    const bool linear = iter % 2 == 1;
+    const char* coord = coords[iter / 2 % 5];
+    if (std::string(coord) == "half_pixel_symmetric" && opset < 19) continue;
+    const int64_t n = iter % 5 == 0 ? 2 : 1, c = iter % 4 == 0 ? 3 : 1, h = spatial(rng), w = spatial(rng);
+    const float fh = factors[static_cast<size_t>(iter) % 7], fw = factors[static_cast<size_t>(iter / 7) % 7];
+    const bool bySizes = iter % 4 == 2;
+    Builder b(opset);
+    b.input("x", randomTensor({n, c, h, w}, rng, iter % 6 == 5));
+    std::vector<std::string> ins{"x", ""};
+    if (opset == 11) {
+      b.constant("roi", f32({0}, {}));
+      ins[1] = "roi";
+    }
+    if (bySizes) {
+      const int64_t oh = std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(h) * fh)), ow = std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(w) * fw));
+      if (opset == 11) {
+        b.constant("scales", f32({0}, {}));
+        ins.push_back("scales");
+      } else {
+        ins.push_back("");
+      }
+      b.constant("sizes", testutil::i64({4}, {n, c, oh, ow}));
+      ins.push_back("sizes");
+    } else {
+      if (static_cast<int64_t>(static_cast<float>(h) * fh) < 1 || static_cast<int64_t>(static_cast<float>(w) * fw) < 1) continue;
+      b.constant("scales", f32({4}, {1.f, 1.f, fh, fw}));
+      ins.push_back("scales");
+    }
+    std::vector<Attribute> attrs{Attribute::ofString("mode", linear ? "linear" : "nearest"),
+                                 Attribute::ofString("coordinate_transformation_mode", coord)};
+    if (!linear) attrs.push_back(Attribute::ofString("nearest_mode", nearestModes[static_cast<size_t>(iter / 3) % 4]));
+    b.node("Resize", ins, "y", attrs);
+    b.output("y");
+    INFO("opset " << opset << (linear ? " linear " : " nearest ") << coord << " " << n << "x" << c << "x" << h << "x" << w << " by "
+                  << (bySizes ? "sizes " : "scales ") << fh << "," << fw);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, linear ? "cpu.resize.f32.linear" : "cpu.resize.f32.nearest"));
+    ++ran;
+  }
+  CHECK(ran >= 100);
+  SECTION("declined: cubic, antialias, a resized channel axis (the reference kernel runs)") {
+    Builder b(19);
+    b.input("x", randomTensor({1, 2, 4, 4}, rng));
+    b.constant("s1", f32({4}, {1.f, 1.f, 2.f, 2.f}));
+    b.constant("s2", f32({4}, {1.f, 2.f, 2.f, 2.f}));
+    b.node("Resize", {"x", "", "s1"}, "a", {Attribute::ofString("mode", "cubic")});
+    b.node("Resize", {"x", "", "s1"}, "c", {Attribute::ofString("mode", "linear"), Attribute::ofInt("antialias", 1)});
+    b.node("Resize", {"x", "", "s2"}, "d", {});
+    b.output("a");
+    b.output("c");
+    b.output("d");
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("fallback") != std::string::npos);
+  }
+}
+
 TEST_CASE("cpu LRN matches the reference kernel", "[cpu][lrn]") {
   std::mt19937 rng(26);
   struct Case {
@@ -477,7 +620,7 @@ TEST_CASE("cpu runs reuse a finished run's arena only when none of its outputs i
   b.node("Relu", {"c"}, "y");
   b.output("y");
   auto ref = makeExecutor("ref")->prepare(*b.m, {});
-  auto plan = makeExecutor("cpu")->prepare(*b.m, {});
+  auto plan = makeExecutor("cpu")->prepare(*b.m, rawGraph());
   std::vector<std::map<std::string, RtValue>> feeds;
   for (int i = 0; i < 4; ++i) feeds.push_back({{"x", RtValue::ofTensor(randomTensor({1, 3, 6, 6}, rng))}});
   auto held = plan->run(feeds[0]);  // kept while the next runs go on
@@ -490,4 +633,176 @@ TEST_CASE("cpu runs reuse a finished run's arena only when none of its outputs i
   CompareResult r = compareValues(held[0], ref->run(feeds[0])[0], 1e-5, 1e-5);
   INFO(r.message);
   CHECK(r.ok);
+}
+
+namespace {
+
+/// The convolution in double, group 1: outputs and, per output, the sum of |w x| over its taps
+/// plus |bias| (the scale of the rounding error any float algorithm makes).
+void directConvDouble(const ConvCase& k, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                      int64_t oh, int64_t ow, std::vector<double>& out, std::vector<double>& mag) {
+  out.assign(static_cast<size_t>(k.n * k.m * oh * ow), 0.0);
+  mag.assign(out.size(), 0.0);
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t m = 0; m < k.m; ++m)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = b.empty() ? 0.0 : b[static_cast<size_t>(m)], a = b.empty() ? 0.0 : std::fabs(s);
+          for (int64_t c = 0; c < k.c; ++c)
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t iy = oy * k.sh - k.pt + i * k.dh, ix = ox * k.sw - k.pl + j * k.dw;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                const double p = double(w[static_cast<size_t>(((m * k.c + c) * k.kh + i) * k.kw + j)]) *
+                                 x[static_cast<size_t>(((n * k.c + c) * k.h + iy) * k.w + ix)];
+                s += p;
+                a += std::fabs(p);
+              }
+          const size_t o = static_cast<size_t>(((n * k.m + m) * oh + oy) * ow + ox);
+          out[o] = s;
+          mag[o] = a;
+        }
+}
+
+}  // namespace
+
+// The Winograd kernel's stated precision (kernels_winograd.cpp): |error| <= 1e-4 x the largest
+// sum of |w x| over the taps of an output of its 4x4 tile (measured: about 2e-6), on
+// channels 1, 3, 17, 65, images not a multiple of the 4x4 tile, asymmetric pads, batch 2, at 1
+// and 2 threads (tiles split across threads, or each phase split), every ISA path CTest runs.
+TEST_CASE("cpu Winograd F(4x4,3x3) Conv matches a direct double-precision sum", "[cpu][conv][winograd]") {
+  ScopedEnv always("ONNXTOOL_WINOGRAD", "always");
+  std::mt19937 rng(31);
+  const ConvCase cases[] = {
+      {1, 1, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // one pixel, one channel
+      {1, 3, 5, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // RGB-like input, 2x2 tiles
+      {2, 17, 9, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // batch 2: tiles of two images in one block
+      {1, 65, 6, 6, 33, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // no padding: output 4x4, one tile
+      {1, 17, 10, 11, 65, 3, 3, 1, 1, 1, 1, 2, 0, 1, 3, 1},  // asymmetric pads, M past two row panels
+      {1, 4, 3, 30, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // a wide row: tile rows longer than a vector
+      {2, 3, 41, 3, 7, 3, 3, 1, 1, 1, 1, 1, 2, 1, 2, 1},     // tall and narrow, pads wider than the kernel
+      {1, 300, 5, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // channels past the 256 block: accumulated GEMM
+      {1, 16, 48, 48, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 144 tiles: threads take tile ranges
+      {1, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 16 tiles: threads split each phase
+      {2, 65, 7, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 7x7 maps
+      {1, 5, 6, 62, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 16 tiles a row: rows transformed in place
+      {2, 4, 9, 130, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 33 tiles a row: in place, a partial vector
+  };
+  double worst = 0;
+  for (size_t ci = 0; ci < std::size(cases); ++ci) {
+    const ConvCase& k = cases[ci];
+    const bool bias = ci % 2 == 0;
+    Builder b = convModel(k, rng, bias, false);
+    const int64_t oh = k.h + k.pt + k.pb - 2, ow = k.w + k.pl + k.pr - 2;
+    auto floats = [&](const std::string& name) {
+      const Tensor& t = name == "x" ? *b.feeds.at("x").tensor : *b.vals.at(name)->initializer();
+      std::vector<float> v(t.raw.size() / sizeof(float));
+      std::memcpy(v.data(), t.raw.data(), v.size() * sizeof(float));
+      return v;
+    };
+    std::vector<double> want, mag;
+    directConvDouble(k, floats("x"), floats("w"), bias ? floats("b") : std::vector<float>{}, oh, ow, want, mag);
+    for (int threads : {1, 2}) {
+      PrepareOptions po;
+      po.threads = threads;
+      auto plan = makeExecutor("cpu")->prepare(*b.m, po);
+      RunProfile prof;
+      auto got = plan->runProfiled(b.feeds, prof);
+      INFO("case " << ci << " threads " << threads);
+      REQUIRE(prof.nodes.size() == 1);
+      CHECK(prof.nodes[0].kernel.rfind("cpu.conv.f32.winograd", 0) == 0);
+      const Tensor& y = *got[0].tensor;
+      REQUIRE(y.raw.size() == want.size() * sizeof(float));
+      const float* p = reinterpret_cast<const float*>(y.raw.data());
+      // The scale of an output's error is that of its 4x4 tile (the transforms mix the tile's
+      // whole 6x6 input patch): the largest sum |w x| among the tile's outputs.
+      std::vector<double> tileMag(mag.size(), 0.0);
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t i = 0; i < mag.size(); ++i) {
+          const int64_t plane = static_cast<int64_t>(i) / (oh * ow), oy = static_cast<int64_t>(i) / ow % oh, ox = static_cast<int64_t>(i) % ow;
+          const size_t key = static_cast<size_t>((plane * oh + oy / 4 * 4) * ow + ox / 4 * 4);  // the tile's first output
+          if (pass == 0) tileMag[key] = std::max(tileMag[key], mag[i]);
+          else tileMag[i] = tileMag[key];
+        }
+      double caseWorst = 0;
+      for (size_t i = 0; i < want.size(); ++i) caseWorst = std::max(caseWorst, std::fabs(p[i] - want[i]) / std::max(tileMag[i], 1e-30));
+      INFO("max |error| / sum |w x| of the tile = " << caseWorst);
+      CHECK(caseWorst <= 1e-4);
+      worst = std::max(worst, caseWorst);
+    }
+  }
+  INFO("worst " << worst);
+  CHECK(worst > 0);  // the comparison ran on real differences
+}
+
+TEST_CASE("cpu Winograd Conv applies the fused epilogues and keeps NaN/Inf where a direct sum does", "[cpu][conv][winograd]") {
+  ScopedEnv always("ONNXTOOL_WINOGRAD", "always");
+  std::mt19937 rng(32);
+  for (bool specials : {false, true}) {
+    // Conv + BatchNormalization + Relu, Conv + Add (residual) + Clip, Conv (bias from an input).
+    Builder b(15);
+    b.input("x", randomTensor({2, 5, 9, 10}, rng, specials));
+    b.constant("w1", randomTensor({6, 5, 3, 3}, rng));
+    b.constant("b1", randomTensor({6}, rng));
+    b.node("Conv", {"x", "w1", "b1"}, "c1", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1})});
+    auto var = randomFloats(6, rng);
+    for (float& v : var) v = std::fabs(v) + 0.1f;
+    b.constant("s", randomTensor({6}, rng));
+    b.constant("o", randomTensor({6}, rng));
+    b.constant("mu", randomTensor({6}, rng));
+    b.constant("var", f32({6}, var));
+    b.node("BatchNormalization", {"c1", "s", "o", "mu", "var"}, "n1");
+    b.node("Relu", {"n1"}, "r1");
+    b.constant("w2", randomTensor({5, 6, 3, 3}, rng));
+    b.node("Conv", {"r1", "w2"}, "c2", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1})});
+    b.node("Add", {"c2", "x"}, "a2");
+    b.constant("lo", f32({}, {-0.5f}));
+    b.constant("hi", f32({}, {0.75f}));
+    b.node("Clip", {"a2", "lo", "hi"}, "k2");
+    b.constant("w3", randomTensor({3, 5, 3, 3}, rng));
+    b.input("b3", randomTensor({3}, rng));
+    b.node("Conv", {"k2", "w3", "b3"}, "y", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {0, 1, 2, 1})});
+    b.output("y");
+    INFO("specials " << specials);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 3);
+    CHECK(kernels[0].rfind("cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernels[0].ends_with("+bn+relu"));
+    CHECK(kernels[1].ends_with("+add+clip"));
+    CHECK(kernels[2].rfind("cpu.conv.f32.winograd", 0) == 0);
+  }
+  SECTION("a weight too large for the transforms: the packed GEMM instead") {
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 8, 8}, rng));
+    auto w = randomFloats(144, rng);
+    w[5] = 3e30f;
+    b.constant("w", f32({4, 4, 3, 3}, w));
+    b.node("Conv", {"x", "w"}, "y", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1})});
+    b.output("y");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.conv.f32.gemm"));
+  }
+}
+
+TEST_CASE("ONNXTOOL_WINOGRAD picks the Winograd kernel where it pays and never when told", "[cpu][conv][winograd]") {
+  std::mt19937 rng(33);
+  auto kernelOf = [&](const ConvCase& k) {
+    Builder b = convModel(k, rng, true, false);
+    return checkAgainstRef(*b.m, b.feeds, 1e-3, 1e-3).at(0);
+  };
+  const ConvCase resnetLike{1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const ConvCase strided{1, 64, 28, 28, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+  const ConvCase fewChannels{1, 3, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  {
+    ScopedEnv unset("ONNXTOOL_WINOGRAD", "");
+    CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernelOf(strided).rfind("cpu.conv.f32.gemm", 0) == 0);
+    CHECK(kernelOf(fewChannels).rfind("cpu.conv.f32.gemm", 0) == 0);
+  }
+  {
+    ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+    CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.gemm", 0) == 0);
+  }
 }

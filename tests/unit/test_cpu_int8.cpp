@@ -66,6 +66,7 @@ void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, b
   qgemm::packA(path, a.data(), m, k, k, ws.data(), rowSum.data());
   const int64_t ldc = n + 3;  // guard columns
   const int32_t guard = 0x7eadbeef;
+  ThreadPool pool(threads);
   std::vector<int32_t> c32(static_cast<size_t>(m * ldc), guard);
   qgemm::Epilogue e;
   e.aZero = aZero;
@@ -73,7 +74,7 @@ void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, b
   e.rowSumA = rowSum.data();
   e.c32 = c32.data();
   e.ldc = ldc;
-  qgemm::gemm(packed, ws.data(), m, e, threads);
+  qgemm::gemm(packed, ws.data(), m, e, &pool);
   INFO("path " << qgemm::pathName(path) << " threads " << threads << " m " << m << " k " << k << " n " << n << " bZero "
                << bZeros);
   int bad = 0;
@@ -92,7 +93,7 @@ void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, b
   e.cf = cf.data();
   e.colScale = colScale.data();
   e.bias = bias.data();
-  qgemm::gemm(packed, ws.data(), m, e, threads);
+  qgemm::gemm(packed, ws.data(), m, e, &pool);
   bad = 0;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -197,6 +198,7 @@ RunProfile compareWithRef(const Model& m, const std::map<std::string, RtValue>& 
   RunProfile prof;
   for (int threads : {1, 2}) {
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto got = makeExecutor("cpu")->prepare(m, po)->runProfiled(feeds, prof);
     REQUIRE(got.size() == want.size());

@@ -24,6 +24,13 @@ using testutil::i64;
 
 namespace {
 
+/// The cpu executor's own kernels and fusions on the graph as written (no optimizer preset).
+PrepareOptions rawGraph() {
+  PrepareOptions po;
+  po.graphOptLevel = 0;
+  return po;
+}
+
 /// A graph input or a constant (initializer) of a test model.
 struct Arg {
   Tensor value;
@@ -92,6 +99,7 @@ void checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds
   for (int threads : {1, 3}) {  // inline, and split over a pool
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto plan = makeExecutor("cpu")->prepare(m, po);
     RunProfile prof;
@@ -155,6 +163,54 @@ TEST_CASE("cpu Gemm matches the reference kernel", "[cpu][kernels]") {
                          feeds);
     INFO("Gemm " << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb << " C kind " << cKind);
     checkAgainstRef(*model, feeds, "cpu.gemm");
+  }
+}
+
+TEST_CASE("cpu Gemm with B and C computed at run time, beta 1 and GEMV shapes matches the reference kernel", "[cpu][kernels]") {
+  std::mt19937 rng(14);
+  for (int iter = 0; iter < 24; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 70);
+    int64_t m = iter % 4 == 0 ? 1 : dim(rng), k = dim(rng), n = dim(rng);
+    bool ta = iter & 1, tb = iter & 2, constB = iter % 3 == 0, constC = iter % 5 < 2;
+    int cKind = iter % 6;  // none, scalar, [N], [1,N], [M,1], [M,N]
+    std::vector<Arg> args{{randomTensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng), false},
+                          {randomTensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng), constB}};
+    const std::vector<int64_t> cDims[] = {{}, {}, {n}, {1, n}, {m, 1}, {m, n}};
+    if (cKind) args.push_back({randomTensor(cDims[cKind], rng), constC});
+    float beta = iter % 7 == 3 ? 0.25f : 1.f;
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Gemm", 13, args,
+                         {testutil::one("transA", ta), testutil::one("transB", tb), Attribute::ofFloat("alpha", iter % 2 ? 1.f : -2.f),
+                          Attribute::ofFloat("beta", beta)},
+                         feeds);
+    INFO("Gemm " << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb << " const B " << constB << " C kind " << cKind
+                 << " const C " << constC << " beta " << beta);
+    checkAgainstRef(*model, feeds, "cpu.gemm");
+  }
+  // The classifier of MobileNetV2 scaled down: one row, B transposed and constant, C along N.
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("Gemm", 13,
+                       {{randomTensor({1, 320}, rng), false}, {randomTensor({250, 320}, rng), true}, {randomTensor({250}, rng), true}},
+                       {testutil::one("transB", 1)}, feeds);
+  checkAgainstRef(*model, feeds, "cpu.gemm");
+}
+
+TEST_CASE("cpu MatMul: attention-shaped broadcast batches and a constant B of rank 3", "[cpu][kernels]") {
+  std::mt19937 rng(15);
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool constB;
+  };
+  const Case cases[] = {{{1, 4, 33, 16}, {1, 4, 16, 33}, false},  // Q*K^T per head
+                        {{1, 4, 33, 33}, {1, 4, 33, 16}, false},  // P*V per head
+                        {{2, 1, 17, 65}, {1, 3, 65, 63}, false},  // both broadcast
+                        {{3, 1, 40}, {3, 40, 129}, true},         // a constant B of rank 3 (packed per call)
+                        {{5, 129, 70}, {70, 130}, true}};         // a weight: batches fold into M
+  for (const Case& c : cases) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("MatMul", 17, {{randomTensor(c.a, rng), false}, {randomTensor(c.b, rng), c.constB}}, {}, feeds);
+    INFO("MatMul a rank " << c.a.size() << " b rank " << c.b.size());
+    checkAgainstRef(*model, feeds, "cpu.matmul");
   }
 }
 
@@ -435,7 +491,7 @@ void expectSame(const std::vector<RtValue>& got, const std::vector<RtValue>& wan
 TEST_CASE("cpu plan: views, in-place writes and fallbacks in one graph give ref's outputs", "[cpu][plan]") {
   auto m = chainModel();
   auto ref = makeExecutor("ref")->prepare(*m, {});
-  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  auto cpu = makeExecutor("cpu")->prepare(*m, rawGraph());
   for (int64_t n : {3, 1, 5, 3}) {  // new shapes re-plan; 3 again comes from the cache
     INFO("N = " << n);
     auto feeds = chainFeeds(n, static_cast<uint32_t>(n + 1));
@@ -452,6 +508,7 @@ TEST_CASE("cpu plan: concurrent runs of one plan each get their own arena", "[cp
   auto m = chainModel();
   auto ref = makeExecutor("ref")->prepare(*m, {});
   PrepareOptions po;
+  po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
   po.threads = 1;
   auto cpu = makeExecutor("cpu")->prepare(*m, po);
   std::vector<std::vector<RtValue>> want;
@@ -471,7 +528,7 @@ TEST_CASE("cpu prepare and run leave the caller's model untouched", "[cpu][plan]
   auto m = chainModel();
   const Value* mm = m->graph->findLocal("mm");
   REQUIRE(mm->type().kind == TypeInfo::Kind::None);  // no value_info: only inference would type it
-  auto cpu = makeExecutor("cpu")->prepare(*m, {});
+  auto cpu = makeExecutor("cpu")->prepare(*m, rawGraph());
   cpu->run(chainFeeds(2, 1));
   CHECK(mm->type().kind == TypeInfo::Kind::None);
   CHECK(m->graph->inputs()[0].type().shape.dims[0].isParam());
@@ -520,6 +577,7 @@ void checkFused(const std::string& text, const std::map<std::string, std::vector
   for (int threads : {1, 3}) {
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     RunProfile prof;
     auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
@@ -548,19 +606,19 @@ TEST_CASE("cpu fusions: GEMM + bias + activation epilogues give ref's outputs", 
                  ", float s2 = {1.4142135}, float one = {1.0}, float half = {0.5}> {\n"
                  "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
                  "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
-             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32.blas+Add+Div+Erf+Add+Mul+Mul"}, 7);
+             {{"x", {3, 5, 20}}}, {"cpu.matmul.f32+Add+Div+Erf+Add+Mul+Mul"}, 7);
   // The bias on the left of the Add, Relu after.
   checkFused(head + "g (float[7, 20] x) => (float[7, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(b, m)\n  y = Relu(h)\n}",
-             {{"x", {7, 20}}}, {"cpu.matmul.f32.blas+Add+Relu"}, 3);
+             {{"x", {7, 20}}}, {"cpu.matmul.f32+Add+Relu"}, 3);
   // Gemm (transB) + Sigmoid; Gemm + Tanh.
   checkFused(head + "g (float[6, 20] x) => (float[6, 19] y) <float[19, 20] wt = " + literal(19 * 20, rng, 0.3f) +
                  ", float[19] b = " + literal(19, rng) + "> {\n  m = Gemm<transB: int = 1>(x, wt, b)\n  y = Sigmoid(m)\n}",
-             {{"x", {6, 20}}}, {"cpu.gemm.f32.blas+Sigmoid"}, 2);
+             {{"x", {6, 20}}}, {"cpu.gemm.f32+Sigmoid"}, 2);
   // Gelu (opset 20, tanh form) after MatMul + bias, with a 2-thread column split (N = 64).
   checkFused("<ir_version: 9, opset_import: [\"\" : 20]>\ng (float[33, 40] x) => (float[33, 64] y) <float[40, 64] w = " +
                  literal(40 * 64, rng, 0.2f) + ", float[64] b = " + literal(64, rng) +
                  "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Gelu<approximate: string = \"tanh\">(h)\n}",
-             {{"x", {33, 40}}}, {"cpu.matmul.f32.blas+Add+Gelu"}, 3);
+             {{"x", {33, 40}}}, {"cpu.matmul.f32+Add+Gelu"}, 3);
 }
 
 TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broadcasts", "[cpu][fusion]") {
@@ -570,20 +628,20 @@ TEST_CASE("cpu fusions stay apart where a fused value is read elsewhere or broad
   // h is a graph output too: the bias fuses (h is the GEMM's output), the Relu does not.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y, float[4, 19] h) <" + w +
                  "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Relu(h)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.relu.f32"}, 3);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32+Add", "cpu.relu.f32"}, 3);
   // m is read twice: nothing fuses.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <" + w + "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = Mul(h, m)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32", "cpu.mul.f32"}, 3);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32", "cpu.add.f32", "cpu.mul.f32"}, 3);
   // A per-row bias [4, 1] is no row vector along N: the Add stays.
   checkFused(head + "g (float[4, 20] x) => (float[4, 19] y) <float[20, 19] w = " + literal(20 * 19, rng) +
                  ", float[4, 1] c = " + literal(4, rng) + "> {\n  m = MatMul(x, w)\n  y = Add(m, c)\n}",
-             {{"x", {4, 20}}}, {"cpu.matmul.f32.blas", "cpu.add.f32"}, 2);
+             {{"x", {4, 20}}}, {"cpu.matmul.f32", "cpu.add.f32"}, 2);
   // A Div by something other than sqrt(2) is no GELU.
   checkFused(head + "g (float[3, 20] x) => (float[3, 19] y) <" + w +
                  ", float s2 = {1.5}, float one = {1.0}, float half = {0.5}> {\n"
                  "  m = MatMul(x, w)\n  h = Add(m, b)\n  d = Div(h, s2)\n  e = Erf(d)\n  a = Add(e, one)\n"
                  "  p = Mul(h, a)\n  y = Mul(p, half)\n}",
-             {{"x", {3, 20}}}, {"cpu.matmul.f32.blas+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
+             {{"x", {3, 20}}}, {"cpu.matmul.f32+Add", "cpu.div.f32", "cpu.erf.f32", "cpu.add.f32", "cpu.mul.f32", "cpu.mul.f32"},
              7);
 }
 
@@ -632,6 +690,7 @@ TEST_CASE("cpu Gather matches the reference kernel and refuses indices out of ra
   std::map<std::string, RtValue> feeds;
   auto model = oneNode("Gather", 13, {{randomTensor({5, 3}, rng), false}, {i64({2}, {1, 5}), false}}, {}, feeds);
   PrepareOptions po;
+  po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
   po.threads = 1;
   try {
     makeExecutor("cpu")->prepare(*model, po)->run(feeds);
@@ -689,6 +748,7 @@ TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep the
   for (int threads : {2, 3}) {
     INFO("threads " << threads);
     PrepareOptions po;
+    po.graphOptLevel = 0;  // the executor's own kernels and fusions, on the graph as written
     po.threads = threads;
     auto cpu = makeExecutor("cpu")->prepare(*m, po);
     // Outputs kept while later runs go on must not be overwritten by a reused arena.
@@ -704,5 +764,52 @@ TEST_CASE("cpu plan: pooled runs from several threads, and kept outputs keep the
       });
     for (auto& th : callers) th.join();
     for (size_t t = 0; t < 4; ++t) same(got[t], want[t]);
+  }
+}
+
+TEST_CASE("cpu plan: the optimizer preset folds data-dependent shape arithmetic so fast kernels take the nodes",
+          "[cpu][plan]") {
+  // As exporters write a reshape to heads: the target shape computed from Shape/Gather/Concat of
+  // the activation, so the MatMul after it has no static input shape in the file. With the input
+  // shape fixed, -O3 folds the arithmetic into a constant and the MatMul gets a fast kernel;
+  // at -O0 it falls back. Both give ref's outputs.
+  std::mt19937 rng(51);
+  const std::string text =
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+      "g (float[N, 12] x) => (float[N, 3, 5] y) <float[4, 5] w = " + literal(20, rng, 0.3f) +
+      ", int64[1] i0 = {0}, int64[1] three = {3}, int64[1] four = {4}, float zero = {0.0}> {\n"
+      "  s = Shape(x)\n  n = Gather<axis: int = 0>(s, i0)\n  t = Concat<axis: int = 0>(n, three, four)\n"
+      "  r = Reshape(x, t)\n  z = Add(r, zero)\n  y = MatMul(z, w)\n}";
+  auto m = parseModelText(text, "shape_arith.onnxtxt");
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = RtValue::ofTensor(randomTensor({2, 12}, rng));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int level : {0, 3}) {
+    INFO("-O" << level);
+    PrepareOptions po;
+    po.threads = 1;
+    po.graphOptLevel = level;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == 1);
+    CompareResult r = compareValues(got[0], want[0], 1e-5, 1e-6);
+    INFO(r.message);
+    CHECK(r.ok);
+    std::string matmul;
+    size_t fallbacks = 0;
+    for (const NodeRun& n : prof.nodes) {
+      if (n.opType == "MatMul") matmul = n.kernel;
+      fallbacks += n.fallback;
+    }
+    if (level == 0) {
+      CHECK(prof.nodes.size() >= 6);  // Shape, Gather, Concat, Reshape, Add, MatMul as written
+      CHECK(fallbacks >= 1);
+    } else {
+      CHECK(prof.nodes.size() == 2);  // Reshape (a view) and the MatMul; x + 0 went too
+      CHECK(fallbacks == 0);
+      CHECK(matmul.rfind("cpu.", 0) == 0);
+    }
+    // The caller's model is untouched either way.
+    CHECK(m->graph->nodes().size() == 6);
   }
 }

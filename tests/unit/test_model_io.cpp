@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "formats/model_io.h"
+#include "formats/wire_splice.h"
 #include "formats/onnx.pb.h"
 #include "lib/error.h"
 
@@ -296,4 +297,54 @@ TEST_CASE("a tensor with its raw_data field twice keeps protobuf's last-one-wins
   auto model = loadModel(d / "m.onnx");
   CHECK(model->graph->initializers().size() == 2);
   CHECK(model->graph->initializers()[1]->initializer()->raw.data()[0] == 2);
+}
+
+TEST_CASE("node count and subgraph depth are counted on the wire, functions and training included", "[io][limits]") {
+  using onnxtool::wire::checkNodeLimits;
+  // main graph: If 'outer' whose then_branch holds If 'inner' whose then_branch holds one node
+  pb::ModelProto m;
+  m.set_ir_version(8);
+  auto* g = m.mutable_graph();
+  auto addIf = [](pb::GraphProto* owner, const std::string& name) {
+    auto* n = owner->add_node();
+    n->set_name(name);
+    n->set_op_type("If");
+    auto* a = n->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(pb::AttributeProto::GRAPH);
+    return a->mutable_g();
+  };
+  pb::GraphProto* inner = addIf(addIf(g, "outer"), "inner");
+  inner->add_node()->set_op_type("Relu");
+  auto check = [&](uint64_t maxNodes, int maxDepth) {
+    std::string bytes = m.SerializeAsString();
+    return checkNodeLimits(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), maxNodes, maxDepth);
+  };
+  CHECK_FALSE(check(3, 2));
+  CHECK(check(3, 1).value_or("") == "node 'inner' (If) nests subgraphs 2 levels deep, expected at most 1 (onnxtool's limit)");
+  CHECK(check(2, 2).value_or("").rfind("model has more than 2 nodes", 0) == 0);
+  // nodes of model-local functions (in their subgraphs too) and of training graphs count
+  auto* f = m.add_functions();
+  auto* call = f->add_node();
+  call->set_op_type("Loop");
+  auto* body = call->add_attribute();
+  body->set_name("body");
+  body->set_type(pb::AttributeProto::GRAPH);
+  body->mutable_g()->add_node()->set_op_type("Neg");
+  CHECK_FALSE(check(5, 2));
+  CHECK(check(4, 2).value_or("").rfind("model has more than 4 nodes", 0) == 0);
+  m.add_training_info()->mutable_algorithm()->add_node()->set_op_type("Neg");
+  CHECK(check(5, 2).value_or("").rfind("model has more than 5 nodes", 0) == 0);
+  // a default attribute value of a function may hold a graph: its depth counts
+  m.Clear();
+  auto* dflt = m.add_functions()->add_attribute_proto();
+  dflt->set_name("g");
+  dflt->set_type(pb::AttributeProto::GRAPH);
+  dflt->mutable_g()->add_node()->set_op_type("Neg");
+  CHECK_FALSE(check(1, 1));
+  CHECK(check(100, 0).value_or("") ==
+        "a default attribute value of a function nests subgraphs 1 level deep, expected at most 0 (onnxtool's limit)");
+  // bytes that are not plain wire format are left to protobuf
+  const uint8_t junk[] = {0x3a, 0x7f, 0x01};
+  CHECK_FALSE(checkNodeLimits(junk, sizeof junk, 1, 1));
 }

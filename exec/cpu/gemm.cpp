@@ -1,0 +1,272 @@
+// gemm.cpp: the blocked SGEMM driver of gemm.h (packing, cache blocks, epilogue, threads) and
+// the portable path's row kernels.
+#include "exec/cpu/gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace onnxtool::cpu {
+
+GemmMicroKernelInfo gemmMicroKernelRowsPortable(int) { return gemmMicroKernelPortable(); }
+
+namespace {
+
+int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t ceilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
+
+/// Packs op(B)[k0 .. k0 + kc, j0 .. j0 + nc] into panels of nr columns, k-major, one panel
+/// after the other (kc * nr floats each), columns past nc zero.
+void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
+  const int64_t panels = ceilDiv(nc, nr);
+  for (int64_t jp = 0; jp < panels; ++jp) {
+    float* d = dst + jp * kc * nr;
+    const int64_t j = j0 + jp * nr, cols = std::min<int64_t>(nr, nc - jp * nr);
+    if (!transB) {
+      const float* s = b + k0 * ldb + j;
+      if (cols == nr && nr == 32)  // whole panels of the AVX-512 and AVX2 kernels: copies of a constant size
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) std::memcpy(d, s, 32 * sizeof(float));
+      else if (cols == nr && nr == 16)
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) std::memcpy(d, s, 16 * sizeof(float));
+      else
+        for (int64_t kk = 0; kk < kc; ++kk, s += ldb, d += nr) {
+          std::memcpy(d, s, static_cast<size_t>(cols) * sizeof(float));
+          std::fill(d + cols, d + nr, 0.f);
+        }
+    } else {  // B is [n, k]: column j of op(B) is row j of B
+      if (cols < nr)
+        for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * nr + cols, d + kk * nr + nr, 0.f);
+      for (int64_t jj = 0; jj < cols; ++jj) {
+        const float* s = b + (j + jj) * ldb + k0;
+        for (int64_t kk = 0; kk < kc; ++kk) d[kk * nr + jj] = s[kk];
+      }
+    }
+  }
+}
+
+/// Four rows of row-major A (row stride lda) from column k0, kc columns, into a k-major panel of
+/// mr rows at d (rows ii0..ii0 + 3 of it), times alpha: 4 x 4 SSE transposes (the x86-64
+/// baseline), the k tail scalar.
+void packRows4(const float* s, int64_t lda, float alpha, int64_t kc, int mr, float* d) {
+  int64_t kk = 0;
+#if defined(__SSE2__)
+  const __m128 va = _mm_set1_ps(alpha);
+  for (; kk + 4 <= kc; kk += 4) {
+    __m128 r0 = _mm_loadu_ps(s + kk), r1 = _mm_loadu_ps(s + lda + kk), r2 = _mm_loadu_ps(s + 2 * lda + kk),
+           r3 = _mm_loadu_ps(s + 3 * lda + kk);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    if (alpha != 1.f) {
+      r0 = _mm_mul_ps(r0, va), r1 = _mm_mul_ps(r1, va), r2 = _mm_mul_ps(r2, va), r3 = _mm_mul_ps(r3, va);
+    }
+    _mm_storeu_ps(d + kk * mr, r0);
+    _mm_storeu_ps(d + (kk + 1) * mr, r1);
+    _mm_storeu_ps(d + (kk + 2) * mr, r2);
+    _mm_storeu_ps(d + (kk + 3) * mr, r3);
+  }
+#endif
+  for (; kk < kc; ++kk)
+    for (int ii = 0; ii < 4; ++ii) d[kk * mr + ii] = alpha * s[ii * lda + kk];
+}
+
+/// Packs alpha * op(A)[i0 .. i0 + mc, k0 .. k0 + kc] into panels of mr rows, k-major, rows past
+/// mc zero.
+void packABlock(const float* a, int64_t lda, bool transA, float alpha, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr,
+                float* dst) {
+  const int64_t panels = ceilDiv(mc, mr);
+  for (int64_t ip = 0; ip < panels; ++ip) {
+    float* d = dst + ip * kc * mr;
+    const int64_t i = i0 + ip * mr, rows = std::min<int64_t>(mr, mc - ip * mr);
+    if (!transA) {
+      if (rows < mr)
+        for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * mr + rows, d + kk * mr + mr, 0.f);
+      int64_t ii = 0;
+      for (; ii + 4 <= rows; ii += 4) packRows4(a + (i + ii) * lda + k0, lda, alpha, kc, mr, d + ii);
+      for (; ii < rows; ++ii) {
+        const float* s = a + (i + ii) * lda + k0;
+        for (int64_t kk = 0; kk < kc; ++kk) d[kk * mr + ii] = alpha * s[kk];
+      }
+    } else {  // A is [k, m]: row i of op(A) is column i of A
+      const float* s = a + k0 * lda + i;
+      for (int64_t kk = 0; kk < kc; ++kk, s += lda, d += mr) {
+        if (alpha == 1.f) std::memcpy(d, s, static_cast<size_t>(rows) * sizeof(float));
+        else
+          for (int64_t ii = 0; ii < rows; ++ii) d[ii] = alpha * s[ii];
+        if (rows < mr) std::fill(d + rows, d + mr, 0.f);
+      }
+    }
+  }
+}
+
+/// Rows [m0, m1) x columns [n0, n1) of batch `bi` (m0 a multiple of MR, n0 of NR), with the
+/// thread's workspace `ws` (gemmWorkspaceFloats floats).
+void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* ws) {
+  const int mr = cfg.mk.mr, nr = cfg.mk.nr;
+  const float* a = p.a + (p.aOffsets ? p.aOffsets[bi] : 0);
+  const float* b = p.packedB ? nullptr : p.b + (p.bOffsets ? p.bOffsets[bi] : 0);
+  float* c = p.c + bi * p.cStride;
+  const int64_t kc = p.packedB ? p.packedB->kc() : gemmKc(p.k, cfg.kcMax);
+  const int64_t kBlocks = p.k == 0 ? 1 : ceilDiv(p.k, kc);
+  const int64_t mcMax = std::max<int64_t>(mr, cfg.mc / mr * mr);
+  const int64_t ncMax = p.packedB ? roundUp(n1 - n0, nr) : std::max<int64_t>(nr, cfg.nc / nr * nr);
+  float* packedA = ws;
+  float* packedBlock = ws + mcMax * std::max<int64_t>(kc, 1);
+  const GemmEpilogue& ep = p.ep;
+  const bool postAct = ep.act != VecUnary::Count;
+  const VecKernels& vk = vecKernelsFor(cfg.isa);
+  TileEpilogue te;
+  te.clamp = ep.clamp;
+  te.lo = ep.lo;
+  te.hi = ep.hi;
+  te.ldr = ep.ldr;
+  for (int64_t jc = n0; jc < n1; jc += ncMax) {
+    const int64_t nc = std::min(ncMax, n1 - jc), nPanels = ceilDiv(nc, nr);
+    for (int64_t pb = 0; pb < kBlocks; ++pb) {
+      const int64_t k0 = pb * kc, kcb = std::min(kc, p.k - k0);
+      const float* bp;
+      if (p.packedB) {
+        bp = p.packedB->panel(pb, jc / nr);
+      } else {
+        packBBlock(b, p.ldb, p.transB, k0, kcb, jc, nc, nr, packedBlock);
+        bp = packedBlock;
+      }
+      te.accumulate = pb > 0 || ep.accumulateC;
+      te.last = pb == kBlocks - 1;
+      for (int64_t ic = m0; ic < m1; ic += mcMax) {
+        const int64_t mc = std::min(mcMax, m1 - ic), mPanels = ceilDiv(mc, mr);
+        packABlock(a, p.lda, p.transA, p.alpha, ic, mc, k0, kcb, mr, packedA);
+        for (int64_t jp = 0; jp < nPanels; ++jp) {
+          const int64_t j = jc + jp * nr;
+          const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - j));
+          te.colBias = ep.colBias ? ep.colBias + j : nullptr;
+          const float* bPanel = bp + jp * kcb * nr;
+          // The next B panel, fetched towards L2 in slices while this one computes: a prepacked
+          // weight is read once per run, from L3 or memory, and the hardware prefetchers stop
+          // at page boundaries.
+          const float* next = mr == 1 ? nullptr  // the GEMV kernels prefetch B themselves
+                              : jp + 1 < nPanels ? bPanel + kcb * nr
+                              : p.packedB && pb + 1 < kBlocks && ic + mcMax >= m1 ? p.packedB->panel(pb + 1, jc / nr)
+                                                                                    : nullptr;
+          const int64_t nextFloats = jp + 1 < nPanels || !next ? kcb * nr : std::min(kc, p.k - k0 - kc) * nr;
+          const int64_t slice = ceilDiv(ceilDiv(nextFloats, 16), mPanels) * 16;  // floats per kernel call, whole lines
+          for (int64_t ip = 0; ip < mPanels; ++ip) {
+            const int64_t i = ic + ip * mr;
+            const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - i));
+            te.bias = ep.rowBias ? ep.rowBias + i : nullptr;
+            te.residual = ep.residual ? ep.residual + i * ep.ldr + j : nullptr;
+            if (next)
+              for (int64_t f = ip * slice; f < std::min(nextFloats, (ip + 1) * slice); f += 16) __builtin_prefetch(next + f, 0, 2);
+            cfg.mk.kernel(kcb, packedA + ip * kcb * mr, bPanel, c + i * p.ldc + j, p.ldc, rows, cols, te);
+          }
+        }
+        if (postAct && te.last)
+          for (int64_t i = ic; i < ic + mc; ++i) vk.biasAct(c + i * p.ldc + jc, nullptr, nc, ep.act);
+      }
+    }
+  }
+}
+
+/// Splits `threads` into tm x tn parts over mPanels x nPanels that minimise the tiles of the
+/// largest part (ties: more column parts, so that each thread streams its own part of B).
+void gridSplit(int64_t mPanels, int64_t nPanels, int threads, int& tm, int& tn) {
+  tm = tn = 1;
+  int64_t best = -1;
+  for (int c = 1; c <= threads; ++c) {
+    if (threads % c) continue;
+    const int r = threads / c;
+    if (r > mPanels || c > nPanels) continue;
+    const int64_t cost = ceilDiv(mPanels, r) * ceilDiv(nPanels, c);
+    if (best < 0 || cost <= best) {
+      best = cost;
+      tm = r;
+      tn = c;
+    }
+  }
+}
+
+}  // namespace
+
+GemmConfig gemmConfig(Isa isa, int64_t m) {
+  GemmConfig cfg;
+  cfg.isa = isa;
+  switch (isa) {
+    case Isa::Avx512:
+      cfg.mk = m <= 4 ? gemmMicroKernelRowsAvx512(static_cast<int>(std::max<int64_t>(m, 1))) : gemmMicroKernelAvx512(m);
+      break;
+    case Isa::Avx2: cfg.mk = gemmMicroKernelRowsAvx2(static_cast<int>(std::clamp<int64_t>(m, 1, 6))); break;
+    case Isa::Portable: cfg.mk = gemmMicroKernelRowsPortable(static_cast<int>(std::clamp<int64_t>(m, 1, 4))); break;
+  }
+  cfg.kcMax = 256;
+  cfg.mc = std::max<int64_t>(cfg.mk.mr, 144 / cfg.mk.mr * cfg.mk.mr);
+  cfg.nc = std::max<int64_t>(cfg.mk.nr, 1024 / cfg.mk.nr * cfg.mk.nr);
+  return cfg;
+}
+
+int64_t gemmKc(int64_t k, int64_t kcMax) {
+  if (k <= 0) return 0;
+  const int64_t blocks = ceilDiv(k, std::max<int64_t>(kcMax, 1));
+  return ceilDiv(k, blocks);
+}
+
+void PackedB::Free::operator()(float* p) const { std::free(p); }
+
+PackedB::PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax)
+    : nr_(nr), k_(k), n_(n), kc_(gemmKc(k, kcMax)), panels_(ceilDiv(n, nr)) {
+  size_ = std::max<int64_t>(1, k * panels_ * nr);
+  const size_t bytes = static_cast<size_t>(roundUp(size_ * static_cast<int64_t>(sizeof(float)), 64));
+  data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!data_) throw std::bad_alloc();
+  const int64_t kBlocks = k == 0 ? 0 : ceilDiv(k, kc_);
+  for (int64_t pb = 0; pb < kBlocks; ++pb) {
+    const int64_t k0 = pb * kc_;
+    packBBlock(b, ldb, transB, k0, std::min(kc_, k - k0), 0, n, nr, data_.get() + k0 * panels_ * nr);
+  }
+}
+
+size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p) {
+  const int64_t kc = std::max<int64_t>(1, p.packedB ? p.packedB->kc() : gemmKc(p.k, cfg.kcMax));
+  const int64_t mcMax = std::max<int64_t>(cfg.mk.mr, cfg.mc / cfg.mk.mr * cfg.mk.mr);
+  const int64_t ncMax = std::max<int64_t>(cfg.mk.nr, cfg.nc / cfg.mk.nr * cfg.mk.nr);
+  int64_t floats = mcMax * kc + (p.packedB ? 0 : kc * ncMax);
+  return static_cast<size_t>(roundUp(floats, 16));  // each thread's slice stays 64-byte aligned
+}
+
+void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace) {
+  if (p.m <= 0 || p.n <= 0 || p.batches <= 0) return;
+  const int64_t perThread = static_cast<int64_t>(gemmWorkspaceFloats(cfg, p));
+  const double flops = 2.0 * static_cast<double>(p.batches) * p.m * p.n * std::max<int64_t>(p.k, 1);
+  if (cfg.minFlopsPerThread > 0) threads = static_cast<int>(std::clamp<double>(flops / cfg.minFlopsPerThread, 1, std::max(threads, 1)));
+  if (!pool) threads = 1;
+  const int mr = cfg.mk.mr, nr = cfg.mk.nr;
+  if (threads == 1) {
+    for (int64_t bi = 0; bi < p.batches; ++bi) gemmBlock(cfg, p, bi, 0, p.m, 0, p.n, workspace);
+    return;
+  }
+  if (p.batches >= threads) {  // whole batches per part
+    const int64_t parts = threads;
+    parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {
+      for (int64_t part = pb; part < pe; ++part)
+        for (int64_t bi = p.batches * part / parts; bi < p.batches * (part + 1) / parts; ++bi)
+          gemmBlock(cfg, p, bi, 0, p.m, 0, p.n, workspace + part * perThread);
+    });
+    return;
+  }
+  const int64_t mPanels = ceilDiv(p.m, mr), nPanels = ceilDiv(p.n, nr);
+  int tm, tn;
+  gridSplit(mPanels, nPanels, threads, tm, tn);
+  const int64_t parts = static_cast<int64_t>(tm) * tn;
+  for (int64_t bi = 0; bi < p.batches; ++bi)
+    parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {
+      for (int64_t part = pb; part < pe; ++part) {
+        const int64_t pm = part / tn, pn = part % tn;
+        const int64_t m0 = mPanels * pm / tm * mr, m1 = std::min(p.m, mPanels * (pm + 1) / tm * mr);
+        const int64_t n0 = nPanels * pn / tn * nr, n1 = std::min(p.n, nPanels * (pn + 1) / tn * nr);
+        if (m0 < m1 && n0 < n1) gemmBlock(cfg, p, bi, m0, m1, n0, n1, workspace + part * perThread);
+      }
+    });
+}
+
+}  // namespace onnxtool::cpu

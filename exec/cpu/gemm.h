@@ -1,0 +1,115 @@
+// gemm.h: our single-precision GEMM for the cpu executor's MatMul and Gemm kernels (and the
+// gemm-bench tool), Goto/BLIS style on the register-blocked micro-kernels of conv_microkernels.h:
+// C[m, n] = epilogue(alpha * op(A)[m, k] * op(B)[k, n] (+ C)), op() an optional transpose.
+//   - B in NR-column panels, k-major, in KC-deep blocks: packed once at prepare when it is a
+//     constant (PackedB, both transB layouts), else one KC x NC block at a time per call;
+//   - A in MR-row panels of an MC x KC block per call (alpha folded in);
+//   - the micro-kernel's store applies the cheap epilogue (per-column bias, per-row bias, a
+//     residual, a clamp such as ReLU); other activations (vec.h) run on each finished MC x NC
+//     block while it is in cache;
+//   - work splits over the plan's pool by batch, else over a grid of row and column panels
+//     (never over k), each part with its own slice of the caller's workspace.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "exec/cpu/conv_microkernels.h"
+#include "exec/cpu/isa.h"
+#include "exec/cpu/thread_pool.h"
+#include "exec/cpu/vec.h"
+
+namespace onnxtool::cpu {
+
+/// The register tile and cache blocks of one ISA path for a GEMM of m rows.
+struct GemmConfig {
+  GemmMicroKernelInfo mk;
+  Isa isa = Isa::Portable;
+  int64_t kcMax = 256;  ///< K is cut into equal blocks of at most this depth
+  int64_t mc = 144;     ///< rows of a packed A block (a multiple of MR)
+  int64_t nc = 1024;    ///< columns of a packed B block when B is packed per call (a multiple of NR)
+  /// Work per thread below which fewer threads run (waking a worker costs microseconds); tests
+  /// set 0 to split even tiny products.
+  double minFlopsPerThread = 2e6;
+};
+
+/// The configuration of path `isa` (which must not be above detectedIsa()) for m rows: the
+/// micro-kernel that pads m least (1, 2 or 4 rows for skinny products).
+GemmConfig gemmConfig(Isa isa, int64_t m);
+
+/// The depth of each K block for a K of k and blocks of at most kcMax (equal blocks; 0 for k 0).
+int64_t gemmKc(int64_t k, int64_t kcMax);
+
+/// A constant B packed once: blocks of kc rows of k, each NR-column panels, k-major
+/// ([kBlock][panel][kc][NR]); columns past n are zeros.
+class PackedB {
+ public:
+  /// Packs op(B) [k, n] of B (row-major, leading dimension ldb; transB: B is [n, k]) for the
+  /// panels of `nr` columns and K blocks of gemmKc(k, kcMax).
+  PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax);
+  int nr() const { return nr_; }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t kc() const { return kc_; }
+  /// Panel jp of K block p (its depth: min(kc, k - p * kc)).
+  const float* panel(int64_t p, int64_t jp) const {
+    return data_.get() + p * kc_ * panels_ * nr_ + jp * std::min(kc_, k_ - p * kc_) * nr_;
+  }
+  size_t bytes() const { return static_cast<size_t>(size_) * sizeof(float); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  int nr_;
+  int64_t k_, n_, kc_, panels_, size_ = 0;
+  std::unique_ptr<float[], Free> data_;
+};
+
+/// The epilogue of a GEMM, in the order applied: + C's prior contents (accumulateC: the caller
+/// filled C, e.g. with beta * Gemm's C), + rowBias[i], + colBias[j], + residual[i, j], clamp to
+/// [lo, hi], then act (a vec.h function; VecUnary::Count: none).
+struct GemmEpilogue {
+  bool accumulateC = false;
+  const float* rowBias = nullptr;
+  const float* colBias = nullptr;
+  const float* residual = nullptr;
+  int64_t ldr = 0;
+  bool clamp = false;
+  float lo = 0, hi = 0;
+  VecUnary act = VecUnary::Count;
+};
+
+/// One GEMM, or a batch of them of one shape.
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  bool transA = false;
+  float alpha = 1;
+  const float* b = nullptr;  ///< unused when packedB is set
+  int64_t ldb = 0;
+  bool transB = false;
+  const PackedB* packedB = nullptr;  ///< packed for this configuration's NR and kcMax
+  float* c = nullptr;
+  int64_t ldc = 0;
+  /// Batches: A, B (when not packed) and C of batch i start at aOffsets[i], bOffsets[i] and
+  /// i * cStride floats (null offsets: every batch reads the same matrix). The epilogue's
+  /// pointers are the same for every batch.
+  int64_t batches = 1;
+  const int64_t* aOffsets = nullptr;
+  const int64_t* bOffsets = nullptr;
+  int64_t cStride = 0;
+  GemmEpilogue ep;
+};
+
+/// Floats of workspace one thread needs for `p` (its packed blocks).
+size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p);
+
+/// Runs `p` on up to `threads` threads of `pool` (inline when null). `workspace` holds
+/// threads * gemmWorkspaceFloats(cfg, p) floats, 64-byte aligned. C must not overlap A or B.
+void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace);
+
+}  // namespace onnxtool::cpu

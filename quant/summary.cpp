@@ -1,0 +1,132 @@
+// summary.cpp: the quantization summary `inspect` prints (see summary.h).
+#include "quant/summary.h"
+
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lib/tensor.h"
+
+namespace onnxtool {
+
+namespace {
+
+/// Where an op keeps its quantized weight and its scales.
+struct QuantOpLayout {
+  int weight = -1;           ///< input index of the quantized weight, -1: none
+  std::vector<int> scales;   ///< input indices of scales
+  bool blocked = false;      ///< scales are per block (MatMulNBits)
+};
+
+std::optional<QuantOpLayout> layoutOf(const Node& n) {
+  std::string_view d = canonicalDomain(n.domain);
+  const std::string& op = n.opType;
+  if (d.empty()) {
+    if (op == "QuantizeLinear") return QuantOpLayout{-1, {1}};
+    if (op == "DequantizeLinear") return QuantOpLayout{0, {1}};
+    if (op == "DynamicQuantizeLinear") return QuantOpLayout{};
+    // Their scales are applied by a float Mul after; the weight zero point shows the granularity.
+    if (op == "MatMulInteger" || op == "ConvInteger") return QuantOpLayout{1, {3}};
+    if (op == "QLinearConv" || op == "QLinearMatMul") return QuantOpLayout{3, {1, 4, 6}};
+    return std::nullopt;
+  }
+  if (d != "com.microsoft") return std::nullopt;
+  if (op == "QuantizeLinear") return QuantOpLayout{-1, {1}};
+  if (op == "DequantizeLinear") return QuantOpLayout{0, {1}};
+  if (op == "MatMulNBits") return QuantOpLayout{1, {2}, true};
+  if (op == "DynamicQuantizeMatMul") return QuantOpLayout{1, {2}};
+  if (op == "MatMulIntegerToFloat") return QuantOpLayout{1, {2, 3}};
+  if (op == "QGemm") return QuantOpLayout{3, {1, 4, 7}};
+  if (op == "QAttention") return QuantOpLayout{1, {3, 4}};
+  if (op == "QLinearAdd" || op == "QLinearMul") return QuantOpLayout{3, {1, 4, 6}};
+  if (op.rfind("QLinear", 0) == 0 || op == "DynamicQuantizeLSTM" || op == "QOrderedMatMul" ||
+      op == "QOrderedAttention" || op == "QEmbedLayerNormalization" || op == "GatherBlockQuantized")
+    return QuantOpLayout{};
+  return std::nullopt;
+}
+
+std::string opKey(const Node& n) {
+  std::string_view d = canonicalDomain(n.domain);
+  return d.empty() ? n.opType : fmt::format("{}::{}", d, n.opType);
+}
+
+/// The dims of a constant (initializer or Constant node output), or nullopt.
+std::optional<std::vector<int64_t>> constantDims(const Value* v) {
+  if (!v) return std::nullopt;
+  if (const Tensor* t = v->initializer()) return t->dims;
+  if (const Node* p = v->producer(); p && p->opType == "Constant" && p->attr("value") && p->attr("value")->t)
+    return p->attr("value")->t->dims;
+  return std::nullopt;
+}
+
+void addBytes(QuantizationSummary::Bytes& b, const Tensor& t) {
+  b.tensors++;
+  b.elements += static_cast<uint64_t>(t.numElements().value_or(0));
+  b.bytes += t.expectedBytes().value_or(0);
+}
+
+void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Value*>& quantizedWeights) {
+  std::unordered_set<const Value*> dequantized;
+  for (const auto& np : g.nodes())
+    if (np->opType == "DequantizeLinear" && np->output(0)) dequantized.insert(np->output(0));
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    for (const Graph* sub : n.subgraphs()) visit(*sub, s, quantizedWeights);
+    auto layout = layoutOf(n);
+    if (!layout) {
+      for (const Value* v : n.inputs())
+        if (v && dequantized.count(v)) {
+          s.qdqOps[opKey(n)]++;
+          break;
+        }
+      continue;
+    }
+    s.quantizationOps[opKey(n)]++;
+    if (n.opType == "DynamicQuantizeLinear") s.runtimeScales++;
+    if (layout->weight >= 0) {
+      const Value* w = n.input(static_cast<size_t>(layout->weight));
+      if (w && w->initializer()) quantizedWeights.insert(w);
+    }
+    bool blocked = layout->blocked || n.attrInt("block_size", 0) > 0;
+    for (int i : layout->scales) {
+      const Value* sv = n.input(static_cast<size_t>(i));
+      if (!sv) continue;
+      auto dims = constantDims(sv);
+      if (blocked) {
+        s.blockedScales++;
+      } else if (!dims) {
+        s.runtimeScales++;
+      } else {
+        int64_t count = 1;
+        for (int64_t d : *dims) count *= d;
+        (count <= 1 ? s.perTensorScales : s.perChannelScales)++;
+      }
+    }
+  }
+}
+
+void countInitializers(const Graph& g, QuantizationSummary& s, const std::unordered_set<const Value*>& quantizedWeights) {
+  for (const Value* v : g.initializers()) {
+    const Tensor& t = *v->initializer();
+    std::string dt(dtypeName(t.dtype()));
+    addBytes(s.weightsByDtype[dt], t);
+    if (quantizedWeights.count(v)) addBytes(s.quantizedWeightsByDtype[dt], t);
+  }
+  for (const auto& np : g.nodes())
+    for (const Graph* sub : np->subgraphs()) countInitializers(*sub, s, quantizedWeights);
+}
+
+}  // namespace
+
+QuantizationSummary summarizeQuantization(const Model& model) {
+  QuantizationSummary s;
+  if (!model.graph) return s;
+  std::unordered_set<const Value*> quantizedWeights;
+  visit(*model.graph, s, quantizedWeights);
+  countInitializers(*model.graph, s, quantizedWeights);
+  return s;
+}
+
+}  // namespace onnxtool
