@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,13 @@
 #include "formats/model_io.h"
 #include "lib/error.h"
 #include "lib/input_shapes.h"
+#include "passes/convert_opset.h"
 #include "quant/dynamic.h"
 #include "quant/int4.h"
 #include "quant/float16.h"
 #include "quant/qoperator.h"
+#include "quant/quant_scheme.h"
+#include "quant/smooth_quant.h"
 #include "quant/report.h"
 #include "quant/static_qdq.h"
 
@@ -45,6 +49,12 @@ struct QuantizeOptions : InputOptions {
   bool json = false;
   std::vector<std::string> shapes;
   bool allowNewerOpset = false;
+  // Quantization scheme: types, granularity, node selection, target, SmoothQuant.
+  std::optional<bool> perChannel;
+  std::string weightType, activationType, target = "generic";
+  bool symmetricActivations = false, reduceRange = false, keepIoFloat = true, smoothQuant = false;
+  double alpha = 0.5;
+  std::vector<std::string> opTypes, exclude;
   // --fp16/--bf16 and the accuracy report (--report, --reference, --eval, --min-cosine).
   bool fp16 = false, bf16 = false, keepIoTypes = false;
   std::vector<std::string> opBlockList;
@@ -54,6 +64,36 @@ struct QuantizeOptions : InputOptions {
   std::optional<double> minCosine;
   bool evalSetsGiven = false;
 };
+
+DType typeNamed(const std::string& s) {
+  if (s == "uint8") return DType::UInt8;
+  if (s == "int8") return DType::Int8;
+  if (s == "uint16") return DType::UInt16;
+  return DType::Int16;
+}
+
+/// The scheme flags resolved against the mode and --target (usage errors exit 2).
+QuantScheme schemeOf(const QuantizeOptions& o) {
+  bool any = o.perChannel || !o.weightType.empty() || !o.activationType.empty() || o.symmetricActivations ||
+             o.reduceRange || !o.opTypes.empty() || !o.exclude.empty() || o.target != "generic" || o.smoothQuant;
+  if ((o.int4 || o.fp16 || o.bf16) && any)
+    fail(ErrorKind::InvalidInput,
+         "--per-channel/--per-tensor, --weight-type, --activation-type, --symmetric-activations, --reduce-range, "
+         "--op-types, --exclude, --target and --smooth-quant apply to --int8");
+  if (o.smoothQuant && !o.isStatic) fail(ErrorKind::InvalidInput, "--smooth-quant needs --static (it is calibrated)");
+  QuantRequest r;
+  r.target = o.target == "ort" ? QuantTarget::Ort : o.target == "trt" ? QuantTarget::Trt : QuantTarget::Generic;
+  r.dynamic = o.dynamic;
+  r.qoperator = o.format == "qoperator";
+  if (!o.weightType.empty()) r.weightType = typeNamed(o.weightType);
+  if (!o.activationType.empty()) r.activationType = typeNamed(o.activationType);
+  r.perChannel = o.perChannel;
+  r.symmetricActivations = o.symmetricActivations;
+  r.reduceRange = o.reduceRange;
+  r.opTypes = o.opTypes;
+  r.exclude = o.exclude;
+  return resolveScheme(r);
+}
 
 /// The evaluation input sets: random ones from the shared generator (the first takes -i files).
 std::vector<std::map<std::string, RtValue>> randomSets(const Model& m, const QuantizeOptions& o) {
@@ -218,6 +258,7 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
          "DynamicQuantizeLinear and MatMulInteger)");
+  QuantScheme scheme = schemeOf(o);
   auto specs = parseInputShapes(o.shapes);
   auto model = loadModel(o.input);
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
@@ -226,17 +267,33 @@ int runQuantize(const QuantizeOptions& o) {
   requireValidModel(*model, "quantize");
   auto original = o.evalSets > 0 || !o.evalData.empty() ? loadModel(o.input) : nullptr;
   if (original) applyInputShapes(*original, specs);
+  for (const std::string& e : unmatchedExcludes(*model->graph, scheme))
+    spdlog::warn("--exclude {}: no node of the main graph has this name or op type", e);
+  bool wide = scheme.activationType == DType::Int16 || scheme.activationType == DType::UInt16;
+  if (o.isStatic && wide && model->opsetVersion("").value_or(0) < 21) {
+    // 16-bit QuantizeLinear/DequantizeLinear are opset 21: move the model there first.
+    OpsetConvertOptions c;
+    c.target = 21;
+    c.computeReach = false;
+    OpsetConvertReport cr = convertOpset(*model, c);
+    if (!cr.blocked.empty())
+      fail(ErrorKind::Unsupported, "--activation-type {} needs opset 21, and node '{}' ({}) cannot move there: {}",
+           o.activationType, cr.blocked[0].node, cr.blocked[0].op, cr.blocked[0].reason);
+    spdlog::info("converted opset {} -> 21 for 16-bit activations", cr.fromOpset);
+  }
+  SmoothQuantReport smooth;
 
   DynamicQuantizeReport r;
   std::vector<std::map<std::string, RtValue>> evalSets;
   std::string mode = "int8-dynamic";
   std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
-  int64_t converted = 0;
+  int64_t converted = 0, biases = 0;
   int64_t casts = 0;  // --fp16/--bf16: Casts at the float32 borders
   if (o.isStatic) {
     mode = "int8-static-qdq";
     auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
-    auto activations = activationsToCalibrate(*model);
+    if (o.smoothQuant) smooth = smoothQuant(*model, samples, o.alpha, scheme, o.minElements);
+    auto activations = activationsToCalibrate(*model, scheme);
     if (o.format == "qoperator")  // QLinearMatMul/QLinearConv also need their outputs' ranges
       for (const std::string& y : outputsToCalibrate(*model))
         if (std::find(activations.begin(), activations.end(), y) == activations.end()) activations.push_back(y);
@@ -257,10 +314,12 @@ int runQuantize(const QuantizeOptions& o) {
       }
     }
     auto ranges = calibrateRanges(*model, activations, samples, cm);
-    StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements);
+    StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements, scheme);
+    biases = sr.biasesQuantized;
+    if (wide) mode = "int16-static-qdq";
     if (o.format == "qoperator") {
       mode = "int8-static-qoperator";
-      QOperatorReport qr = convertQdqToQOperator(*model, ranges);
+      QOperatorReport qr = convertQdqToQOperator(*model, ranges, scheme);
       keptQdq = qr.kept;
       converted = qr.nodesConverted;
     }
@@ -295,11 +354,16 @@ int runQuantize(const QuantizeOptions& o) {
   } else {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
+    qo.scheme = scheme;
     r = quantizeDynamic(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
   }
   for (const std::string& s : r.skipped) spdlog::info("kept float: {}", s);
   for (const std::string& s : keptQdq) spdlog::info("kept in the QDQ form: {}", s);
+  for (const std::string& s : smooth.skipped) spdlog::info("not smoothed: {}", s);
+  if (o.smoothQuant)
+    spdlog::info("smooth-quant (alpha {}): {} layers, {} scales folded into LayerNormalization, {} Mul nodes", o.alpha,
+                 smooth.layers, smooth.folded, smooth.muls);
   AccuracyReport acc;
   if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compareModels(*original, *model, evalSets, o.reportLayers);
   std::string source = !o.evalData.empty() ? "evaluation" : o.isStatic ? "calibration" : "random";
@@ -319,7 +383,16 @@ int runQuantize(const QuantizeOptions& o) {
              {"output_size", size},
              {"skipped", r.skipped},
              {"qoperator_nodes", converted},
-             {"kept_qdq", keptQdq}};
+             {"kept_qdq", keptQdq},
+             {"biases_quantized", biases},
+             {"scheme", {{"target", o.target},
+                         {"weight_type", std::string(dtypeName(scheme.weightType))},
+                         {"activation_type", o.dynamic ? std::string("uint8") : std::string(dtypeName(scheme.activationType))},
+                         {"symmetric_activations", scheme.symmetricActivations},
+                         {"per_channel", scheme.perChannel},
+                         {"reduce_range", scheme.reduceRange}}},
+             {"smooth_quant", {{"enabled", o.smoothQuant}, {"alpha", o.alpha}, {"layers", smooth.layers},
+                               {"folded_into_layer_norm", smooth.folded}, {"muls", smooth.muls}}}};
     if (half) doc["casts_inserted"] = casts;
     doc["evaluation"] = reportJson(acc, source, o);
     std::fputs((doc.dump(2) + "\n").c_str(), dataOut);
@@ -396,6 +469,40 @@ std::function<int()> addQuantize(CLI::App& app) {
   addShapeOption(sub, o->shapes);
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document on stdout (stderr when -o -): counts, sizes, per-output accuracy");
+  // --- quantization scheme: types, granularity, node selection, target, SmoothQuant
+  auto* pc = sub->add_flag_callback("--per-channel", [o] { o->perChannel = true; },
+                                    "Weights with one scale per output channel (the default): Conv axis 0, MatMul axis 1, "
+                                    "Gemm axis 0 with transB, else 1");
+  sub->add_flag_callback("--per-tensor", [o] { o->perChannel = false; }, "Weights with one scale per tensor")->excludes(pc);
+  sub->add_option("--weight-type", o->weightType,
+                  "int8 (default: symmetric, zero point 0) or uint8 (asymmetric over [min(0,w), max(0,w)])")
+      ->check(CLI::IsMember({"int8", "uint8"}));
+  sub->add_option("--activation-type", o->activationType,
+                  "uint8 (default; int8 for --target trt), int8, or with --static uint16/int16 (QDQ at opset 21, "
+                  "the model converted up as needed)")
+      ->check(CLI::IsMember({"uint8", "int8", "uint16", "int16"}));
+  sub->add_flag("--symmetric-activations", o->symmetricActivations,
+                "With --static: activation zero point 0 (signed) or 128/32768 (unsigned), scale max|x|/127 (32767)");
+  sub->add_flag("--reduce-range", o->reduceRange,
+                "Weights in 7 bits (int8 [-64, 64], uint8 [0, 127]): no int16 overflow in u8s8 kernels without VNNI");
+  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm)")
+      ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("OP,...");
+  sub->add_option("--exclude", o->exclude, "Keep float these nodes, by node name or op type (comma-separated, repeatable)")
+      ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("NODE_OR_OP,...");
+  sub->add_flag("--keep-io-float", o->keepIoFloat,
+                "Graph inputs and outputs keep their float types (the default, and the only mode: the first "
+                "QuantizeLinear reads the float input, the last DequantizeLinear writes the float output)");
+  sub->add_option("--target", o->target,
+                  "generic (default: what the options ask), ort (only types ONNX Runtime's CPU kernels implement) or trt "
+                  "(TensorRT: --static QDQ only, int8 symmetric activations and weights, per-channel weights, float bias)")
+      ->check(CLI::IsMember({"generic", "ort", "trt"}));
+  sub->add_flag("--smooth-quant", o->smoothQuant,
+                "With --static: migrate activation outliers into the weights first (per input channel j, "
+                "s_j = max|X_j|^alpha / max|W_j|^(1-alpha), folded into LayerNormalization or an explicit Mul)");
+  sub->add_option("--alpha", o->alpha, "With --smooth-quant: the migration strength in [0, 1] (default 0.5)")
+      ->check(CLI::Range(0.0, 1.0));
   // --fp16/--bf16 and the accuracy report.
   sub->add_flag("--fp16", o->fp16,
                 "Convert float32 weights and computation to float16 where the op's schema allows it; the rest (Resize "

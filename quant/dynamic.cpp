@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -30,30 +31,23 @@ std::vector<float> floatsOf(const Tensor& t) {
   return v;
 }
 
-struct QuantizedWeight {
-  Value* q = nullptr;      ///< int8 [K, N]
-  Value* scale = nullptr;  ///< float [N]
-  Value* zero = nullptr;   ///< int8 [N]
+struct DynamicWeight {
+  Value* q = nullptr;      ///< int8/uint8 [K, N]
+  Value* scale = nullptr;  ///< float [N] (per tensor: scalar)
+  Value* zero = nullptr;   ///< int8/uint8 [N] (per tensor: scalar)
 };
 
-/// Per-column symmetric int8 of a [K, N] matrix (transposed first when `transposed`: [N, K]).
-QuantizedWeight quantizeWeight(Graph& g, const Tensor& w, bool transposed, const std::string& base) {
+/// The weight as a [K, N] matrix (transposed first when `transposed`: [N, K]), quantized per
+/// column N (or per tensor) as the scheme says.
+DynamicWeight quantizeMatrix(Graph& g, const Tensor& w, bool transposed, const std::string& base, const QuantScheme& scheme) {
   std::vector<float> f = floatsOf(w);
   int64_t rows = w.dims[0], cols = w.dims[1];
   int64_t K = transposed ? cols : rows, N = transposed ? rows : cols;
-  auto at = [&](int64_t k, int64_t n) { return transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)]; };
-  std::vector<float> scale(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) {
-    float m = 0;
-    for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(at(k, n)));
-    scale[static_cast<size_t>(n)] = m > 0 && std::isfinite(m) ? m / 127.0f : 1.0f;
-  }
-  std::string q(static_cast<size_t>(K * N), '\0');
+  std::vector<float> kn(f.size());
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      float r = std::nearbyint(at(k, n) / scale[static_cast<size_t>(n)]);
-      q[static_cast<size_t>(k * N + n)] = static_cast<char>(static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)));
-    }
+    for (int64_t n = 0; n < N; ++n)
+      kn[static_cast<size_t>(k * N + n)] = transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)];
+  QuantizedWeight qw = quantizeWeight(Tensor::fromFloats("", {K, N}, kn), 1, scheme, scheme.weightType);
   auto addInit = [&](Tensor t, const std::string& name) {
     t.name = g.uniqueName(name);
     TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
@@ -61,18 +55,42 @@ QuantizedWeight quantizeWeight(Graph& g, const Tensor& w, bool transposed, const
     v->setType(std::move(type));
     return v;
   };
-  Tensor tq;
-  tq.dataType = static_cast<int32_t>(DType::Int8);
-  tq.dims = {K, N};
-  tq.setRaw(Buffer::fromString(std::move(q)));
-  Tensor tz;
-  tz.dataType = static_cast<int32_t>(DType::Int8);
-  tz.dims = {N};
-  tz.setRaw(Buffer::zeros(static_cast<size_t>(N)));
-  QuantizedWeight r;
-  r.q = addInit(std::move(tq), base + "_quantized");
-  r.scale = addInit(Tensor::fromFloats("", {N}, scale), base + "_scale");
-  r.zero = addInit(std::move(tz), base + "_zero_point");
+  DynamicWeight r;
+  r.q = addInit(std::move(qw.q), base + "_quantized");
+  r.scale = addInit(std::move(qw.scale), base + "_scale");
+  r.zero = addInit(std::move(qw.zero), base + "_zero_point");
+  return r;
+}
+
+/// A Conv weight [M, C, k...] for ConvInteger: symmetric per output channel (or per tensor) with one
+/// zero point for the tensor (ONNX Runtime's ConvInteger takes no per-channel zero points): int8
+/// with zero point 0, or uint8 with zero point 128 (its kernel is uint8 x uint8 only). The scale
+/// is laid out [M, 1, ...] to broadcast over the output [N, M, ...].
+DynamicWeight quantizeConvWeight(Graph& g, const Tensor& w, bool asUInt8, const std::string& base, const QuantScheme& scheme) {
+  QuantizedWeight qw = quantizeWeight(w, 0, scheme, DType::Int8);
+  if (asUInt8) {
+    std::string raw(qw.q.raw.size(), '\0');
+    for (size_t i = 0; i < raw.size(); ++i)
+      raw[i] = static_cast<char>(static_cast<uint8_t>(static_cast<int>(static_cast<int8_t>(qw.q.raw.data()[i])) + 128));
+    qw.q.dataType = static_cast<int32_t>(DType::UInt8);
+    qw.q.setRaw(Buffer::fromString(std::move(raw)));
+  }
+  std::vector<int64_t> scaleDims;
+  if (scheme.perChannel) {
+    scaleDims.assign(w.dims.size() - 1, 1);
+    scaleDims[0] = w.dims[0];
+  }
+  auto addInit = [&](Tensor t, const std::string& name) {
+    t.name = g.uniqueName(name);
+    TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
+    Value* v = g.addInitializer(std::move(t));
+    v->setType(std::move(type));
+    return v;
+  };
+  DynamicWeight r;
+  r.q = addInit(std::move(qw.q), base + "_quantized");
+  r.scale = addInit(Tensor::fromFloats("", scaleDims, qw.scales), base + "_scale");
+  r.zero = addInit(scalarTensor(asUInt8 ? DType::UInt8 : DType::Int8, asUInt8 ? 128 : 0), base + "_zero_point");
   return r;
 }
 
@@ -97,11 +115,13 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
          opset);
   Graph& g = *model.graph;
   std::unordered_map<Value*, std::array<Value*, 3>> quantizedInputs;  // x -> (xq, xs, xz)
-  std::unordered_map<std::string, QuantizedWeight> weights;          // weight name + layout -> int8
+  std::unordered_map<std::string, DynamicWeight> weights;            // weight name + layout -> int8
+  std::set<Value*> convBiases;  // float Conv biases replaced by their [M, 1, ...] layout
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
   for (Node* n : order) {
-    if (!n->isDomain("") || std::find(o.ops.begin(), o.ops.end(), n->opType) == o.ops.end()) continue;
+    const std::vector<std::string>& ops = o.scheme.opTypes.empty() ? o.ops : o.scheme.opTypes;
+    if (!n->isDomain("") || std::find(ops.begin(), ops.end(), n->opType) == ops.end()) continue;
     bool gemm = n->opType == "Gemm";
     Value* x = n->input(0);
     const Tensor* w = constantWeight(n->input(1));
@@ -109,6 +129,26 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
     };
     if (!x || !n->output(0)) continue;
+    if (std::string why = exclusionReason(*n, o.scheme); !why.empty()) {
+      skip(why);
+      continue;
+    }
+    const Tensor* cw = nullptr;  // a Conv's weight [M, C, k...]
+    if (n->opType == "Conv") {
+      const Value* wv = n->input(1);
+      cw = wv && !wv->isGraphInput() ? wv->initializer() : nullptr;
+      if (!cw || cw->dtype() != DType::Float || cw->dims.size() < 3 || cw->raw.size() != cw->expectedBytes().value_or(UINT64_MAX)) {
+        skip("the weight is not a constant float tensor of rank 3 or more");
+        continue;
+      }
+      const Value* b = n->input(2);
+      const Tensor* bt = b && !b->isGraphInput() ? b->initializer() : nullptr;
+      if (b && (!bt || bt->dtype() != DType::Float || bt->dims != std::vector<int64_t>{cw->dims[0]})) {
+        skip("the bias is not a constant float vector");
+        continue;
+      }
+      w = cw;
+    }
     if (!w) {
       skip("the weight is not a constant 2-D float matrix");
       continue;
@@ -135,16 +175,19 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       skip("the activation is not float32");
       continue;
     }
-    std::string key = n->input(1)->name() + (transB ? "^T" : "");
+    std::string key = n->input(1)->name() + (transB ? "^T" : cw ? "^C" : "");
     auto wit = weights.find(key);
     if (wit == weights.end()) {
-      wit = weights.emplace(key, quantizeWeight(g, *w, transB, n->input(1)->name())).first;
+      bool convU8 = o.scheme.convWeightsUInt8 || o.scheme.weightType == DType::UInt8;
+      wit = weights.emplace(key, cw ? quantizeConvWeight(g, *w, convU8, n->input(1)->name(), o.scheme)
+                                    : quantizeMatrix(g, *w, transB, n->input(1)->name(), o.scheme)).first;
       report.weightsQuantized++;
       report.floatWeightBytes += w->raw.size();
+      int64_t channels = cw ? w->dims[0] : transB ? w->dims[0] : w->dims[1];
       report.int8WeightBytes += static_cast<uint64_t>(w->numElements().value_or(0)) +
-                                5 * static_cast<uint64_t>(transB ? w->dims[0] : w->dims[1]);
+                                5 * static_cast<uint64_t>(o.scheme.perChannel ? channels : 1);
     }
-    const QuantizedWeight& qw = wit->second;
+    const DynamicWeight& qw = wit->second;
     Node* first = n;
     auto qit = quantizedInputs.find(x);
     if (qit == quantizedInputs.end()) {
@@ -164,8 +207,24 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
     }
     auto [xq, xs, xz] = qit->second;
     std::string base = n->output(0)->name();
-    Node* mm = g.addNode("MatMulInteger", {xq, qw.q, xz, qw.zero}, {g.uniqueName(base + "_int32")}, "", first);
+    Node* mm = g.addNode(cw ? "ConvInteger" : "MatMulInteger", {xq, qw.q, xz, qw.zero}, {g.uniqueName(base + "_int32")}, "", first);
     mm->name = mm->output(0)->name();
+    if (cw) {
+      for (const Attribute& a : n->attributes) mm->setAttr(a);  // ConvInteger has Conv's attributes
+      if (const Value* b = n->input(2)) {  // the bias [M] as [M, 1, ...] for the float output
+        const Tensor* bt = b->initializer();
+        std::vector<float> bf(bt->raw.size() / 4);
+        std::memcpy(bf.data(), bt->raw.data(), bf.size() * 4);
+        std::vector<int64_t> dims(cw->dims.size() - 1, 1);
+        dims[0] = cw->dims[0];
+        Tensor t = Tensor::fromFloats("", dims, bf);
+        t.name = g.uniqueName(b->name() + "_broadcast");
+        TypeInfo type = TypeInfo::tensor(DType::Float, Shape::of(dims));
+        bias = g.addInitializer(std::move(t));
+        bias->setType(std::move(type));
+        convBiases.insert(n->input(2));
+      }
+    }
     Value* asFloat = floatOutput(g, first, "Cast", {mm->output(0)}, base + "_float",
                                  {Attribute::ofInt("to", static_cast<int64_t>(DType::Float))});
     Value* scale = floatOutput(g, first, "Mul", {xs, qw.scale}, base + "_scale");
@@ -181,9 +240,11 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
     y->setType(type);
     report.nodesQuantized++;
   }
+  for (Value* b : convBiases)
+    if (!b->hasUses() && !b->isGraphOutput() && !b->isGraphInput()) g.removeInitializer(b);
   // The float weights that nothing reads any more.
   for (const auto& [key, qw] : weights) {
-    std::string name = key.ends_with("^T") ? key.substr(0, key.size() - 2) : key;
+    std::string name = key.ends_with("^T") || key.ends_with("^C") ? key.substr(0, key.size() - 2) : key;
     Value* v = g.findLocal(name);
     if (v && v->initializer() && !v->hasUses() && !v->isGraphOutput() && !v->isGraphInput()) g.removeInitializer(v);
   }

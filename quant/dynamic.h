@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lib/ir.h"
+#include "quant/quant_scheme.h"
 
 namespace onnxtool {
 
@@ -22,6 +23,9 @@ struct DynamicQuantizeOptions {
   int64_t minElements = 16;
   /// Ops to quantize: "MatMul", "Gemm".
   std::vector<std::string> ops = {"MatMul", "Gemm"};
+  /// Weight type (int8 symmetric or uint8 asymmetric), per-channel or per-tensor, 7-bit weights,
+  /// and --op-types (replaces `ops` when set) / --exclude. Activations are uint8 whatever it says.
+  QuantScheme scheme;
 };
 
 struct DynamicQuantizeReport {

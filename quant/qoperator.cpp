@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -58,6 +59,11 @@ std::vector<std::string> outputsToCalibrate(const Model& model) {
 }
 
 QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, ValueRange>& ranges) {
+  return convertQdqToQOperator(model, ranges, QuantScheme{});
+}
+
+QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, ValueRange>& ranges,
+                                      const QuantScheme& scheme) {
   QOperatorReport report;
   if (!model.graph) return report;
   Graph& g = *model.graph;
@@ -76,15 +82,33 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
     Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
     if (!qx || qx->opType != "QuantizeLinear") continue;
     const Tensor* wq = constant(dw->input(0));
-    if (!wq || wq->dtype() != DType::Int8 || !dw->input(2)) continue;
+    if (!wq || (wq->dtype() != DType::Int8 && wq->dtype() != DType::UInt8) || !dw->input(2)) continue;
     bool gemm = n->opType == "Gemm", conv = n->opType == "Conv";
     if (gemm && n->input(2)) {
       keep("a Gemm bias (QLinearMatMul has none; the QDQ form keeps it exact)");
       continue;
     }
-    if (conv && (!constant(n->input(2)) && n->input(2))) {
-      keep("a Conv bias that is not a constant");
-      continue;
+    // The Conv bias as int32 (scale x scale * w scale): the one the QDQ form already wrote behind
+    // a DequantizeLinear, or the float constant quantized here.
+    Node* db = conv && n->input(2) ? n->input(2)->producer() : nullptr;
+    Value* biasQ = nullptr;
+    std::optional<Tensor> newBias;
+    if (db && db->opType == "DequantizeLinear" && constant(db->input(0)) && constant(db->input(0))->dtype() == DType::Int32) {
+      biasQ = db->input(0);
+    } else if (conv && n->input(2)) {
+      const Tensor* b = constant(n->input(2));
+      const Tensor* xsT = constant(dx->input(1));
+      const Tensor* wsT = constant(dw->input(1));
+      if (!b || !xsT || !wsT || b->dtype() != DType::Float || xsT->dtype() != DType::Float || wsT->dtype() != DType::Float) {
+        keep("a Conv bias that is not a constant float");
+        continue;
+      }
+      QuantizedBias qb = quantizeBias(*b, floatsOf(*xsT).at(0), floatsOf(*wsT));
+      if (qb.q.raw.empty()) {
+        keep("the bias does not fit int32 at scale x scale * w scale");
+        continue;
+      }
+      newBias = std::move(qb.q);
     }
     Value* y = n->output(0);
     auto rit = ranges.find(y->name());
@@ -92,13 +116,9 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
       keep("calibration saw no values for its output");
       continue;
     }
-    double lo = std::min(0.0f, rit->second.min), hi = std::max(0.0f, rit->second.max);
-    double ys = hi > lo ? (hi - lo) / 255.0 : 1.0;
-    double yz = std::clamp(std::nearbyint(-lo / ys), 0.0, 255.0);
-    float ysf = static_cast<float>(ys);
-    Value* vys = addInit(g, Tensor::fromFloats("", {}, {ysf}), y->name() + "_scale");
-    Value* vyz = addInit(g, bytesTensor(DType::UInt8, {}, std::string(1, static_cast<char>(static_cast<uint8_t>(yz)))),
-                         y->name() + "_zero_point");
+    QuantParams yp = activationParams(rit->second, scheme);
+    Value* vys = addInit(g, scalarTensor(DType::Float, yp.scale), y->name() + "_scale");
+    Value* vyz = addInit(g, scalarTensor(scheme.activationType, static_cast<double>(yp.zeroPoint)), y->name() + "_zero_point");
     Value* xq = dx->input(0);
     Value* xs = dx->input(1);
     Value* xz = dx->input(2);
@@ -109,26 +129,8 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
     std::string base = n->name.empty() ? y->name() : n->name;
     if (conv) {
       std::vector<Value*> ins = {xq, xs, xz, w, ws, wz, vys, vyz};
-      if (const Tensor* b = constant(n->input(2))) {
-        // int32 bias, scale x_scale * w_scale[m], zero point 0
-        const Tensor* xsT = constant(xs);
-        const Tensor* wsT = constant(ws);
-        if (!xsT || !wsT || b->dtype() != DType::Float) {
-          keep("scales or bias not constant float");
-          continue;
-        }
-        std::vector<float> bf = floatsOf(*b), wsf = floatsOf(*wsT);
-        float sx = floatsOf(*xsT).at(0);
-        std::string raw(bf.size() * 4, '\0');
-        for (size_t i = 0; i < bf.size(); ++i) {
-          double s = static_cast<double>(sx) * (wsf.size() == 1 ? wsf[0] : wsf.at(i));
-          double q = s > 0 ? std::nearbyint(bf[i] / s) : 0.0;
-          auto v = static_cast<int32_t>(std::clamp(q, -2147483648.0, 2147483647.0));
-          std::memcpy(raw.data() + i * 4, &v, 4);
-        }
-        ins.push_back(addInit(g, bytesTensor(DType::Int32, {static_cast<int64_t>(bf.size())}, std::move(raw)),
-                              n->input(2)->name() + "_quantized"));
-      }
+      if (newBias) biasQ = addInit(g, std::move(*newBias), n->input(2)->name() + "_quantized");
+      if (biasQ) ins.push_back(biasQ);
       qop = g.addNode("QLinearConv", ins, {g.uniqueName(y->name() + "_quantized")}, "", n);
       for (const Attribute& a : n->attributes) qop->setAttr(a);
     } else {
@@ -137,14 +139,17 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
         std::string t(static_cast<size_t>(rows * cols), '\0');
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = static_cast<char>(wq->raw.data()[r * cols + c]);
-        w = addInit(g, bytesTensor(DType::Int8, {cols, rows}, std::move(t)), w->name() + "_t");
+        w = addInit(g, bytesTensor(wq->dtype(), {cols, rows}, std::move(t)), w->name() + "_t");
       }
       qop = g.addNode("QLinearMatMul", {xq, xs, xz, w, ws, wz, vys, vyz}, {g.uniqueName(y->name() + "_quantized")}, "", n);
     }
     qop->name = g.uniqueName(base + "_quant");
     Node* dq = g.addNode("DequantizeLinear", {qop->output(0), vys, vyz}, {g.uniqueName(y->name() + "_dequantized")}, "", n);
     dq->name = dq->output(0)->name();
-    if (conv && n->input(2)) inits.insert(n->input(2));  // the float bias, now int32
+    if (conv && n->input(2)) {
+      if (db && db->opType == "DequantizeLinear") maybeDead.insert(db);
+      else inits.insert(n->input(2));  // the float bias, now int32
+    }
     if (w != dw->input(0)) inits.insert(dw->input(0));  // the untransposed weight
     std::string name = y->name();
     TypeInfo type = y->type();

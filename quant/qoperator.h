@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/ir.h"
+#include "quant/quant_scheme.h"
 #include "quant/static_qdq.h"
 
 namespace onnxtool {
@@ -25,6 +26,10 @@ struct QOperatorReport {
 
 /// Rewrites the QDQ form written by quantizeStaticQdq in place; `ranges` holds the calibrated
 /// output ranges (by value name).
+/// The output scale and zero point follow `scheme` (the activation type and symmetry the QDQ form
+/// was written with).
+QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, ValueRange>& ranges,
+                                      const QuantScheme& scheme);
 QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, ValueRange>& ranges);
 
 }  // namespace onnxtool

@@ -19,6 +19,7 @@
 #include "formats/tensor_files.h"
 #include "lib/error.h"
 #include "lib/tensor.h"
+#include "quant/quant_scheme.h"
 
 namespace onnxtool {
 
@@ -54,20 +55,6 @@ Value* addInit(Graph& g, Tensor t, const std::string& name) {
   Value* v = g.addInitializer(std::move(t));
   v->setType(std::move(type));
   return v;
-}
-
-Tensor scalarOf(DType dt, double v) {
-  Tensor t;
-  t.dataType = static_cast<int32_t>(dt);
-  if (dt == DType::Float) {
-    float f = static_cast<float>(v);
-    std::string raw(4, '\0');
-    std::memcpy(raw.data(), &f, 4);
-    t.setRaw(Buffer::fromString(std::move(raw)));
-  } else {
-    t.setRaw(Buffer::fromString(std::string(1, static_cast<char>(static_cast<uint8_t>(v)))));
-  }
-  return t;
 }
 
 /// The bin count (threshold, in bins) whose clipped distribution loses least information when
@@ -137,28 +124,30 @@ double quantizationError(const std::vector<uint64_t>& h, double lo, double w, do
 
 }  // namespace
 
-std::vector<std::string> activationsToCalibrate(const Model& model) {
+std::vector<std::string> activationsToCalibrate(const Model& model) { return activationsToCalibrate(model, QuantScheme{}); }
+
+std::vector<std::string> activationsToCalibrate(const Model& model, const QuantScheme& scheme) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   if (!model.graph) return out;
   for (const auto& n : model.graph->nodes()) {
     int64_t axis = 0;
-    if (!isQuantizableOp(*n) || !weightOf(*n, &axis)) continue;
+    if (!isQuantizableOp(*n) || !weightOf(*n, &axis) || !exclusionReason(*n, scheme).empty()) continue;
     const std::string& x = n->input(0)->name();
     if (seen.insert(x).second) out.push_back(x);
   }
   return out;
 }
 
-std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
-                                                  const std::vector<std::map<std::string, RtValue>>& samples,
-                                                  const CalibrationMethod& method) {
-  // A copy with every activation exposed as a graph output (the caller's model stays as it is).
+void observeValues(const Model& model, const std::vector<std::string>& values,
+                   const std::vector<std::map<std::string, RtValue>>& samples,
+                   const std::function<void(const std::string&, const Tensor&)>& visit) {
+  // A copy with every value exposed as a graph output (the caller's model stays as it is).
   std::string bytes = serializeModel(model);
   auto copy = loadModelFromBytes(bytes, model.baseDir.empty() ? "." : model.baseDir, model.path + " (calibration copy)");
   Graph& g = *copy->graph;
   std::vector<std::string> exposed;
-  for (const std::string& name : activations) {
+  for (const std::string& name : values) {
     Value* v = g.findLocal(name);
     if (!v) continue;
     if (!v->isGraphOutput()) g.addOutput(v);
@@ -166,24 +155,33 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
   }
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < g.outputs().size(); ++i) index.emplace(g.outputs()[i].value->name(), i);
-  auto exec = makeExecutor("ref");
+  // The fast cpu executor (reference kernels wherever it has none): calibration runs the float
+  // model on every sample, the bulk of quantize's time.
+  auto exec = makeExecutor("cpu");
   PrepareOptions po;
   po.seed = 0;
   auto plan = exec->prepare(*copy, po);
+  for (const auto& feeds : samples) {
+    std::vector<RtValue> outs = plan->run(feeds);
+    for (const std::string& name : exposed) {
+      const RtValue& v = outs[index.at(name)];
+      if (v.isTensor()) visit(name, *v.tensor);
+    }
+  }
+}
+
+std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
+                                                  const std::vector<std::map<std::string, RtValue>>& samples,
+                                                  const CalibrationMethod& method) {
   // Visits every finite float element of every exposed activation over all samples.
   auto sweep = [&](const std::function<void(const std::string&, float)>& visit) {
-    for (const auto& feeds : samples) {
-      std::vector<RtValue> outs = plan->run(feeds);
-      for (const std::string& name : exposed) {
-        const RtValue& v = outs[index.at(name)];
-        if (!v.isTensor() || v.tensor->dtype() != DType::Float) continue;
-        const Tensor& t = *v.tensor;
-        size_t n = static_cast<size_t>(t.numElements().value_or(0));
-        const float* p = reinterpret_cast<const float*>(t.raw.data());
-        for (size_t i = 0; i < n; ++i)
-          if (std::isfinite(p[i])) visit(name, p[i]);
-      }
-    }
+    observeValues(model, activations, samples, [&](const std::string& name, const Tensor& t) {
+      if (t.dtype() != DType::Float) return;
+      size_t n = static_cast<size_t>(t.numElements().value_or(0));
+      const float* p = reinterpret_cast<const float*>(t.raw.data());
+      for (size_t i = 0; i < n; ++i)
+        if (std::isfinite(p[i])) visit(name, p[i]);
+    });
   };
   std::map<std::string, ValueRange> ranges;
   std::map<std::string, bool> seen;
@@ -256,15 +254,32 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
 }
 
 StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges, int64_t minElements) {
+  return quantizeStaticQdq(model, ranges, minElements, QuantScheme{});
+}
+
+StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges, int64_t minElements,
+                                       const QuantScheme& scheme) {
   StaticQuantizeReport report;
   if (!model.graph) return report;
   int64_t opset = model.opsetVersion("").value_or(0);
   if (opset < 13)
     fail(ErrorKind::Unsupported,
          "int8 static quantization (QDQ with per-channel weights) needs opset 13 or newer; the model has {}", opset);
+  const bool wide = scheme.activationType == DType::Int16 || scheme.activationType == DType::UInt16;
+  if (wide && opset < 21)
+    fail(ErrorKind::Unsupported, "16-bit activations need QuantizeLinear/DequantizeLinear of opset 21 or newer; the model has {}", opset);
   Graph& g = *model.graph;
-  std::unordered_map<Value*, Value*> dequantized;  // activation -> its DequantizeLinear output
-  std::unordered_map<Value*, Value*> weights;      // float weight -> its DequantizeLinear output
+  struct Activation {
+    Value* dq = nullptr;
+    float scale = 1;
+  };
+  struct Weight {
+    Value* dq = nullptr;
+    std::vector<float> scales;
+  };
+  std::unordered_map<Value*, Activation> dequantized;  // activation -> its DequantizeLinear output
+  std::unordered_map<Value*, Weight> weights;          // float weight -> its DequantizeLinear output
+  std::map<std::pair<Value*, Value*>, Value*> biases;  // (float bias, activation) -> int32 bias DQ output
   std::vector<Value*> replacedWeights;
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
@@ -273,6 +288,10 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
     auto skip = [&](const std::string& why) {
       report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
     };
+    if (std::string why = exclusionReason(*n, scheme); !why.empty()) {
+      skip(why);
+      continue;
+    }
     int64_t axis = 0;
     const Tensor* w = weightOf(*n, &axis);
     if (!w) {
@@ -289,64 +308,67 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
       skip("calibration saw no float values for its input");
       continue;
     }
-    // Activation: uint8, asymmetric over a range that includes 0 (so 0 is exact, as padding needs).
+    // Activation: over a range that includes 0 (so 0 is exact, as padding needs).
     if (!dequantized.count(x)) {
-      double lo = std::min(0.0f, rit->second.min), hi = std::max(0.0f, rit->second.max);
-      double scale = hi > lo ? (hi - lo) / 255.0 : 1.0;
-      double zp = std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0);
-      Value* s = addInit(g, scalarOf(DType::Float, scale), x->name() + "_scale");
-      Value* z = addInit(g, scalarOf(DType::UInt8, zp), x->name() + "_zero_point");
+      QuantParams p = activationParams(rit->second, scheme);
+      Value* s = addInit(g, scalarTensor(DType::Float, p.scale), x->name() + "_scale");
+      Value* z = addInit(g, scalarTensor(scheme.activationType, static_cast<double>(p.zeroPoint)), x->name() + "_zero_point");
       Node* q = g.addNode("QuantizeLinear", {x, s, z}, {g.uniqueName(x->name() + "_quantized")}, "", n);
       q->name = q->output(0)->name();
       Node* dq = g.addNode("DequantizeLinear", {q->output(0), s, z}, {g.uniqueName(x->name() + "_dequantized")}, "", n);
       dq->name = dq->output(0)->name();
       dq->output(0)->setType(x->type());
-      dequantized[x] = dq->output(0);
+      dequantized[x] = {dq->output(0), p.scale};
     }
-    // Weight: int8, symmetric per output channel, behind a per-axis DequantizeLinear.
+    // Weight: per output channel (or per tensor), behind a DequantizeLinear.
     Value* wv = n->input(1);
     if (!weights.count(wv)) {
-      std::vector<float> f(w->raw.size() / 4);
-      std::memcpy(f.data(), w->raw.data(), w->raw.size());
-      int64_t channels = w->dims[static_cast<size_t>(axis)];
-      int64_t inner = 1;
-      for (size_t d = static_cast<size_t>(axis) + 1; d < w->dims.size(); ++d) inner *= w->dims[d];
-      auto channelOf = [&](size_t i) { return static_cast<int64_t>(i / static_cast<size_t>(inner)) % channels; };
-      std::vector<float> scale(static_cast<size_t>(channels), 0.0f);
-      for (size_t i = 0; i < f.size(); ++i) {
-        float& m = scale[static_cast<size_t>(channelOf(i))];
-        m = std::max(m, std::fabs(f[i]));
-      }
-      for (float& s : scale) s = s > 0 && std::isfinite(s) ? s / 127.0f : 1.0f;
-      std::string q(f.size(), '\0');
-      for (size_t i = 0; i < f.size(); ++i) {
-        float r = std::nearbyint(f[i] / scale[static_cast<size_t>(channelOf(i))]);
-        q[i] = static_cast<char>(static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f)));
-      }
-      Tensor tq;
-      tq.dataType = static_cast<int32_t>(DType::Int8);
-      tq.dims = w->dims;
-      tq.setRaw(Buffer::fromString(std::move(q)));
-      Tensor tz;
-      tz.dataType = static_cast<int32_t>(DType::Int8);
-      tz.dims = {channels};
-      tz.setRaw(Buffer::zeros(static_cast<size_t>(channels)));
-      Value* vq = addInit(g, std::move(tq), wv->name() + "_quantized");
-      Value* vs = addInit(g, Tensor::fromFloats("", {channels}, scale), wv->name() + "_scale");
-      Value* vz = addInit(g, std::move(tz), wv->name() + "_zero_point");
+      QuantizedWeight qw = quantizeWeight(*w, axis, scheme, scheme.weightType);
+      int64_t channels = static_cast<int64_t>(qw.scales.size());
+      Value* vq = addInit(g, std::move(qw.q), wv->name() + "_quantized");
+      Value* vs = addInit(g, std::move(qw.scale), wv->name() + "_scale");
+      Value* vz = addInit(g, std::move(qw.zero), wv->name() + "_zero_point");
       Node* dq = g.addNode("DequantizeLinear", {vq, vs, vz}, {g.uniqueName(wv->name() + "_dequantized")}, "",
                            g.nodes().front().get());
       dq->name = dq->output(0)->name();
-      dq->setAttr(Attribute::ofInt("axis", axis));
+      if (qw.axis >= 0) dq->setAttr(Attribute::ofInt("axis", qw.axis));
       dq->output(0)->setType(wv->type());
-      weights[wv] = dq->output(0);
+      weights[wv] = {dq->output(0), std::move(qw.scales)};
       replacedWeights.push_back(wv);
       report.weightsQuantized++;
       report.floatWeightBytes += w->raw.size();
-      report.int8WeightBytes += f.size() + 5 * static_cast<uint64_t>(channels);
+      report.int8WeightBytes += w->raw.size() / 4 + 5 * static_cast<uint64_t>(channels);
     }
-    n->setInput(0, dequantized.at(x));
-    n->setInput(1, weights.at(wv));
+    // Bias of Conv/Gemm: int32 with scale x scale * w scale, zero point 0 (runtimes add it to the
+    // int32 accumulator as it is). A Gemm's bias only when it is one value per output column.
+    Value* b = n->input(2);
+    const Tensor* bt = b && !b->isGraphInput() ? b->initializer() : nullptr;
+    bool gemmBiasOk = n->opType != "Gemm" || (n->attrFloat("beta", 1.0f) == 1.0f && bt && bt->dims.size() == 1);
+    if (scheme.quantizeBias && bt && gemmBiasOk) {
+      auto key = std::make_pair(b, x);
+      if (!biases.count(key)) {
+        QuantizedBias qb = quantizeBias(*bt, dequantized.at(x).scale, weights.at(wv).scales);
+        Value* out = nullptr;
+        if (!qb.q.raw.empty()) {
+          Value* vq = addInit(g, std::move(qb.q), b->name() + "_quantized");
+          Value* vs = addInit(g, std::move(qb.scale), b->name() + "_scale");
+          Value* vz = addInit(g, std::move(qb.zero), b->name() + "_zero_point");
+          Node* dq = g.addNode("DequantizeLinear", {vq, vs, vz}, {g.uniqueName(b->name() + "_dequantized")}, "", n);
+          dq->name = dq->output(0)->name();
+          if (qb.perChannel) dq->setAttr(Attribute::ofInt("axis", 0));
+          dq->output(0)->setType(b->type());
+          out = dq->output(0);
+          report.biasesQuantized++;
+        }
+        biases[key] = out;
+      }
+      if (Value* qb = biases.at(key)) {
+        n->setInput(2, qb);
+        if (std::find(replacedWeights.begin(), replacedWeights.end(), b) == replacedWeights.end()) replacedWeights.push_back(b);
+      }
+    }
+    n->setInput(0, dequantized.at(x).dq);
+    n->setInput(1, weights.at(wv).dq);
     report.nodesQuantized++;
   }
   for (Value* v : replacedWeights)

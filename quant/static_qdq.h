@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,9 +21,19 @@ struct ValueRange {
   float min = 0, max = 0;
 };
 
+struct QuantScheme;
+
 /// The float values MatMul/Gemm/Conv read as activations (their first input) in the main graph:
-/// those calibration must observe.
+/// those calibration must observe (with a scheme: only the nodes it selects).
 std::vector<std::string> activationsToCalibrate(const Model& model);
+std::vector<std::string> activationsToCalibrate(const Model& model, const QuantScheme& scheme);
+
+/// Runs the model (a copy with `values` exposed as graph outputs; the caller's model stays as it
+/// is) on every sample with the cpu executor and calls `visit` with each exposed value
+/// that came out as a tensor.
+void observeValues(const Model& model, const std::vector<std::string>& values,
+                   const std::vector<std::map<std::string, RtValue>>& samples,
+                   const std::function<void(const std::string&, const Tensor&)>& visit);
 
 /// How calibration turns the observed values into a range.
 struct CalibrationMethod {
@@ -37,8 +48,9 @@ struct CalibrationMethod {
   double percentile = 99.999;
 };
 
-/// Runs the model (a copy with the activations exposed as outputs) on every sample with the
-/// reference executor and returns each activation's range. `samples` map input names to values.
+/// Runs the model (a copy with the activations exposed as outputs) on every sample with the cpu
+/// executor (reference kernels where it has no fast one) and returns each activation's range.
+/// `samples` map input names to values.
 /// Percentile runs the samples twice (min/max, then the histogram).
 std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
                                                   const std::vector<std::map<std::string, RtValue>>& samples,
@@ -48,6 +60,7 @@ struct StaticQuantizeReport {
   int64_t nodesQuantized = 0;
   int64_t weightsQuantized = 0;
   uint64_t floatWeightBytes = 0, int8WeightBytes = 0;
+  int64_t biasesQuantized = 0;  ///< Conv/Gemm biases written as int32
   std::vector<std::string> skipped;
 };
 
@@ -55,6 +68,11 @@ struct StaticQuantizeReport {
 /// weights symmetric per output channel) in place. Throws Error(Unsupported) below opset 13.
 StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges,
                                        int64_t minElements = 16);
+/// The same with the types, granularity and node selection of `scheme` (quant/quant_scheme.h);
+/// a constant Conv/Gemm bias becomes int32 behind a DequantizeLinear with scale x scale * w scale
+/// when scheme.quantizeBias. 16-bit activations need opset 21 (Error(Unsupported) below).
+StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges,
+                                       int64_t minElements, const QuantScheme& scheme);
 
 /// Calibration samples from DATA: a folder of ONNX test-data sets (test_data_set_*/input_*.pb, in
 /// graph input order), a folder of .npz files (one sample each, keys = input names), or one .npz

@@ -657,6 +657,27 @@ const Value* quantizedActivation(const Graph& g, const Value* v, const std::func
   return qx->input(0);
 }
 
+/// A layer's bias [n] as float: a float constant, or a DequantizeLinear of a constant int32 tensor
+/// with zero point 0 (how the QDQ form stores a bias, scale x scale * w scale): q * scale, as
+/// DequantizeLinear computes it.
+bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const Tensor*(const Value*)>& constantOf,
+            std::vector<float>& bias) {
+  const Node* d = b ? b->producer() : nullptr;
+  if (!isOp(d, "DequantizeLinear")) return perColumn<float>(constantOf(b), DType::Float, n, bias);
+  // (a 1-D bias has one axis: any valid `axis` is it)
+  if (d->graph() != &g || d->attrInt("block_size", 0) != 0) return false;
+  std::vector<int32_t> q, zero;
+  std::vector<float> scale;
+  if (!perColumn<int32_t>(constantOf(d->input(0)), DType::Int32, n, q) || !perColumn<float>(constantOf(d->input(1)), DType::Float, n, scale))
+    return false;
+  if (d->input(2) && (!perColumn<int32_t>(constantOf(d->input(2)), DType::Int32, n, zero) ||
+                      std::any_of(zero.begin(), zero.end(), [](int32_t z) { return z != 0; })))
+    return false;
+  bias.resize(static_cast<size_t>(n));
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(q[i]) * scale[i];
+  return true;
+}
+
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
@@ -688,7 +709,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
     if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
   }
   std::vector<float> bias;
-  if (op->input(2) && !perColumn<float>(constantOf(op->input(2)), DType::Float, n, bias)) return std::nullopt;
+  if (op->input(2) && !biasOf(g, op->input(2), n, constantOf, bias)) return std::nullopt;
   for (float& w : wScale) w = sx * w;
   FusedInt8Step st;
   st.last = op;
@@ -754,7 +775,9 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
       if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
     }
     std::vector<float> bias;
-    if (gemm && op->input(2)) {
+    if (gemm && op->input(2) && isOp(op->input(2)->producer(), "DequantizeLinear")) {
+      if (!biasOf(g, op->input(2), n, constantOf, bias)) continue;
+    } else if (gemm && op->input(2)) {
       const Tensor* bt = constantOf(op->input(2));
       if (!bt || !(bt->dims.size() == 1 || (bt->dims.size() == 2 && bt->dims[0] == 1)) || bt->numElements().value_or(0) != n ||
           !constData<float>(bt, DType::Float))

@@ -93,10 +93,10 @@ def static_checks(c, tmp):
         except Exception as e:  # noqa: BLE001
             c.check(False, f"static: onnx.checker: {e}")
         ops = [n.op_type for n in m.graph.node]
-        c.check(ops.count("QuantizeLinear") == 3 and ops.count("DequantizeLinear") == 6,
-                f"static: 3 Q/DQ pairs on activations and 3 DQ on weights: {ops}")
+        c.check(ops.count("QuantizeLinear") == 3 and ops.count("DequantizeLinear") == 9,
+                f"static: 3 Q/DQ pairs on activations, 3 DQ on weights, 3 on int32 biases: {ops}")
         per_axis = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and any(at.name == "axis" for at in n.attribute)]
-        c.check(len(per_axis) == 3, "weights dequantize per output channel")
+        c.check(len(per_axis) == 6, "weights and biases dequantize per output channel")
         got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
         cpu_matches_ort(c, dst, held_out, tmp, f"static ({os.path.basename(data)})")
         cs = cosine(want, got)
@@ -109,7 +109,7 @@ def static_checks(c, tmp):
         opt = os.path.join(tmp, "cnn.qdq.opt.onnx")
         r = run(["optimize", dst, "-o", opt, "-O3", "--verify"])
         kept = [n.op_type for n in onnx.load(opt).graph.node] if r.returncode == 0 else []
-        c.check(kept.count("DequantizeLinear") == 6 and kept.count("QuantizeLinear") == 3,
+        c.check(kept.count("DequantizeLinear") == 9 and kept.count("QuantizeLinear") == 3,
                 f"optimize -O3 keeps the QDQ pairs: {r.stderr[-300:]}")
     # --format qoperator: QLinearConv with calibrated output scales (the Gemm with a bias stays QDQ)
     dst = os.path.join(tmp, "cnn.qop.onnx")

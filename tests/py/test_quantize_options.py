@@ -1,0 +1,347 @@
+"""onnxtool quantize scheme options: --per-channel/--per-tensor, --weight-type, --activation-type
+(8 and 16 bits), --symmetric-activations, --reduce-range, --op-types, --exclude, --target
+generic|ort|trt, int32 biases, --smooth-quant. Scales and zero points are checked against values
+computed here by hand from the float weights and the calibration data; every model written passes
+onnx.checker (full) and runs in ONNX Runtime, and our executors (ref, cpu) agree with ONNX Runtime
+within one quantization step of each output."""
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnxtool_test import Checker, run  # noqa: E402
+from test_quantize import SMALL, cosine, mlp  # noqa: E402
+
+
+def inits_of(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def checked(c, path, label):
+    try:
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        return c.check(True, "")
+    except Exception as e:  # noqa: BLE001
+        return c.check(False, f"{label}: onnx.checker: {e}")
+
+
+def quantize(args, label, c):
+    r = run(["quantize"] + args + ["--json"])
+    ok = c.check(r.returncode == 0, f"{label}: quantize {args}: {r.stderr}")
+    return json.loads(r.stdout) if ok else None
+
+
+def ours_vs_ort(c, model, feeds, tmp, label, executors=("ref", "cpu")):
+    """ONNX Runtime runs the model. Our executors give the outputs of its unfused run (graph
+    optimizations off: the QDQ semantics exactly) within one 8-bit quantization step of each
+    output's range ((max - min) / 255), and those of its default run within two: its fused int8
+    kernels requantize intermediates with their own rounding, one step of an intermediate that the
+    next layer carries forward. Returns the unfused outputs."""
+    try:
+        plain = ort.SessionOptions()
+        plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        exact = ort.InferenceSession(model, plain, providers=["CPUExecutionProvider"]).run(None, feeds)
+        fused = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    except Exception as e:  # noqa: BLE001
+        c.check(False, f"{label}: ONNX Runtime: {str(e)[:300]}")
+        return None
+    names = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
+    args = []
+    for k, v in feeds.items():
+        f = os.path.join(tmp, f"feed_{k}.npy")
+        np.save(f, v)
+        args += ["-i", f"{k}={f}"]
+    for ex in executors:
+        out = os.path.join(tmp, f"out_{ex}")
+        r = run(["run", model, "--executor", ex, "-O", out] + args)
+        if not c.check(r.returncode == 0, f"{label}: run --executor {ex}: {r.stderr}"):
+            continue
+        for name, w, wf in zip(names, exact, fused):
+            got = np.load(os.path.join(out, name + ".npy")).astype(np.float64)
+            step = (float(w.max()) - float(w.min())) / 255 + 1e-6
+            err, errf = float(np.abs(got - w).max()), float(np.abs(got - wf).max())
+            c.check(got.shape == w.shape and err <= step and errf <= 2 * step,
+                    f"{label}: {ex} vs ONNX Runtime, {name}: max diff {err:.3g} (fused run: {errf:.3g}), step {step:.3g}")
+    return exact
+
+
+def hand_checks(c, tmp):
+    """Per-channel and per-tensor weight scales, uint8 weights, 7-bit weights, activation scales
+    and zero points, int32 biases: all against numpy."""
+    src = os.path.join(tmp, "mlp.onnx")
+    onnx.save(mlp(opset=17), src)
+    w = {t.name: numpy_helper.to_array(t) for t in mlp().graph.initializer}
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    calib = os.path.join(tmp, "mlp_calib.npz")
+    np.savez(calib, x=x, other=rng.standard_normal((3, 96, 8)).astype(np.float32))
+    out = os.path.join(tmp, "h.onnx")
+    base = [src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0"]
+    # per channel (default): MatMul w1 [64, 128] along axis 1, Gemm w2t [96, 128] with transB along axis 0
+    if quantize(base, "per-channel", c):
+        q = inits_of(out)
+        s1, s2 = q["w1_scale"], q["w2t_scale"]
+        c.check(s1.shape == (128,) and np.allclose(s1, np.abs(w["w1"]).max(axis=0) / 127, rtol=1e-6),
+                f"w1 per-column scales = max|w1[:, n]| / 127: {s1[:3]}")
+        c.check(s2.shape == (96,) and np.allclose(s2, np.abs(w["w2t"]).max(axis=1) / 127, rtol=1e-6),
+                f"w2t (transB) per-row scales = max|w2t[n, :]| / 127: {s2[:3]}")
+        c.check(np.array_equal(q["w1_quantized"], np.clip(np.round(w["w1"] / s1), -127, 127).astype(np.int8)),
+                "w1 int8 = round(w1 / scale)")
+        c.check(q["w1_zero_point"].dtype == np.int8 and not q["w1_zero_point"].any(), "int8 weights: zero points 0")
+        axes = {n.input[0]: {a.name: a.i for a in n.attribute}.get("axis") for n in onnx.load(out).graph.node
+                if n.op_type == "DequantizeLinear"}
+        c.check(axes.get("w1_quantized") == 1 and axes.get("w2t_quantized") == 0, f"weight DequantizeLinear axes: {axes}")
+        # activation x: uint8 over [min(0, x), max(0, x)]
+        lo, hi = min(0.0, float(x.min())), max(0.0, float(x.max()))
+        sc = np.float32((hi - lo) / 255)
+        c.check(np.isclose(q["x_scale"], sc, rtol=1e-6) and q["x_zero_point"] == np.uint8(round(-lo / sc)),
+                f"x: uint8 scale {q['x_scale']} zero point {q['x_zero_point']}")
+        # the Gemm bias: int32 with scale = x scale * w scale (float32 product), zero point 0
+        bs = q.get("b2_scale")
+        g_in = [n for n in onnx.load(out).graph.node if n.op_type == "Gemm"][0].input[0]
+        xs = q[g_in.replace("_dequantized", "_scale")] if g_in.endswith("_dequantized") else None
+        if c.check(bs is not None and xs is not None, f"Gemm bias quantized: {sorted(q)}"):
+            c.check(np.array_equal(bs, (np.float32(xs) * s2).astype(np.float32)), "bias scale == x scale * w scale")
+            c.check(q["b2_quantized"].dtype == np.int32 and np.array_equal(q["b2_quantized"], np.round(w["b2"] / bs).astype(np.int32))
+                    and not q["b2_zero_point"].any(), "bias int32 = round(b / scale), zero point 0")
+        checked(c, out, "per-channel")
+    # per tensor: one scale per weight, no axis
+    if quantize(base + ["--per-tensor"], "per-tensor", c):
+        q = inits_of(out)
+        c.check(q["w1_scale"].shape == () and np.isclose(q["w1_scale"], np.abs(w["w1"]).max() / 127, rtol=1e-6),
+                f"per-tensor w1 scale: {q['w1_scale']}")
+        c.check(q["b2_scale"].shape == () and q["b2_scale"] == np.float32(q[[k for k in q if k.endswith("_scale") and k.startswith("r1")][0]]) * q["w2t_scale"],
+                "per-tensor bias scale = x scale * w scale")
+        checked(c, out, "per-tensor")
+    # uint8 weights: asymmetric per channel over [min(0, w), max(0, w)]
+    if quantize(base + ["--weight-type", "uint8"], "uint8 weights", c):
+        q = inits_of(out)
+        lo, hi = np.minimum(w["w1"].min(axis=0), 0), np.maximum(w["w1"].max(axis=0), 0)
+        s = ((hi - lo) / 255).astype(np.float32)
+        z = np.clip(np.round(-lo / s), 0, 255).astype(np.uint8)
+        c.check(np.allclose(q["w1_scale"], s, rtol=1e-6) and np.array_equal(q["w1_zero_point"], z)
+                and q["w1_quantized"].dtype == np.uint8, "uint8 w1: scale (hi - lo) / 255, zero point round(-lo / scale)")
+    # 7-bit weights: int8 in [-64, 64], scale max|w| / 64
+    if quantize(base + ["--reduce-range"], "reduce-range", c):
+        q = inits_of(out)
+        c.check(np.allclose(q["w1_scale"], np.abs(w["w1"]).max(axis=0) / 64, rtol=1e-6) and np.abs(q["w1_quantized"]).max() == 64,
+                "--reduce-range: w1 scale max|w| / 64, values within [-64, 64]")
+    # activation types: int8 asymmetric, symmetric int8/uint8, 16 bits (opset raised to 21)
+    xm = max(abs(float(x.min())), abs(float(x.max())))
+    lo, hi = min(0.0, float(x.min())), max(0.0, float(x.max()))
+    cases = {("int8",): (np.int8, (hi - lo) / 255, round(-128 - lo / ((hi - lo) / 255))),
+             ("int8", "--symmetric-activations"): (np.int8, xm / 127, 0),
+             ("uint8", "--symmetric-activations"): (np.uint8, xm / 127, 128),
+             ("int16",): (np.int16, (hi - lo) / 65535, round(-32768 - lo / ((hi - lo) / 65535))),
+             ("uint16", "--symmetric-activations"): (np.uint16, xm / 32767, 32768)}
+    for key, (dt, scale, zp) in cases.items():
+        args = ["--activation-type", key[0]] + list(key[1:])
+        doc = quantize(base + args, f"activations {key}", c)
+        if not doc:
+            continue
+        q = inits_of(out)
+        c.check(q["x_zero_point"].dtype == dt and np.isclose(q["x_scale"], scale, rtol=1e-5) and int(q["x_zero_point"]) == zp,
+                f"activations {key}: scale {q['x_scale']} (want {scale}), zero point {q['x_zero_point']} {q['x_zero_point'].dtype} (want {zp})")
+        m = onnx.load(out)
+        opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+        c.check(opset == (21 if "16" in key[0] else 17), f"activations {key}: opset {opset}")
+        checked(c, out, f"activations {key}")
+    # dynamic: per-tensor, uint8 and 7-bit weights of MatMulInteger (w1 [K, N] as it is)
+    dyn = [src, "-o", out, "--int8", "--dynamic", "--min-elements", "256", "--eval-sets", "0"]
+    if quantize(dyn + ["--per-tensor", "--reduce-range"], "dynamic per-tensor 7-bit", c):
+        q = inits_of(out)
+        c.check(q["w1_scale"].shape == () and np.isclose(q["w1_scale"], np.abs(w["w1"]).max() / 64, rtol=1e-6)
+                and q["w1_zero_point"].shape == () and np.abs(q["w1_quantized"]).max() == 64,
+                f"dynamic --per-tensor --reduce-range: w1 scale {q['w1_scale']}")
+        checked(c, out, "dynamic per-tensor")
+    if quantize(dyn + ["--weight-type", "uint8"], "dynamic uint8", c):
+        q = inits_of(out)
+        lo, hi = np.minimum(w["w2t"].T.min(axis=0), 0), np.maximum(w["w2t"].T.max(axis=0), 0)
+        s = ((hi - lo) / 255).astype(np.float32)
+        c.check(q["w2t_quantized"].shape == (128, 96) and q["w2t_quantized"].dtype == np.uint8 and np.allclose(q["w2t_scale"], s, rtol=1e-6)
+                and np.array_equal(q["w2t_zero_point"], np.clip(np.round(-lo / s), 0, 255).astype(np.uint8)),
+                "dynamic uint8: the transposed Gemm weight per column, asymmetric")
+        checked(c, out, "dynamic uint8")
+    # --op-types and --exclude: what they leave out stays float and is listed
+    src2 = os.path.join(tmp, "mlp_ops.onnx")
+    onnx.save(mlp(opset=17), src2)
+    for args, float_nodes, quantized in ((["--op-types", "Gemm"], {"m3", "m3b", "h1"}, 1),
+                                         (["--exclude", "MatMul"], {"m3", "m3b", "h1"}, 1),
+                                         (["--exclude", "gemm_node,mm_b"], {"g2", "m3b"}, 2)):
+        m = mlp(opset=17)
+        for n in m.graph.node:  # names to exclude by
+            n.name = {"g2": "gemm_node", "m3b": "mm_b"}.get(n.output[0], n.output[0] + "_node")
+        onnx.save(m, src2)
+        doc = quantize([src2, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256",
+                        "--eval-sets", "0"] + args, f"selection {args}", c)
+        if not doc:
+            continue
+        g = onnx.load(out).graph
+        producers = {o: n.op_type for n in g.node for o in n.output}
+        for n in g.node:
+            if n.op_type in ("MatMul", "Gemm") and n.output[0] in float_nodes:
+                c.check(producers.get(n.input[0]) != "DequantizeLinear" and producers.get(n.input[1]) != "DequantizeLinear",
+                        f"{args}: node {n.name} stays float")
+        c.check(doc["nodes_quantized"] == quantized, f"{args}: {doc['nodes_quantized']} quantized, want {quantized}")
+        skipped = " ".join(doc["skipped"])
+        c.check(("excluded" in skipped) if "--exclude" in args else ("not in --op-types" in skipped), f"{args}: skipped {skipped}")
+        c.check(all(i.type.tensor_type.elem_type == TensorProto.FLOAT for i in list(g.input) + list(g.output)),
+                "graph inputs and outputs stay float (--keep-io-float)")
+    # a NaN weight quantizes to the zero point (casting NaN to an integer is undefined behaviour)
+    m = mlp(opset=17)
+    w1 = numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w1[5, 7] = np.nan
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(w1, "w1"))
+    nan_src = os.path.join(tmp, "mlp_nan.onnx")
+    onnx.save(m, nan_src)
+    for mode in (["--dynamic"], ["--static", "--calibration", calib]):
+        if quantize([nan_src, "-o", out, "--int8", "--min-elements", "256", "--eval-sets", "0"] + mode, f"NaN weight {mode[0]}", c):
+            q = inits_of(out)
+            c.check(q["w1_quantized"][5, 7] == 0 and np.isclose(q["w1_scale"][7], np.nanmax(np.abs(w1[:, 7])) / 127, rtol=1e-6),
+                    f"NaN weight {mode[0]}: quantized to 0, the column's scale from the other values")
+            checked(c, out, f"NaN weight {mode[0]}")
+    r = run(["quantize", src2, "-o", out, "--int8", "--dynamic", "--exclude", "no_such_node"])
+    c.check(r.returncode == 0 and "no_such_node" in r.stderr, f"--exclude of an unknown name warns: {r.stderr}")
+
+
+def ort_sweep(c, tmp):
+    """--target ort: every combination it writes runs in ONNX Runtime, and ours match it; --target
+    trt: QDQ only, int8 symmetric, per channel, float bias."""
+    rng = np.random.default_rng(21)
+    src = os.path.join(tmp, "mlp_s.onnx")
+    onnx.save(mlp(opset=17), src)
+    mlp_calib = os.path.join(tmp, "mlp_s.npz")
+    np.savez(mlp_calib, x=rng.standard_normal((3, 4, 64)).astype(np.float32), other=rng.standard_normal((3, 96, 8)).astype(np.float32))
+    cnn_calib = os.path.join(tmp, "cnn_s.npz")
+    np.savez(cnn_calib, input=rng.random((3, 2, 1, 28, 28)).astype(np.float32))
+    models = {src: (mlp_calib, {"x": rng.standard_normal((5, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}),
+              SMALL: (cnn_calib, {"input": rng.random((2, 1, 28, 28)).astype(np.float32)})}
+    out = os.path.join(tmp, "sweep.onnx")
+    written = 0
+    for model, (calib, feeds) in models.items():
+        tag = os.path.basename(model)
+        combos = [["--dynamic", "--weight-type", wt, gran] + rr + (["--op-types", "Conv,Gemm"] if model == SMALL else [])
+                  for wt, gran, rr in itertools.product(["int8", "uint8"], ["--per-channel", "--per-tensor"], [[], ["--reduce-range"]])]
+        combos += [["--static", "--calibration", calib, "--weight-type", wt, "--activation-type", at, gran, "--format", fm] + sym
+                   for wt, at, gran, fm, sym in itertools.product(["int8", "uint8"], ["uint8", "int8", "uint16", "int16"],
+                                                                  ["--per-channel", "--per-tensor"], ["qdq", "qoperator"],
+                                                                  [[], ["--symmetric-activations"]])]
+        combos += [["--static", "--calibration", calib, "--weight-type", wt, "--reduce-range", "--format", fm]
+                   for wt, fm in itertools.product(["int8", "uint8"], ["qdq", "qoperator"])]
+        for combo in combos:
+            args = [model, "-o", out, "--int8", "--target", "ort", "--eval-sets", "0"] + combo
+            r = run(["quantize"] + args)
+            if r.returncode != 0:
+                # refused combinations name the reason: 16-bit QOperator, or int8 x uint8 QOperator
+                c.check(r.returncode == 2 and ("qlinear" in r.stderr.lower()), f"--target ort {combo}: {r.stderr}")
+                continue
+            written += 1
+            label = f"{tag} --target ort {' '.join(combo[2:] if combo[0] == '--static' else combo)}"
+            if checked(c, out, label):
+                ours_vs_ort(c, out, feeds, tmp, label)
+        # TensorRT
+        doc = quantize([model, "-o", out, "--int8", "--static", "--calibration", calib, "--target", "trt", "--eval-sets", "0"],
+                       f"{tag} trt", c)
+        if doc:
+            m = onnx.load(out)
+            q = inits_of(out)
+            ops = [n.op_type for n in m.graph.node]
+            zps = [q[n.input[2]] for n in m.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+            c.check("DynamicQuantizeLinear" not in ops and "MatMulInteger" not in ops and "ConvInteger" not in ops, f"trt ops: {ops}")
+            c.check(all(z.dtype == np.int8 and not z.any() for z in zps), "trt: every zero point int8 and 0 (symmetric)")
+            wdq = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in q and q[n.input[0]].ndim >= 2]
+            c.check(wdq and all(any(a.name == "axis" for a in n.attribute) and q[n.input[1]].ndim == 1 for n in wdq),
+                    "trt: weights per channel")
+            c.check(not any(t.dtype == np.int32 for t in q.values()), "trt: biases stay float")
+            checked(c, out, f"{tag} trt")
+            ours_vs_ort(c, out, feeds, tmp, f"{tag} trt")
+    c.check(written >= 100, f"--target ort wrote {written} models")
+    for args, text in ((["--int8", "--dynamic", "--target", "trt"], "DynamicQuantizeLinear"),
+                       (["--int8", "--static", "--calibration", mlp_calib, "--target", "trt", "--per-tensor"], "per channel"),
+                       (["--int8", "--static", "--calibration", mlp_calib, "--target", "trt", "--activation-type", "uint8"], "int8"),
+                       (["--int8", "--dynamic", "--activation-type", "int8"], "uint8 only"),
+                       (["--int8", "--dynamic", "--symmetric-activations"], "--static"),
+                       (["--int8", "--dynamic", "--op-types", "Relu"], "Relu"),
+                       (["--int4", "--per-tensor"], "apply to --int8"),
+                       (["--int8", "--dynamic", "--smooth-quant"], "--static"),
+                       (["--int8", "--static", "--calibration", mlp_calib, "--smooth-quant", "--alpha", "1.5"], "alpha"),
+                       (["--int8", "--static", "--calibration", mlp_calib, "--format", "qoperator", "--activation-type", "int16"], "8-bit"),
+                       (["--int8", "--dynamic", "--per-channel", "--per-tensor"], "excludes")):
+        r = run(["quantize", src, "-o", out] + args)
+        c.check(r.returncode == 2 and r.stderr.startswith("onnxtool: error:") and text in r.stderr and r.stderr.count("\n") <= 2,
+                f"quantize {args}: exit {r.returncode}: {r.stderr}")
+
+
+def outlier_model(opset=17):
+    """x [B, T, 64] -> LayerNormalization (gamma with three channels 30-60x the others: the outlier
+    channels of transformer activations) -> MatMul 64x64 (+ bias Add) -> Relu -> MatMul 64x32."""
+    rng = np.random.default_rng(5)
+    k, n = 64, 32
+    gamma = np.ones(k, np.float32)
+    gamma[[3, 17, 40]] = [40.0, -60.0, 30.0]
+    beta = (0.1 * rng.standard_normal(k)).astype(np.float32)
+    inits = [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta"),
+             numpy_helper.from_array((rng.standard_normal((k, k)) / 8).astype(np.float32), "w1"),
+             numpy_helper.from_array((0.1 * rng.standard_normal(k)).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((k, n)) / 8).astype(np.float32), "w2")]
+    nodes = [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["ln"], axis=-1),
+             helper.make_node("MatMul", ["ln", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "outliers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", n])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def smooth_checks(c, tmp):
+    """--smooth-quant on an outlier-heavy model: folded into the LayerNorm, a Mul before the
+    second MatMul, and a smaller error than plain static quantization (figures printed)."""
+    src = os.path.join(tmp, "outliers.onnx")
+    onnx.save(outlier_model(), src)
+    rng = np.random.default_rng(8)
+    calib = os.path.join(tmp, "outliers.npz")
+    np.savez(calib, x=rng.standard_normal((4, 2, 16, 64)).astype(np.float32))
+    held = {"x": rng.standard_normal((4, 16, 64)).astype(np.float32)}
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
+    errs = {}
+    for label, extra in (("plain", []), ("smooth", ["--smooth-quant"]), ("smooth alpha 0.8", ["--smooth-quant", "--alpha", "0.8"])):
+        out = os.path.join(tmp, f"outliers_{label.replace(' ', '_')}.onnx")
+        doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", calib, "--per-tensor"] + extra, label, c)
+        if not doc or not checked(c, out, label):
+            continue
+        got = ours_vs_ort(c, out, held, tmp, f"smooth-quant {label}")
+        if got is None:
+            continue
+        got = got[0]
+        errs[label] = (float(np.abs(got - want).max()), cosine(want, got), float(np.sqrt(np.mean((got - want) ** 2))))
+        if extra:
+            sq = doc["smooth_quant"]
+            c.check(sq["layers"] == 2 and sq["folded_into_layer_norm"] == 1 and sq["muls"] == 1, f"{label}: {sq}")
+            ops = [n.op_type for n in onnx.load(out).graph.node]
+            c.check(ops.count("Mul") == 1 and ops.count("LayerNormalization") == 1, f"{label}: ops {ops}")
+    print("smooth-quant on the outlier model (held-out, vs float, per-tensor weights): " +
+          ", ".join(f"{k}: max abs {v[0]:.4f}, rms {v[2]:.4f}, cosine {v[1]:.6f}" for k, v in errs.items()))
+    if c.check("plain" in errs and "smooth" in errs, f"errors: {errs}"):
+        # (max abs alone is one element: a noisy figure; the rms and the cosine are the whole output)
+        c.check(errs["smooth"][2] < 0.5 * errs["plain"][2] and 1 - errs["smooth"][1] < (1 - errs["plain"][1]) / 3
+                and errs["smooth"][0] < errs["plain"][0], f"smooth-quant at least halves the rms error: {errs}")
+
+
+def main():
+    c = Checker("quantize options")
+    with tempfile.TemporaryDirectory() as tmp:
+        hand_checks(c, tmp)
+        smooth_checks(c, tmp)
+        ort_sweep(c, tmp)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
