@@ -103,17 +103,24 @@ void requireKnownOpsets(const Model& model, bool allowNewer) {
   fail(ErrorKind::Unsupported, "{}: {} (--allow-newer-opset goes on anyway)", name, newer);
 }
 
-void requireValidModel(const Model& model, std::string_view command) {
-  if (!newerOpsetThanKnown(model).empty()) return;  // --allow-newer-opset: schemas are guesses
-  std::vector<Diagnostic> found = checkModel(model);
-  size_t errors = 0;
-  const Diagnostic* first = nullptr;
-  for (const Diagnostic& d : found)
-    if (d.severity == Diagnostic::Severity::Error && errors++ == 0) first = &d;
-  if (!first) return;
-  fail(ErrorKind::InvalidInput, "{}{}; {} writes only valid models (onnxtool check lists {})", first->message,
-       errors > 1 ? fmt::format(" (and {} more error{})", errors - 1, errors > 2 ? "s" : "") : "", command,
-       errors > 1 ? "them all" : "it");
+ModelValidity validityOf(const Model& model) {
+  ModelValidity v;
+  v.skipped = !newerOpsetThanKnown(model).empty();  // --allow-newer-opset: schemas are guesses
+  if (v.skipped) return v;
+  for (const Diagnostic& d : checkModel(model))
+    if (d.severity == Diagnostic::Severity::Error && v.errors++ == 0) v.firstError = d.message;
+  return v;
+}
+
+void requireValidOutput(const Model& out, const ModelValidity& input, std::string_view command) {
+  if (input.skipped) return;
+  ModelValidity v = validityOf(out);
+  if (v.errors == 0) return;
+  std::string more = v.errors > 1 ? fmt::format(" (and {} more)", v.errors - 1) : "";
+  if (input.errors > 0)
+    fail(ErrorKind::InvalidInput, "{}; the model {} made from it is invalid too ({}{}); nothing written", input.firstError,
+         command, v.firstError, more);
+  fail(ErrorKind::Internal, "{} made an invalid model from a valid one: {}{}; nothing written", command, v.firstError, more);
 }
 
 ModelInputOptions modelInputOptions(const InputOptions& o) {

@@ -55,11 +55,21 @@ CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest);
 /// naming the domain and version (exit 3), or a warning when `allowNewer`.
 void requireKnownOpsets(const Model& model, bool allowNewer);
 
-/// For commands that write a model made from this one (optimize, convert, quantize): throws
-/// Error(InvalidInput) (exit 2) with the checker's first error when the model is invalid (what
-/// `check` reports as an error, not warnings), so no invalid model is written from it. Skipped
-/// for a model importing opsets newer than this build knows (--allow-newer-opset).
-void requireValidModel(const Model& model, std::string_view command);
+/// The checker's verdict on a model: its errors (not warnings), the first one's message.
+struct ModelValidity {
+  size_t errors = 0;
+  std::string firstError;
+  bool skipped = false;  ///< the model imports opsets newer than this build knows
+};
+ModelValidity validityOf(const Model& model);
+
+/// For commands that write a model they made (optimize, convert --opset, quantize): checks `out`
+/// before it is written, so that no invalid model leaves onnxtool. An invalid result throws
+/// Error(InvalidInput) (exit 2) naming the input's first error when the input was invalid too
+/// (`input`, from validityOf before the work), else Error(Internal) (exit 4: our bug). An input
+/// may be invalid and its result valid (convert --opset 21 of a deprecated GroupNormalization-18).
+/// Skipped for models importing opsets newer than this build knows (--allow-newer-opset).
+void requireValidOutput(const Model& out, const ModelValidity& input, std::string_view command);
 
 /// Where a subcommand that runs a model gets its inputs: -i files, a test-layout folder, random
 /// values (run, optimize --verify; later bench).

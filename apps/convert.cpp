@@ -134,7 +134,6 @@ int runConvert(const ConvertOptions& o) {
   }
   auto model = loadModel(o.input);
   applyInputShapes(*model, specs);
-  requireValidModel(*model, "convert");
   if (o.dryRun) {
     if (o.opset == 0 && o.domains.empty()) fail(ErrorKind::InvalidInput, "--dry-run needs --opset N (or --domain)");
     OpsetConvertOptions c = parseDomains(o.opset, o.domains);
@@ -162,7 +161,10 @@ int runConvert(const ConvertOptions& o) {
   }
   if (o.output.empty()) fail(ErrorKind::InvalidInput, "convert: -o OUTPUT is required");
   if (o.opset != 0 || !o.domains.empty()) {
+    // A format conversion writes the model as it is; an opset conversion writes a model it made.
+    const ModelValidity inputValidity = validityOf(*model);
     if (int rc = convertModelOpset(*model, o.opset, o.domains, o.json, o.output == "-"); rc != kOk) return rc;
+    requireValidOutput(*model, inputValidity, "convert");
   }
   if (o.inferShapes) {
     InferReport report = inferShapes(*model);

@@ -176,7 +176,7 @@ int runOptimize(const OptimizeOptions& o) {
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
-  requireValidModel(*model, "optimize");
+  const ModelValidity inputValidity = validityOf(*model);
   Summary before = summarize(*model);
   before.fileSize = model->fileSize;
   // The culprit search of a failed --verify starts again from the input: keep a copy of a model
@@ -316,6 +316,7 @@ int runOptimize(const OptimizeOptions& o) {
 
   Summary after = summarize(*model);
   bool written = !verifyFailed || o.keepFailed;
+  if (written) requireValidOutput(*model, inputValidity, "optimize");
   if (written && (o.to == "text" || (o.to.empty() && isTextModelPath(o.output)))) {
     after.fileSize = saveModelText(*model, o.output);
   } else if (written) {

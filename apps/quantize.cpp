@@ -264,7 +264,7 @@ int runQuantize(const QuantizeOptions& o) {
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.input);
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
-  requireValidModel(*model, "quantize");
+  const ModelValidity inputValidity = validityOf(*model);
   auto original = o.evalSets > 0 || !o.evalData.empty() ? loadModel(o.input) : nullptr;
   if (original) applyInputShapes(*original, specs);
   for (const std::string& e : unmatchedExcludes(*model->graph, scheme))
@@ -367,6 +367,7 @@ int runQuantize(const QuantizeOptions& o) {
   AccuracyReport acc;
   if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compareModels(*original, *model, evalSets, o.reportLayers);
   std::string source = !o.evalData.empty() ? "evaluation" : o.isStatic ? "calibration" : "random";
+  requireValidOutput(*model, inputValidity, "quantize");
   uint64_t size = saveModel(*model, o.output);
   bool quiet = spdlog::get_level() >= spdlog::level::err;
   std::FILE* dataOut = o.output == "-" ? stderr : stdout;
