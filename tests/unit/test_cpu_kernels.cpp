@@ -855,6 +855,8 @@ TEST_CASE("cpu Slice matches the reference kernel: negative axes, clamped and ne
       {{17}, {1}, {16}, {0}, {kMax}},                        // a huge step: one element
       {{2, 3, 33}, {0, 2}, {1, 3}, {0, 1}, {}},              // single elements along outer axes
       {{0, 5}, {1}, {4}, {1}, {}},                           // empty input
+      {{64, 300, 9}, {8, -1}, {1, kMin}, {2, 1}, {-2, -3}},  // many rows: split over the pool
+      {{300, 64, 20}, {1}, {19}, {-1}, {}},                   // many short blocks over the pool
   };
   for (const SCase& c : cases)
     for (DType t : {DType::Float, DType::Int64, DType::UInt8})
@@ -899,7 +901,7 @@ TEST_CASE("cpu Concat and Split match the reference kernels on any element type"
   std::mt19937 rng(43);
   for (DType t : {DType::Float, DType::Int64, DType::UInt8})
     for (int64_t axis : {0, 1, -1, 2}) {
-      std::vector<int64_t> a{3, 4, 5}, b = a, c = a;
+      std::vector<int64_t> a{axis == 0 ? 3 : 3000, 4, 5}, b = a, c = a;  // 3000 rows: split over the pool
       size_t ax = static_cast<size_t>(axis < 0 ? axis + 3 : axis);
       b[ax] = 0;  // an empty piece
       c[ax] = 7;
@@ -919,7 +921,7 @@ TEST_CASE("cpu Concat and Split match the reference kernels on any element type"
   };
   const PCase cases[] = {{13, {2, 9, 5}, 1, {2, 0, 7}, 3}, {13, {2, 9, 5}, -1, {}, 5},  {18, {2, 9, 5}, 1, {}, 4},
                          {18, {7, 3}, 0, {}, 3},          {11, {4, 6, 3}, -2, {1, 5}, 2}, {11, {4, 6, 3}, 0, {}, 2},
-                         {13, {1, 232, 7, 7}, 1, {}, 2}};
+                         {13, {1, 232, 7, 7}, 1, {}, 2}, {13, {3000, 6, 5}, 1, {1, 2, 3}, 3}};
   for (const PCase& c : cases)
     for (DType t : {DType::Float, DType::Int64, DType::UInt8}) {
       std::map<std::string, RtValue> feeds;
