@@ -996,3 +996,16 @@ TEST_CASE("cpu fusions: HardSwish after MatMul + bias is the GEMM's epilogue", "
                  "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = HardSwish(h)\n}",
              {{"x", {7, 20}}}, {"cpu.matmul.f32+Add+HardSwish"}, 3);
 }
+
+TEST_CASE("cpu plan: Split's outputs live in the arena and feed later kernels, Slice and Concat around them", "[cpu][plan]") {
+  // Every output of the fast Split is written (none left to a fallback), and arena reuse after
+  // it keeps the parts apart: ShuffleNet's channel split and shuffle, spelled with Split.
+  checkFused("<ir_version: 8, opset_import: [\"\" : 18]>\n"
+             "g (float[2, 12, 5, 7] x) => (float[2, 12, 5, 7] y, float[2, 3, 5, 7] z)"
+             " <int64[1] s = {1}, int64[1] e = {12}, int64[1] ax = {1}, int64[1] st = {4}> {\n"
+             "  a, b, c = Split<axis: int = 1, num_outputs: int = 3>(x)\n"
+             "  ra = Relu(a)\n  sb = Sigmoid(b)\n  t = Concat<axis: int = 1>(c, ra, sb)\n"
+             "  y = HardSwish(t)\n  z = Slice(y, s, e, ax, st)\n}",
+             {{"x", {2, 12, 5, 7}}},
+             {"cpu.split.copy", "cpu.relu.f32", "cpu.sigmoid.f32", "cpu.concat.copy", "cpu.hardswish.f32", "cpu.slice.copy.blocks"}, 6);
+}
