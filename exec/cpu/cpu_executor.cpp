@@ -447,6 +447,10 @@ class Specialization {
           epi.suffix += "+clip";
           chain.push_back(next);
         }
+      } else if (next && next->opType == "HardSwish" && opsetFor(*model_, *next) >= 14) {
+        epi.act = VecUnary::HardSwish;
+        epi.suffix += "+hardswish";
+        chain.push_back(next);
       }
       if (chain.empty() || int8Fused(&conv)) continue;
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
@@ -463,6 +467,7 @@ class Specialization {
       st.out.push_back(slotFor(chain.back()->output(0)));
       tryFast(st, *schema, threads, &epi);
       if (!st.kernel) continue;
+      st.graphNodes = 1 + static_cast<int>(chain.size());  // for profiles: the Conv and what it absorbed
       absorbed_.insert(&conv);
       for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
       convFusedAt_.emplace(chain.back(), std::move(st));

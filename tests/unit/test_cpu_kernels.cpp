@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
 #include "formats/onnx_text.h"
@@ -1008,4 +1009,23 @@ TEST_CASE("cpu plan: Split's outputs live in the arena and feed later kernels, S
              "  y = HardSwish(t)\n  z = Slice(y, s, e, ax, st)\n}",
              {{"x", {2, 12, 5, 7}}},
              {"cpu.split.copy", "cpu.relu.f32", "cpu.sigmoid.f32", "cpu.concat.copy", "cpu.hardswish.f32", "cpu.slice.copy.blocks"}, 6);
+}
+
+TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + HardSwish is one step on the packed and depthwise kernels", "[cpu][fusion]") {
+  std::mt19937 rng(49);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // 3x3 stride 1 (Winograd-shaped: the packed kernel takes it with the activation), 21 output
+  // channels (a partial weight panel), 1x1 pointwise, and a depthwise 3x3 with a folded BN.
+  checkFused(head + "g (float[1, 8, 9, 11] x) => (float[1, 21, 9, 11] y) <float[21, 8, 3, 3] w = " + literal(21 * 8 * 9, rng, 0.3f) +
+                 ", float[21] b = " + literal(21, rng) + "> {\n  c = Conv<pads: ints = [1, 1, 1, 1]>(x, w, b)\n  y = HardSwish(c)\n}",
+             {{"x", {1, 8, 9, 11}}}, {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(21).isa)) + "+hardswish"}, 2);
+  checkFused(head + "g (float[2, 16, 7, 5] x) => (float[2, 40, 7, 5] y) <float[40, 16, 1, 1] w = " + literal(40 * 16, rng, 0.3f) +
+                 "> {\n  c = Conv(x, w)\n  y = HardSwish(c)\n}",
+             {{"x", {2, 16, 7, 5}}}, {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(40).isa)) + "+hardswish"}, 2);
+  checkFused(head + "g (float[1, 6, 13, 9] x) => (float[1, 6, 7, 5] y) <float[6, 1, 3, 3] w = " + literal(6 * 9, rng, 0.5f) +
+                 ", float[6] s = " + literal(6, rng) + ", float[6] bb = " + literal(6, rng) + ", float[6] mu = " + literal(6, rng) +
+                 ", float[6] var = {1.0, 0.5, 2.0, 0.25, 1.5, 0.75}> {\n"
+                 "  c = Conv<group: int = 6, strides: ints = [2, 2], pads: ints = [1, 1, 1, 1]>(x, w)\n"
+                 "  n = BatchNormalization(c, s, bb, mu, var)\n  y = HardSwish(n)\n}",
+             {{"x", {1, 6, 13, 9}}}, {"cpu.conv.f32.depthwise+bn+hardswish"}, 3);
 }
