@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exec/cpu/thread_pool.h"
+#include "exec/cpu/vec.h"
 
 namespace onnxtool::cpu {
 
@@ -22,6 +23,9 @@ struct ConvEpilogue {
   bool residual = false;  ///< input 3 is added
   bool clamp = false;
   float lo = 0, hi = 0;
+  /// Then a vec.h function (HardSwish) over the finished output; Count: none. The packed and
+  /// depthwise kernels apply it (Winograd is not chosen with one).
+  VecUnary act = VecUnary::Count;
 };
 
 inline int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }

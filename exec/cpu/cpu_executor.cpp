@@ -447,6 +447,10 @@ class Specialization {
           epi.suffix += "+clip";
           chain.push_back(next);
         }
+      } else if (next && next->opType == "HardSwish" && opsetFor(*model_, *next) >= 14) {
+        epi.act = VecUnary::HardSwish;
+        epi.suffix += "+hardswish";
+        chain.push_back(next);
       }
       if (chain.empty() || int8Fused(&conv)) continue;
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
@@ -463,6 +467,7 @@ class Specialization {
       st.out.push_back(slotFor(chain.back()->output(0)));
       tryFast(st, *schema, threads, &epi);
       if (!st.kernel) continue;
+      st.graphNodes = 1 + static_cast<int>(chain.size());  // for profiles: the Conv and what it absorbed
       absorbed_.insert(&conv);
       for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
       convFusedAt_.emplace(chain.back(), std::move(st));
@@ -503,8 +508,11 @@ class Specialization {
       if (!sl.type) return;
       info.outputs.push_back(&*sl.type);
     }
+    // Fast kernels have one output (omitted optional ones aside), but Split: its kernel writes
+    // every output; others with optional outputs (Mean, Indices, ...) would leave them unwritten.
+    bool multiOutput = st.node->opType == "Split" && canonicalDomain(st.node->domain).empty();
     for (size_t k = 1; k < st.out.size(); ++k)
-      if (st.out[k] >= 0) return;  // fast kernels have one output for now (omitted optional ones aside)
+      if (st.out[k] >= 0 && !multiOutput) return;
     std::unique_ptr<CpuKernel> k = def->create(info);
     if (!k) return;
     st.kernel = std::move(k);
@@ -717,7 +725,8 @@ class Specialization {
           absorb(ii, gelu.back(), gelu, "gelu");
           continue;
         }
-        const std::pair<const char*, VecUnary> acts[] = {{"Relu", VecUnary::Relu}, {"Sigmoid", VecUnary::Sigmoid}, {"Tanh", VecUnary::Tanh}};
+        const std::pair<const char*, VecUnary> acts[] = {{"Relu", VecUnary::Relu}, {"Sigmoid", VecUnary::Sigmoid}, {"Tanh", VecUnary::Tanh},
+                                                           {"HardSwish", VecUnary::HardSwish}};
         for (auto [name, act] : acts) {
           int r = soleFastReader(last, name);
           if (r >= 0 && st.kernel->fuseActivation(act)) {
@@ -772,7 +781,8 @@ class Specialization {
         o.kind = SlotKind::Alias;
         o.root = rootOf(st.in[0]);
       } else {
-        o.kind = SlotKind::Arena;
+        for (int k : st.out)  // Split has several
+          if (k >= 0) slots_[static_cast<size_t>(k)].kind = SlotKind::Arena;
       }
     }
     // Lifetimes: the last step reading a value, then (backwards) a view keeps its input's
@@ -953,9 +963,16 @@ class RunState {
         inp = insBig.data();
       }
       for (size_t k = 0; k < st.in.size(); ++k) inp[k] = st.in[k] >= 0 ? ptr(st.in[k]) : nullptr;
-      void* out = const_cast<uint8_t*>(ptr(st.out[0]));
+      void* outs[16];  // one but for Split (nullptr for omitted outputs)
+      std::vector<void*> outsBig;
+      void** outp = outs;
+      if (st.out.size() > 16) {
+        outsBig.resize(st.out.size());
+        outp = outsBig.data();
+      }
+      for (size_t k = 0; k < st.out.size(); ++k) outp[k] = st.out[k] >= 0 ? const_cast<uint8_t*>(ptr(st.out[k])) : nullptr;
       void* ws = st.workspaceRegion >= 0 ? arena_.get() + sp_.regions_[static_cast<size_t>(st.workspaceRegion)].offset : nullptr;
-      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(&out, 1), ws, pool_});
+      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(outp, st.out.size()), ws, pool_});
     } else {
       runFallback(st);
     }

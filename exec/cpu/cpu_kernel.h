@@ -46,6 +46,7 @@ struct FusedEpilogue {
   bool residual = false;  ///< input 3 (after the node's own three) is added to the output
   bool clamp = false;     ///< then clamped to [lo, hi] (Relu: [0, +inf]; Clip: its bounds)
   float lo = 0, hi = 0;
+  VecUnary act = VecUnary::Count;  ///< then this activation (HardSwish); Count: none
   std::string suffix;     ///< for the kernel's name in profiles: "+add+relu"
 };
 

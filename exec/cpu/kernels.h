@@ -1,7 +1,8 @@
 // kernels.h: the create functions of the cpu executor's kernels, for the table in
 // cpu_kernels.cpp. One file per family: kernels_gemm.cpp (MatMul, Gemm, Conv),
 // kernels_elementwise.cpp (binary and unary elementwise, Softmax, views), kernels_pool.cpp,
-// kernels_resize.cpp, kernels_norm.cpp, kernels_layout.cpp (Transpose, ReduceMean).
+// kernels_resize.cpp, kernels_norm.cpp, kernels_layout.cpp (Transpose, Gather, Slice, Concat, Split,
+// ReduceMean).
 #pragma once
 
 #include <memory>
@@ -35,6 +36,8 @@ std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGelu(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createHardSwish(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createHardSigmoid(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSoftmax(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createView(const CpuNodeInfo& info);
 
@@ -58,5 +61,10 @@ void makeLayerNormResidual(CpuKernel& layerNorm);
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info);
+/// Slice with constant starts/ends/axes/steps (or Slice-1's attributes) as a strided copy of
+/// contiguous blocks; Concat and Split as block copies along the axis (sizes from the plan's types).
+std::unique_ptr<CpuKernel> createSlice(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createConcat(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createSplit(const CpuNodeInfo& info);
 
 }  // namespace onnxtool::cpu

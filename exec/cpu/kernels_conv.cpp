@@ -131,6 +131,7 @@ class PackedConvKernel : public CpuKernel {
     te.lo = ep_.lo;
     te.hi = ep_.hi;
     te.ldr = pix_;
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
     for (int64_t img = 0; img < g_.n; ++img)
       for (int64_t grp = 0; grp < g_.group; ++grp) {
         const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
@@ -153,6 +154,11 @@ class PackedConvKernel : public CpuKernel {
                 te.residual = res ? res + off : nullptr;
                 mk_.kernel(kc, a, packed + jp * kc * nr, y + off, pix_, rows, cols, te);
               }
+              if (te.last && ep_.act != VecUnary::Count)  // the panel's rows of this pixel block, still in cache
+                for (int r = 0; r < rows; ++r) {
+                  float* yr = y + yOff + (mp * mr + r) * pix_ + nb;
+                  act(yr, yr, nc);
+                }
             }
           }
         }
@@ -280,6 +286,7 @@ class DepthwiseConvKernel : public CpuKernel {
       }
       ops.depthwisePlane(padded, pw_, w_.data() + ch * g_.kh * g_.kw, shape_, bias ? bias[ch] : 0.f, res ? res + plane * pix : nullptr,
                          y + plane * pix, ep_.clamp, ep_.lo, ep_.hi);
+      if (ep_.act != VecUnary::Count) vecKernels().unary[static_cast<int>(ep_.act)](y + plane * pix, y + plane * pix, pix);
     }
   }
 
@@ -346,6 +353,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     ep.clamp = info.fused->clamp;
     ep.lo = info.fused->lo;
     ep.hi = info.fused->hi;
+    ep.act = info.fused->act;
     if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
   }
   if (g.c / g.group * g.kh * g.kw == 0 && g.n * g.m * g.oh * g.ow > 0) return nullptr;  // no taps: the reference kernel
@@ -371,7 +379,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
-  } else if (winogradApplies(g)) {
+  } else if (ep.act == VecUnary::Count && winogradApplies(g)) {
     k = makeWinogradConv(g, ep, weights.data(), reinterpret_cast<const uint8_t*>(wt.raw.data()),
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }

@@ -1,5 +1,5 @@
 // kernels_elementwise.cpp: binary elementwise ops with numpy broadcasting (Add, Sub, Mul, Div,
-// Pow), activations (Relu, Sigmoid, Tanh, Erf, Gelu), Softmax, and the Reshape family as views.
+// Pow), activations (Relu, Sigmoid, Tanh, Erf, Gelu, HardSwish, HardSigmoid), Softmax, and the Reshape family as views.
 // The float loops are the runtime-dispatched ones of vec.h, split over the plan's thread pool.
 #include <algorithm>
 #include <cmath>
@@ -191,6 +191,22 @@ class UnaryKernel : public CpuKernel {
   int64_t n_;
 };
 
+/// HardSigmoid: max(0, min(1, alpha x + beta)) through the vec.h table, split over the pool.
+class HardSigmoidKernel : public CpuKernel {
+ public:
+  HardSigmoidKernel(int64_t n, float alpha, float beta) : n_(n), alpha_(alpha), beta_(beta), f_(vecKernels().hardSigmoid) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    parallelFor(args.pool, n_, kGrain, [&](int64_t s, int64_t e) { f_(x + s, y + s, e - s, alpha_, beta_); });
+  }
+
+ private:
+  int64_t n_;
+  float alpha_, beta_;
+  void (*f_)(const float*, float*, int64_t, float, float);
+};
+
 struct SqrtF {
   static float apply(float x) { return std::sqrt(x); }
 };
@@ -261,6 +277,13 @@ std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Relu); }
 std::unique_ptr<CpuKernel> createSigmoid(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Sigmoid); }
 std::unique_ptr<CpuKernel> createTanh(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Tanh); }
+std::unique_ptr<CpuKernel> createHardSwish(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::HardSwish); }
+std::unique_ptr<CpuKernel> createHardSigmoid(const CpuNodeInfo& info) {
+  for (const Attribute& a : info.node->attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  return std::make_unique<HardSigmoidKernel>(info.in(0).numElements(), info.node->attrFloat("alpha", 0.2f),
+                                             info.node->attrFloat("beta", 0.5f));
+}
 std::unique_ptr<CpuKernel> createGelu(const CpuNodeInfo& info) {
   for (const Attribute& a : info.node->attributes)
     if (!a.refAttrName.empty()) return nullptr;

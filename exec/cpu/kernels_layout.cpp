@@ -1,9 +1,10 @@
 // kernels_layout.cpp: Transpose as a strided copy (rows over the pool), Gather (embedding lookup) as row copies,
-// and ReduceMean over trailing axes (the LayerNorm statistics of exported transformers).
+// Slice as a strided copy of contiguous blocks, Concat and Split as block copies along the axis, and ReduceMean over trailing axes (the LayerNorm statistics of exported transformers).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "exec/cpu/kernels.h"
 #include "lib/error.h"
@@ -135,7 +136,253 @@ class GatherKernel : public CpuKernel {
   bool idx64_;
 };
 
+/// Slice: output dims (outer to inner) with the input byte stride of each, from a base byte
+/// offset; the innermost contiguous run (step-1 axes whose inner axes are whole) is one block of
+/// `block_` bytes, copied by memcpy; a one-element block steps through the innermost dim with a
+/// typed strided loop instead. Output rows (all dims but the last) split over the pool.
+class SliceKernel : public CpuKernel {
+ public:
+  SliceKernel(std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t base, size_t block, size_t elem)
+      : dims_(std::move(dims)), strides_(std::move(strides)), base_(base), block_(block), elem_(elem) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* x = static_cast<const uint8_t*>(args.inputs[0]) + base_;
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    if (block_ == 0) return;
+    if (dims_.empty()) {
+      std::memcpy(y, x, block_);
+      return;
+    }
+    if (block_ == elem_) {
+      switch (elem_) {
+        case 4: return run<uint32_t>(args, x, y);
+        case 8: return run<uint64_t>(args, x, y);
+        case 2: return run<uint16_t>(args, x, y);
+        case 1: return run<uint8_t>(args, x, y);
+        default: break;
+      }
+    }
+    run<void>(args, x, y);
+  }
+  std::string variant() const override { return block_ == elem_ ? ".strided" : ".blocks"; }
+
+ private:
+  /// E void: every innermost index is a memcpy of block_ bytes; else one element of type E.
+  template <typename E>
+  void run(const CpuComputeArgs& args, const uint8_t* x, uint8_t* y) const {
+    const size_t r = dims_.size();
+    const int64_t inner = dims_[r - 1], s = strides_[r - 1];
+    const size_t rowBytes = static_cast<size_t>(inner) * block_;
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < r; ++d) rows *= dims_[d];
+    int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(65536 / std::max<size_t>(rowBytes, 1)));
+    parallelFor(args.pool, rows, grain, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> idx(r, 0);  // small: one per chunk, not per element
+      int64_t rem = b, off = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        idx[d] = rem % dims_[d];
+        rem /= dims_[d];
+        off += idx[d] * strides_[d];
+      }
+      for (int64_t o = b; o < e; ++o) {
+        uint8_t* yo = y + static_cast<size_t>(o) * rowBytes;
+        const uint8_t* xo = x + off;
+        if constexpr (std::is_void_v<E>) {
+          if (s == static_cast<int64_t>(block_)) std::memcpy(yo, xo, rowBytes);
+          else
+            for (int64_t i = 0; i < inner; ++i) std::memcpy(yo + static_cast<size_t>(i) * block_, xo + i * s, block_);
+        } else {
+          E* ye = reinterpret_cast<E*>(yo);
+          for (int64_t i = 0; i < inner; ++i) std::memcpy(ye + i, xo + i * s, sizeof(E));
+        }
+        for (size_t d = r - 1; d-- > 0;) {
+          off += strides_[d];
+          if (++idx[d] < dims_[d]) break;
+          off -= idx[d] * strides_[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+  std::vector<int64_t> dims_, strides_;
+  int64_t base_;
+  size_t block_, elem_;
+};
+
+/// Concat (split_ false) or Split (true): for each of `outer` rows, part i is `parts_[i]`
+/// contiguous bytes of the joined tensor's row of `row_` bytes.
+class AxisCopyKernel : public CpuKernel {
+ public:
+  AxisCopyKernel(bool split, int64_t outer, std::vector<size_t> parts)
+      : split_(split), outer_(outer), parts_(std::move(parts)) {
+    for (size_t p : parts_) row_ += p;
+  }
+  void compute(const CpuComputeArgs& args) const override {
+    if (row_ == 0) return;
+    int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(65536 / row_));
+    parallelFor(args.pool, outer_, grain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        size_t off = static_cast<size_t>(o) * row_;
+        for (size_t i = 0; i < parts_.size(); ++i) {
+          size_t n = parts_[i], at = static_cast<size_t>(o) * n;
+          if (n == 0) continue;
+          if (split_) std::memcpy(static_cast<uint8_t*>(args.outputs[i]) + at, static_cast<const uint8_t*>(args.inputs[0]) + off, n);
+          else std::memcpy(static_cast<uint8_t*>(args.outputs[0]) + off, static_cast<const uint8_t*>(args.inputs[i]) + at, n);
+          off += n;
+        }
+      }
+    });
+  }
+
+ private:
+  bool split_;
+  int64_t outer_;
+  std::vector<size_t> parts_;
+  size_t row_ = 0;
+};
+
+/// Rows before `axis` and the byte parts of each piece along it, when every piece has the
+/// joined shape but for `axis` and the pieces' lengths along it sum to the joined one; else
+/// false (the reference kernel reports the mismatch).
+bool axisParts(const std::vector<const StaticTensorType*>& pieces, const StaticTensorType& whole, int64_t axis,
+               int64_t& outer, std::vector<size_t>& parts) {
+  int64_t r = static_cast<int64_t>(whole.dims.size());
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r || pieces.empty()) return false;
+  size_t a = static_cast<size_t>(axis);
+  outer = 1;
+  int64_t inner = 1, sum = 0;
+  for (size_t i = 0; i < whole.dims.size(); ++i) {
+    if (i < a) outer *= whole.dims[i];
+    if (i > a) inner *= whole.dims[i];
+  }
+  size_t elem = static_cast<size_t>(dtypeBits(whole.dtype) / 8);
+  parts.clear();
+  for (const StaticTensorType* p : pieces) {
+    if (!p || p->dtype != whole.dtype || p->dims.size() != whole.dims.size()) return false;
+    for (size_t i = 0; i < whole.dims.size(); ++i)
+      if (i != a && p->dims[i] != whole.dims[i]) return false;
+    sum += p->dims[a];
+    parts.push_back(static_cast<size_t>(p->dims[a] * inner) * elem);
+  }
+  return sum == whole.dims[a];
+}
+
+bool hasRefAttrs(const Node& n) {
+  for (const Attribute& a : n.attributes)
+    if (!a.refAttrName.empty()) return true;
+  return false;
+}
+
 }  // namespace
+
+std::unique_ptr<CpuKernel> createSlice(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  if (hasRefAttrs(n)) return nullptr;
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (info.sinceVersion < 10) {
+    starts = n.attrInts("starts");
+    ends = n.attrInts("ends");
+    axes = n.attrInts("axes");
+  } else {
+    auto constInts = [&](size_t i, std::vector<int64_t>& v) {
+      if (!info.hasInput(i)) return true;
+      if (i >= info.constants.size() || !info.constants[i]) return false;
+      v = info.constants[i]->toInt64s();
+      return true;
+    };
+    if (!info.hasInput(1) || !info.hasInput(2)) return nullptr;
+    if (!constInts(1, starts) || !constInts(2, ends) || !constInts(3, axes) || !constInts(4, steps)) return nullptr;
+  }
+  const auto& x = info.in(0).dims;
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (ends.size() != starts.size()) return nullptr;
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) return nullptr;
+  // Per axis: first index, step and count (the reference's clamping; errors left to it).
+  std::vector<int64_t> first(x.size(), 0), step(x.size(), 1), count = x;
+  std::vector<bool> seen(x.size(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r || seen[static_cast<size_t>(a)] || steps[i] == 0) return nullptr;
+    size_t ua = static_cast<size_t>(a);
+    seen[ua] = true;
+    int64_t dim = x[ua], st = steps[i];
+    auto adjust = [dim](int64_t v) { return v < 0 ? (v < -dim ? -dim - 1 : v) + dim : v; };
+    int64_t s = adjust(starts[i]), e = adjust(ends[i]), c = 0;
+    if (dim > 0) {
+      // |step| as unsigned: INT64_MIN has no positive int64.
+      uint64_t mag = st > 0 ? static_cast<uint64_t>(st) : 0 - static_cast<uint64_t>(st);
+      if (st > 0) {
+        s = std::clamp<int64_t>(s, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+        if (e > s) c = static_cast<int64_t>(static_cast<uint64_t>(e - s - 1) / mag) + 1;
+      } else {
+        s = std::clamp<int64_t>(s, 0, dim - 1);
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+        if (s > e) c = static_cast<int64_t>(static_cast<uint64_t>(s - e - 1) / mag) + 1;
+      }
+    }
+    first[ua] = c > 0 ? s : 0;
+    step[ua] = c > 1 ? st : 1;  // one element: its step never applies
+    count[ua] = c;
+  }
+  if (count != info.out(0).dims || info.out(0).dtype != info.in(0).dtype) return nullptr;
+  const size_t elem = static_cast<size_t>(dtypeBits(info.in(0).dtype) / 8);
+  std::vector<int64_t> stride(x.size(), 1);
+  for (size_t i = x.size(); i-- > 1;) stride[i - 1] = stride[i] * x[i];
+  int64_t total = 1, base = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    total *= count[i];
+    base += first[i] * stride[i];
+  }
+  if (total == 0) return std::make_unique<SliceKernel>(std::vector<int64_t>{}, std::vector<int64_t>{}, 0, 0, elem);
+  // Dims of one element drop out; the innermost ones that step contiguously merge into the block.
+  std::vector<int64_t> dims, strides;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (count[i] != 1) {
+      dims.push_back(count[i]);
+      strides.push_back(step[i] * stride[i]);
+    }
+  int64_t block = 1;
+  while (!dims.empty() && strides.back() == block) {
+    block *= dims.back();
+    dims.pop_back();
+    strides.pop_back();
+  }
+  for (int64_t& s : strides) s *= static_cast<int64_t>(elem);
+  return std::make_unique<SliceKernel>(std::move(dims), std::move(strides), base * static_cast<int64_t>(elem),
+                                       static_cast<size_t>(block) * elem, elem);
+}
+
+std::unique_ptr<CpuKernel> createConcat(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  if (hasRefAttrs(n) || !n.attr("axis")) return nullptr;
+  int64_t outer = 0;
+  std::vector<size_t> parts;
+  if (!axisParts(info.inputs, info.out(0), n.attrInt("axis", 0), outer, parts)) return nullptr;
+  return std::make_unique<AxisCopyKernel>(false, outer, std::move(parts));
+}
+
+std::unique_ptr<CpuKernel> createSplit(const CpuNodeInfo& info) {
+  // The parts come from the plan's output types (shape inference applied `split` or
+  // num_outputs); a constant split input must agree with them.
+  const Node& n = *info.node;
+  if (hasRefAttrs(n)) return nullptr;
+  if (info.hasInput(1) && (info.constants.size() < 2 || !info.constants[1])) return nullptr;
+  int64_t axis = n.attrInt("axis", 0), outer = 0;
+  std::vector<size_t> parts;
+  if (!axisParts(info.outputs, info.in(0), axis, outer, parts)) return nullptr;
+  if (info.hasInput(1)) {
+    std::vector<int64_t> sizes = info.constants[1]->toInt64s();
+    int64_t r = static_cast<int64_t>(info.in(0).dims.size()), a = axis < 0 ? axis + r : axis;
+    if (sizes.size() != info.outputs.size()) return nullptr;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] != info.out(i).dims[static_cast<size_t>(a)]) return nullptr;
+  }
+  return std::make_unique<AxisCopyKernel>(true, outer, std::move(parts));
+}
 
 std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info) {
   const Node& n = *info.node;

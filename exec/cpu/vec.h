@@ -17,6 +17,10 @@
 //   sigmoid: 1 / (1 + exp(-x)): relative error <= 3e-7 [1.4e-7]; 0 at -inf, 1 at +inf.
 //   GELU:    0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
 //            absolute error <= 1e-6 [4.6e-7] on [-10, 10]; the reference's NaN at -inf.
+//   HardSwish: x * max(0, min(1, (x + 3) * (1/6))) in double, rounded to float: equal to the
+//            reference's double x * max(0, min(1, x / 6 + 0.5)) but where the two doubles round
+//            across a float boundary (<= 1 ulp); -0 at or below -3, NaN at -inf, as the reference.
+//   HardSigmoid: max(0, min(1, alpha x + beta)) in double as the reference, rounded to float.
 // Every function takes n >= 0 and handles any tail; y may equal x (in place).
 #pragma once
 
@@ -27,7 +31,7 @@
 namespace onnxtool::cpu {
 
 /// Unary float functions of the table (index into VecKernels::unary).
-enum class VecUnary : uint8_t { Exp, Erf, Tanh, Sigmoid, GeluErf, GeluTanh, Relu, Count };
+enum class VecUnary : uint8_t { Exp, Erf, Tanh, Sigmoid, GeluErf, GeluTanh, Relu, HardSwish, Count };
 /// Binary float operations (index into VecKernels::binary*).
 enum class VecBinary : uint8_t { Add, Sub, Mul, Div, Count };
 
@@ -51,6 +55,8 @@ struct VecKernels {
   /// The GEMM epilogue on one row: y[i] = act(y[i] + bias[i]) (bias may be null); act is one of
   /// VecUnary (Count: none).
   void (*biasAct)(float* y, const float* bias, int64_t n, VecUnary act);
+  /// y[i] = max(0, min(1, alpha x[i] + beta)), std::min/std::max order as the reference (NaN gives 1).
+  void (*hardSigmoid)(const float* x, float* y, int64_t n, float alpha, float beta);
 };
 
 /// The table of activeIsa().

@@ -383,8 +383,10 @@ SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) 
       return std::clamp<int64_t>(x, isEnd ? -1 : 0, n - 1);
     };
     int64_t s = clampIdx(start, false), e = clampIdx(end, true);
-    int64_t len = step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
-    return SymExpr(std::max<int64_t>(len, 0));
+    // ceil(span / |step|) without overflow: a step near INT64_MAX (or INT64_MIN) takes one element.
+    uint64_t mag = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    int64_t span = step > 0 ? e - s : s - e;
+    return SymExpr(span > 0 ? static_cast<int64_t>(static_cast<uint64_t>(span - 1) / mag) + 1 : 0);
   }
   if (step <= 0) return std::nullopt;
   auto bound = [&](int64_t x) -> SymDim {

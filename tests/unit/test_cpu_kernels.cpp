@@ -7,9 +7,12 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
 #include "formats/onnx_text.h"
@@ -39,7 +42,7 @@ struct Arg {
 
 /// A one-node model importing ai.onnx at `opset`; inputs in0.. (initializers when constant).
 std::unique_ptr<Model> oneNode(const std::string& op, int64_t opset, const std::vector<Arg>& args,
-                               std::vector<Attribute> attrs, std::map<std::string, RtValue>& feeds) {
+                               std::vector<Attribute> attrs, std::map<std::string, RtValue>& feeds, size_t nOutputs = 1) {
   auto m = std::make_unique<Model>();
   m->irVersion = 8;
   m->opsetImports = {{"", opset, {}}};
@@ -65,10 +68,12 @@ std::unique_ptr<Model> oneNode(const std::string& op, int64_t opset, const std::
       feeds[name] = RtValue::ofTensor(args[i].value);
     }
   }
-  Node* n = g->addNode(op, ins, {"out"});
+  std::vector<std::string> outs{"out"};
+  for (size_t i = 1; i < nOutputs; ++i) outs.push_back("out" + std::to_string(i));
+  Node* n = g->addNode(op, ins, outs);
   n->name = "n";
   for (auto& a : attrs) n->setAttr(std::move(a));
-  g->addOutput(n->output(0));
+  for (size_t i = 0; i < nOutputs; ++i) g->addOutput(n->output(i));
   return m;
 }
 
@@ -812,4 +817,215 @@ TEST_CASE("cpu plan: the optimizer preset folds data-dependent shape arithmetic 
     // The caller's model is untouched either way.
     CHECK(m->graph->nodes().size() == 6);
   }
+}
+
+namespace {
+
+/// A tensor of `dims` of type t with distinct small values (any integer or float type).
+Tensor countingTensor(DType t, std::vector<int64_t> dims, std::mt19937& rng) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::uniform_int_distribution<int> d(0, 250);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  if (t == DType::Int64) return i64(std::move(dims), v);
+  if (t == DType::UInt8) return testutil::tensorOf(DType::UInt8, std::move(dims), std::vector<uint8_t>(v.begin(), v.end()));
+  return f32(std::move(dims), std::vector<float>(v.begin(), v.end()));
+}
+
+}  // namespace
+
+TEST_CASE("cpu Slice matches the reference kernel: negative axes, clamped and negative bounds, steps, empty", "[cpu][kernels]") {
+  std::mt19937 rng(41);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  struct SCase {
+    std::vector<int64_t> dims, starts, ends, axes, steps;  // axes/steps empty: omitted
+  };
+  const SCase cases[] = {
+      {{5, 7, 9}, {1}, {4}, {0}, {}},                        // outer axis: one contiguous block per row
+      {{5, 7, 9}, {2, 1}, {-1, kMax}, {-1, 1}, {}},           // negative axis, INT64_MAX end
+      {{5, 7, 9}, {-100, 3}, {100, -2}, {2, 0}, {1, 1}},      // clamped starts/ends
+      {{5, 7, 9}, {-1}, {kMin}, {-1}, {-1}},                 // reversed innermost
+      {{5, 7, 9}, {6, 8}, {-kMax, 0}, {1, 2}, {-2, -3}},      // negative steps on two axes
+      {{5, 7, 9}, {0, 1}, {5, 9}, {0, 2}, {2, 2}},            // step 2 (strided innermost)
+      {{5, 7, 9}, {3}, {3}, {1}, {}},                        // empty
+      {{5, 7, 9}, {4}, {1}, {0}, {1}},                       // empty: end before start
+      {{4, 3}, {0, 0}, {kMax, kMax}, {}, {}},               // everything
+      {{1, 116, 28, 28}, {0}, {58}, {1}, {}},               // ShuffleNet's channel halves
+      {{1, 116, 28, 28}, {58}, {116}, {1}, {1}},
+      {{17}, {1}, {16}, {0}, {kMax}},                        // a huge step: one element
+      {{2, 3, 33}, {0, 2}, {1, 3}, {0, 1}, {}},              // single elements along outer axes
+      {{0, 5}, {1}, {4}, {1}, {}},                           // empty input
+      {{64, 300, 9}, {8, -1}, {1, kMin}, {2, 1}, {-2, -3}},  // many rows: split over the pool
+      {{300, 64, 20}, {1}, {19}, {-1}, {}},                   // many short blocks over the pool
+  };
+  for (const SCase& c : cases)
+    for (DType t : {DType::Float, DType::Int64, DType::UInt8})
+      for (int64_t opset : {10, 13}) {
+        if (opset == 10 && t == DType::UInt8) continue;
+        std::map<std::string, RtValue> feeds;
+        int64_t k = static_cast<int64_t>(c.starts.size());
+        std::vector<Arg> args{{t == DType::Float ? randomTensor(c.dims, rng, true) : countingTensor(t, c.dims, rng), false},
+                              {i64({k}, c.starts), true},
+                              {i64({k}, c.ends), true}};
+        if (!c.axes.empty() || !c.steps.empty()) {
+          std::vector<int64_t> axes = c.axes;
+          if (axes.empty())
+            for (int64_t i = 0; i < k; ++i) axes.push_back(i);
+          args.push_back({i64({k}, axes), true});
+        }
+        if (!c.steps.empty()) args.push_back({i64({k}, c.steps), true});
+        auto model = oneNode("Slice", opset, args, {}, feeds);
+        INFO("Slice opset " << opset << " dims " << c.dims.size() << " starts " << c.starts[0] << " dtype " << static_cast<int>(t));
+        checkAgainstRef(*model, feeds, "cpu.slice.copy");
+      }
+  {  // Slice-1: attributes
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Slice", 1, {{randomTensor({4, 6, 5}, rng), false}},
+                         {testutil::ints("starts", {1, -4}), testutil::ints("ends", {3, 1000}), testutil::ints("axes", {0, -2})}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.slice.copy");
+  }
+  {  // starts computed at run time: the reference kernel
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Slice", 13, {{randomTensor({4, 6}, rng), false}, {i64({1}, {1}), false}, {i64({1}, {3}), true}}, {}, feeds);
+    PrepareOptions po = rawGraph();
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*model, po)->runProfiled(feeds, prof);
+    auto want = makeExecutor("ref")->prepare(*model, {})->run(feeds);
+    CHECK(compareValues(got[0], want[0], 0, 0).ok);
+    REQUIRE(prof.nodes.size() == 1);
+    CHECK(prof.nodes[0].fallback);
+  }
+}
+
+TEST_CASE("cpu Concat and Split match the reference kernels on any element type", "[cpu][kernels]") {
+  std::mt19937 rng(43);
+  for (DType t : {DType::Float, DType::Int64, DType::UInt8})
+    for (int64_t axis : {0, 1, -1, 2}) {
+      std::vector<int64_t> a{axis == 0 ? 3 : 3000, 4, 5}, b = a, c = a;  // 3000 rows: split over the pool
+      size_t ax = static_cast<size_t>(axis < 0 ? axis + 3 : axis);
+      b[ax] = 0;  // an empty piece
+      c[ax] = 7;
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Concat", 13,
+                           {{countingTensor(t, a, rng), false}, {countingTensor(t, b, rng), false}, {countingTensor(t, c, rng), true}},
+                           {testutil::one("axis", axis)}, feeds);
+      INFO("Concat axis " << axis << " dtype " << static_cast<int>(t));
+      checkAgainstRef(*model, feeds, "cpu.concat.copy");
+    }
+  struct PCase {
+    int64_t opset;
+    std::vector<int64_t> dims;
+    int64_t axis;
+    std::vector<int64_t> split;  // empty: equal parts (num_outputs at 18)
+    size_t outputs;
+  };
+  const PCase cases[] = {{13, {2, 9, 5}, 1, {2, 0, 7}, 3}, {13, {2, 9, 5}, -1, {}, 5},  {18, {2, 9, 5}, 1, {}, 4},
+                         {18, {7, 3}, 0, {}, 3},          {11, {4, 6, 3}, -2, {1, 5}, 2}, {11, {4, 6, 3}, 0, {}, 2},
+                         {13, {1, 232, 7, 7}, 1, {}, 2}, {13, {3000, 6, 5}, 1, {1, 2, 3}, 3}};
+  for (const PCase& c : cases)
+    for (DType t : {DType::Float, DType::Int64, DType::UInt8}) {
+      std::map<std::string, RtValue> feeds;
+      std::vector<Arg> args{{countingTensor(t, c.dims, rng), false}};
+      std::vector<Attribute> attrs{testutil::one("axis", c.axis)};
+      if (c.opset >= 13 && !c.split.empty()) args.push_back({i64({static_cast<int64_t>(c.split.size())}, c.split), true});
+      if (c.opset < 13 && !c.split.empty()) attrs.push_back(testutil::ints("split", c.split));
+      if (c.opset >= 18) attrs.push_back(testutil::one("num_outputs", static_cast<int64_t>(c.outputs)));
+      auto model = oneNode("Split", c.opset, args, attrs, feeds, c.outputs);
+      INFO("Split opset " << c.opset << " axis " << c.axis << " outputs " << c.outputs << " dtype " << static_cast<int>(t));
+      checkAgainstRef(*model, feeds, "cpu.split.copy");
+    }
+}
+
+TEST_CASE("cpu HardSwish and HardSigmoid match the reference kernels within 1 ulp", "[cpu][kernels]") {
+  std::mt19937 rng(47);
+  auto ulps = [](float a, float b) -> int64_t {  // distance in representable floats (same sign)
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1 << 30;
+    if (a == b) return 0;
+    int32_t ia, ib;
+    std::memcpy(&ia, &a, 4);
+    std::memcpy(&ib, &b, 4);
+    if ((ia < 0) != (ib < 0)) return 1 << 30;
+    return std::abs(static_cast<int64_t>(ia) - ib);
+  };
+  // A dense sweep of [-4, 4] (every region: zero, the cubic middle, identity) and the specials.
+  std::vector<float> xs;
+  for (int i = -400000; i <= 400000; ++i) xs.push_back(static_cast<float>(i) * 1e-5f);
+  for (float v : {3.f, -3.f, std::nextafter(3.f, 0.f), std::nextafter(-3.f, 0.f), 0.f, -0.f, 1e-30f, -1e-30f, 1e30f, -1e30f,
+                  testutil::kInf, -testutil::kInf, testutil::kNan, -2.5f, 2.5f})
+    xs.push_back(v);
+  std::vector<float> noise = randomFloats(1001, rng);
+  for (float v : noise) xs.push_back(v * 3.f);
+  struct HCase {
+    const char* op;
+    int64_t opset;
+    std::vector<Attribute> attrs;
+    const char* prefix;
+  };
+  const HCase cases[] = {{"HardSwish", 14, {}, "cpu.hardswish"},
+                         {"HardSigmoid", 6, {}, "cpu.hardsigmoid"},
+                         {"HardSigmoid", 6, {Attribute::ofFloat("alpha", 1.f / 6.f), Attribute::ofFloat("beta", 0.5f)}, "cpu.hardsigmoid"},
+                         {"HardSigmoid", 22, {Attribute::ofFloat("alpha", -0.3f), Attribute::ofFloat("beta", 0.25f)}, "cpu.hardsigmoid"}};
+  for (const HCase& c : cases) {
+    INFO(c.op << " opset " << c.opset);
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode(c.op, c.opset, {{f32({static_cast<int64_t>(xs.size())}, xs), false}}, c.attrs, feeds);
+    checkAgainstRef(*model, feeds, c.prefix, 2e-7, 1e-38);
+    auto want = makeExecutor("ref")->prepare(*model, {})->run(feeds);
+    auto got = makeExecutor("cpu")->prepare(*model, rawGraph())->run(feeds);
+    const float* w = reinterpret_cast<const float*>(want[0].tensor->raw.data());
+    const float* g = reinterpret_cast<const float*>(got[0].tensor->raw.data());
+    int64_t worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (int64_t u = ulps(g[i], w[i]); u > worst) worst = u, at = i;
+    INFO("worst at x = " << xs[at] << ": " << g[at] << " vs " << w[at]);
+    CHECK(worst <= 1);
+  }
+  // Odd shapes and tails on every vector width (n = 0 included).
+  for (int64_t n : {0, 1, 3, 5, 15, 17, 33, 40001}) {
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("HardSwish", 14, {{randomTensor({n}, rng, true), false}}, {}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.hardswish", 2e-7, 1e-38);
+  }
+}
+
+TEST_CASE("cpu fusions: HardSwish after MatMul + bias is the GEMM's epilogue", "[cpu][fusion]") {
+  std::mt19937 rng(48);
+  checkFused("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[7, 20] x) => (float[7, 19] y) <float[20, 19] w = " +
+                 literal(20 * 19, rng, 0.3f) + ", float[19] b = " + literal(19, rng) +
+                 "> {\n  m = MatMul(x, w)\n  h = Add(m, b)\n  y = HardSwish(h)\n}",
+             {{"x", {7, 20}}}, {"cpu.matmul.f32+Add+HardSwish"}, 3);
+}
+
+TEST_CASE("cpu plan: Split's outputs live in the arena and feed later kernels, Slice and Concat around them", "[cpu][plan]") {
+  // Every output of the fast Split is written (none left to a fallback), and arena reuse after
+  // it keeps the parts apart: ShuffleNet's channel split and shuffle, spelled with Split.
+  checkFused("<ir_version: 8, opset_import: [\"\" : 18]>\n"
+             "g (float[2, 12, 5, 7] x) => (float[2, 12, 5, 7] y, float[2, 3, 5, 7] z)"
+             " <int64[1] s = {1}, int64[1] e = {12}, int64[1] ax = {1}, int64[1] st = {4}> {\n"
+             "  a, b, c = Split<axis: int = 1, num_outputs: int = 3>(x)\n"
+             "  ra = Relu(a)\n  sb = Sigmoid(b)\n  t = Concat<axis: int = 1>(c, ra, sb)\n"
+             "  y = HardSwish(t)\n  z = Slice(y, s, e, ax, st)\n}",
+             {{"x", {2, 12, 5, 7}}},
+             {"cpu.split.copy", "cpu.relu.f32", "cpu.sigmoid.f32", "cpu.concat.copy", "cpu.hardswish.f32", "cpu.slice.copy.blocks"}, 6);
+}
+
+TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + HardSwish is one step on the packed and depthwise kernels", "[cpu][fusion]") {
+  std::mt19937 rng(49);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // 3x3 stride 1 (Winograd-shaped: the packed kernel takes it with the activation), 21 output
+  // channels (a partial weight panel), 1x1 pointwise, and a depthwise 3x3 with a folded BN.
+  checkFused(head + "g (float[1, 8, 9, 11] x) => (float[1, 21, 9, 11] y) <float[21, 8, 3, 3] w = " + literal(21 * 8 * 9, rng, 0.3f) +
+                 ", float[21] b = " + literal(21, rng) + "> {\n  c = Conv<pads: ints = [1, 1, 1, 1]>(x, w, b)\n  y = HardSwish(c)\n}",
+             {{"x", {1, 8, 9, 11}}}, {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(21).isa)) + "+hardswish"}, 2);
+  checkFused(head + "g (float[2, 16, 7, 5] x) => (float[2, 40, 7, 5] y) <float[40, 16, 1, 1] w = " + literal(40 * 16, rng, 0.3f) +
+                 "> {\n  c = Conv(x, w)\n  y = HardSwish(c)\n}",
+             {{"x", {2, 16, 7, 5}}}, {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(40).isa)) + "+hardswish"}, 2);
+  checkFused(head + "g (float[1, 6, 13, 9] x) => (float[1, 6, 7, 5] y) <float[6, 1, 3, 3] w = " + literal(6 * 9, rng, 0.5f) +
+                 ", float[6] s = " + literal(6, rng) + ", float[6] bb = " + literal(6, rng) + ", float[6] mu = " + literal(6, rng) +
+                 ", float[6] var = {1.0, 0.5, 2.0, 0.25, 1.5, 0.75}> {\n"
+                 "  c = Conv<group: int = 6, strides: ints = [2, 2], pads: ints = [1, 1, 1, 1]>(x, w)\n"
+                 "  n = BatchNormalization(c, s, bb, mu, var)\n  y = HardSwish(n)\n}",
+             {{"x", {1, 6, 13, 9}}}, {"cpu.conv.f32.depthwise+bn+hardswish"}, 3);
 }

@@ -277,3 +277,19 @@ TEST_CASE("Slice ends meaning 'to the end' (1e9, INT32_MAX, INT64_MAX) give the 
   CHECK(tail->output(0)->type().str() == "tensor(float)[N,3,4]");
   CHECK(head->output(0)->type().str() == "tensor(float)[N,2,4]");
 }
+
+TEST_CASE("Slice steps near INT64_MAX or INT64_MIN take one element, not an overflowed length", "[shape_inference]") {
+  auto m = newModel(13);
+  Value* x = input(*m, "x", DType::Float, shapeOf({"17"}));
+  Value* axis = ints(*m, "axis", {0});
+  // The reference kernel (and the ONNX spec's loop) take index 1, then index 15.
+  Node* up = m->graph->addNode("Slice", {x, ints(*m, "s1", {1}), ints(*m, "e16", {16}), axis, ints(*m, "big", {INT64_MAX})}, {"up"});
+  Node* down = m->graph->addNode("Slice", {x, ints(*m, "s15", {15}), ints(*m, "e0", {0}), axis, ints(*m, "small", {INT64_MIN})},
+                                 {"down"});
+  Node* none = m->graph->addNode("Slice", {x, ints(*m, "s3", {3}), ints(*m, "e3", {3}), axis, ints(*m, "big2", {INT64_MAX})}, {"none"});
+  auto report = inferShapes(*m);
+  CHECK(report.errors.empty());
+  CHECK(up->output(0)->type().str() == "tensor(float)[1]");
+  CHECK(down->output(0)->type().str() == "tensor(float)[1]");
+  CHECK(none->output(0)->type().str() == "tensor(float)[0]");
+}
