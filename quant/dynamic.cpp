@@ -12,6 +12,7 @@
 
 #include "lib/error.h"
 #include "lib/tensor.h"
+#include "passes/pass_util.h"
 
 namespace onnxtool {
 
@@ -48,17 +49,10 @@ DynamicWeight quantizeMatrix(Graph& g, const Tensor& w, bool transposed, const s
     for (int64_t n = 0; n < N; ++n)
       kn[static_cast<size_t>(k * N + n)] = transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)];
   QuantizedWeight qw = quantizeWeight(Tensor::fromFloats("", {K, N}, kn), 1, scheme, scheme.weightType);
-  auto addInit = [&](Tensor t, const std::string& name) {
-    t.name = g.uniqueName(name);
-    TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-    Value* v = g.addInitializer(std::move(t));
-    v->setType(std::move(type));
-    return v;
-  };
   DynamicWeight r;
-  r.q = addInit(std::move(qw.q), base + "_quantized");
-  r.scale = addInit(std::move(qw.scale), base + "_scale");
-  r.zero = addInit(std::move(qw.zero), base + "_zero_point");
+  r.q = addInitializer(g, std::move(qw.q), base + "_quantized");
+  r.scale = addInitializer(g, std::move(qw.scale), base + "_scale");
+  r.zero = addInitializer(g, std::move(qw.zero), base + "_zero_point");
   return r;
 }
 
@@ -80,17 +74,10 @@ DynamicWeight quantizeConvWeight(Graph& g, const Tensor& w, bool asUInt8, const 
     scaleDims.assign(w.dims.size() - 1, 1);
     scaleDims[0] = w.dims[0];
   }
-  auto addInit = [&](Tensor t, const std::string& name) {
-    t.name = g.uniqueName(name);
-    TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-    Value* v = g.addInitializer(std::move(t));
-    v->setType(std::move(type));
-    return v;
-  };
   DynamicWeight r;
-  r.q = addInit(std::move(qw.q), base + "_quantized");
-  r.scale = addInit(Tensor::fromFloats("", scaleDims, qw.scales), base + "_scale");
-  r.zero = addInit(scalarTensor(asUInt8 ? DType::UInt8 : DType::Int8, asUInt8 ? 128 : 0), base + "_zero_point");
+  r.q = addInitializer(g, std::move(qw.q), base + "_quantized");
+  r.scale = addInitializer(g, Tensor::fromFloats("", scaleDims, qw.scales), base + "_scale");
+  r.zero = addInitializer(g, scalarTensor(asUInt8 ? DType::UInt8 : DType::Int8, asUInt8 ? 128 : 0), base + "_zero_point");
   return r;
 }
 

@@ -10,18 +10,11 @@
 
 #include "lib/error.h"
 #include "lib/tensor.h"
+#include "passes/pass_util.h"
 
 namespace onnxtool {
 
 namespace {
-
-Value* addInit(Graph& g, Tensor t, const std::string& name) {
-  t.name = g.uniqueName(name);
-  TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-  Value* v = g.addInitializer(std::move(t));
-  v->setType(std::move(type));
-  return v;
-}
 
 }  // namespace
 
@@ -86,8 +79,8 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
       tq.dataType = static_cast<int32_t>(DType::Int4);
       tq.dims = w->dims;
       tq.setRaw(Buffer::fromString(std::move(packed)));
-      Value* vq = addInit(g, std::move(tq), wv->name() + "_int4");
-      Value* vs = addInit(g, Tensor::fromFloats("", scaleDims, scale), wv->name() + "_scale");
+      Value* vq = addInitializer(g, std::move(tq), wv->name() + "_int4");
+      Value* vs = addInitializer(g, Tensor::fromFloats("", scaleDims, scale), wv->name() + "_scale");
       Node* dq = g.addNode("DequantizeLinear", {vq, vs}, {g.uniqueName(wv->name() + "_dequantized")}, "", g.nodes().front().get());
       dq->name = dq->output(0)->name();
       dq->setAttr(Attribute::ofInt("axis", axis));

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lib/tensor.h"
+#include "passes/pass_util.h"
 
 namespace onnxtool {
 
@@ -21,14 +22,6 @@ bool isQuantizable(const Node& n) {
 }
 
 const Tensor* constant(const Value* v) { return v && !v->isGraphInput() ? v->initializer() : nullptr; }
-
-Value* addInit(Graph& g, Tensor t, const std::string& name) {
-  t.name = g.uniqueName(name);
-  TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-  Value* v = g.addInitializer(std::move(t));
-  v->setType(std::move(type));
-  return v;
-}
 
 Tensor bytesTensor(DType dt, std::vector<int64_t> dims, std::string raw) {
   Tensor t;
@@ -117,8 +110,8 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
       continue;
     }
     QuantParams yp = activationParams(rit->second, scheme);
-    Value* vys = addInit(g, scalarTensor(DType::Float, yp.scale), y->name() + "_scale");
-    Value* vyz = addInit(g, scalarTensor(scheme.activationType, static_cast<double>(yp.zeroPoint)), y->name() + "_zero_point");
+    Value* vys = addInitializer(g, scalarTensor(DType::Float, yp.scale), y->name() + "_scale");
+    Value* vyz = addInitializer(g, scalarTensor(scheme.activationType, static_cast<double>(yp.zeroPoint)), y->name() + "_zero_point");
     Value* xq = dx->input(0);
     Value* xs = dx->input(1);
     Value* xz = dx->input(2);
@@ -129,7 +122,7 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
     std::string base = n->name.empty() ? y->name() : n->name;
     if (conv) {
       std::vector<Value*> ins = {xq, xs, xz, w, ws, wz, vys, vyz};
-      if (newBias) biasQ = addInit(g, std::move(*newBias), n->input(2)->name() + "_quantized");
+      if (newBias) biasQ = addInitializer(g, std::move(*newBias), n->input(2)->name() + "_quantized");
       if (biasQ) ins.push_back(biasQ);
       qop = g.addNode("QLinearConv", ins, {g.uniqueName(y->name() + "_quantized")}, "", n);
       for (const Attribute& a : n->attributes) qop->setAttr(a);
@@ -139,7 +132,7 @@ QOperatorReport convertQdqToQOperator(Model& model, const std::map<std::string, 
         std::string t(static_cast<size_t>(rows * cols), '\0');
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = static_cast<char>(wq->raw.data()[r * cols + c]);
-        w = addInit(g, bytesTensor(wq->dtype(), {cols, rows}, std::move(t)), w->name() + "_t");
+        w = addInitializer(g, bytesTensor(wq->dtype(), {cols, rows}, std::move(t)), w->name() + "_t");
       }
       qop = g.addNode("QLinearMatMul", {xq, xs, xz, w, ws, wz, vys, vyz}, {g.uniqueName(y->name() + "_quantized")}, "", n);
     }

@@ -13,6 +13,7 @@
 #include "lib/error.h"
 #include "lib/tensor.h"
 #include "quant/static_qdq.h"
+#include "passes/pass_util.h"
 
 namespace onnxtool {
 
@@ -28,14 +29,6 @@ const Tensor* constantFloat(const Value* v) {
 std::vector<float> floatsOf(const Tensor& t) {
   std::vector<float> v(t.raw.size() / 4);
   std::memcpy(v.data(), t.raw.data(), v.size() * 4);
-  return v;
-}
-
-Value* addInit(Graph& g, Tensor t, const std::string& name) {
-  t.name = g.uniqueName(name);
-  TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-  Value* v = g.addInitializer(std::move(t));
-  v->setType(std::move(type));
   return v;
 }
 
@@ -143,7 +136,7 @@ SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::stri
         int64_t cols = l.weight->dims[1];
         for (size_t i = 0; i < f.size(); ++i)
           f[i] *= s[static_cast<size_t>(l.kAlongColumns ? static_cast<int64_t>(i) % cols : static_cast<int64_t>(i) / cols)];
-        Value* nv = addInit(g, Tensor::fromFloats("", l.weight->dims, f), wv->name() + "_smoothed");
+        Value* nv = addInitializer(g, Tensor::fromFloats("", l.weight->dims, f), wv->name() + "_smoothed");
         it = scaledWeights.emplace(key, nv).first;
         oldWeights.insert(wv);
       }
@@ -165,12 +158,12 @@ SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::stri
         if (!v) continue;
         std::vector<float> f = floatsOf(*v->initializer());
         for (size_t j = 0; j < f.size(); ++j) f[j] /= s[j];
-        p->setInput(static_cast<size_t>(i), addInit(g, Tensor::fromFloats("", {k}, f), v->name() + "_smoothed"));
+        p->setInput(static_cast<size_t>(i), addInitializer(g, Tensor::fromFloats("", {k}, f), v->name() + "_smoothed"));
         oldWeights.insert(v);
       }
       report.folded++;
     } else {
-      Value* vinv = addInit(g, Tensor::fromFloats("", {k}, inv), x->name() + "_smooth_scale");
+      Value* vinv = addInitializer(g, Tensor::fromFloats("", {k}, inv), x->name() + "_smooth_scale");
       Node* mul = g.addNode("Mul", {x, vinv}, {g.uniqueName(x->name() + "_smoothed")}, "", layers.front().node);
       mul->name = mul->output(0)->name();
       mul->output(0)->setType(x->type());

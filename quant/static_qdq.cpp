@@ -20,6 +20,7 @@
 #include "lib/error.h"
 #include "lib/tensor.h"
 #include "quant/quant_scheme.h"
+#include "passes/pass_util.h"
 
 namespace onnxtool {
 
@@ -47,14 +48,6 @@ const Tensor* weightOf(const Node& n, int64_t* channelAxis) {
     *channelAxis = n.opType == "Gemm" && n.attrInt("transB", 0) != 0 ? 0 : 1;
   }
   return t;
-}
-
-Value* addInit(Graph& g, Tensor t, const std::string& name) {
-  t.name = g.uniqueName(name);
-  TypeInfo type = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
-  Value* v = g.addInitializer(std::move(t));
-  v->setType(std::move(type));
-  return v;
 }
 
 /// The bin count (threshold, in bins) whose clipped distribution loses least information when
@@ -311,8 +304,8 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
     // Activation: over a range that includes 0 (so 0 is exact, as padding needs).
     if (!dequantized.count(x)) {
       QuantParams p = activationParams(rit->second, scheme);
-      Value* s = addInit(g, scalarTensor(DType::Float, p.scale), x->name() + "_scale");
-      Value* z = addInit(g, scalarTensor(scheme.activationType, static_cast<double>(p.zeroPoint)), x->name() + "_zero_point");
+      Value* s = addInitializer(g, scalarTensor(DType::Float, p.scale), x->name() + "_scale");
+      Value* z = addInitializer(g, scalarTensor(scheme.activationType, static_cast<double>(p.zeroPoint)), x->name() + "_zero_point");
       Node* q = g.addNode("QuantizeLinear", {x, s, z}, {g.uniqueName(x->name() + "_quantized")}, "", n);
       q->name = q->output(0)->name();
       Node* dq = g.addNode("DequantizeLinear", {q->output(0), s, z}, {g.uniqueName(x->name() + "_dequantized")}, "", n);
@@ -325,9 +318,9 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
     if (!weights.count(wv)) {
       QuantizedWeight qw = quantizeWeight(*w, axis, scheme, scheme.weightType);
       int64_t channels = static_cast<int64_t>(qw.scales.size());
-      Value* vq = addInit(g, std::move(qw.q), wv->name() + "_quantized");
-      Value* vs = addInit(g, std::move(qw.scale), wv->name() + "_scale");
-      Value* vz = addInit(g, std::move(qw.zero), wv->name() + "_zero_point");
+      Value* vq = addInitializer(g, std::move(qw.q), wv->name() + "_quantized");
+      Value* vs = addInitializer(g, std::move(qw.scale), wv->name() + "_scale");
+      Value* vz = addInitializer(g, std::move(qw.zero), wv->name() + "_zero_point");
       Node* dq = g.addNode("DequantizeLinear", {vq, vs, vz}, {g.uniqueName(wv->name() + "_dequantized")}, "",
                            g.nodes().front().get());
       dq->name = dq->output(0)->name();
@@ -350,9 +343,9 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
         QuantizedBias qb = quantizeBias(*bt, dequantized.at(x).scale, weights.at(wv).scales);
         Value* out = nullptr;
         if (!qb.q.raw.empty()) {
-          Value* vq = addInit(g, std::move(qb.q), b->name() + "_quantized");
-          Value* vs = addInit(g, std::move(qb.scale), b->name() + "_scale");
-          Value* vz = addInit(g, std::move(qb.zero), b->name() + "_zero_point");
+          Value* vq = addInitializer(g, std::move(qb.q), b->name() + "_quantized");
+          Value* vs = addInitializer(g, std::move(qb.scale), b->name() + "_scale");
+          Value* vz = addInitializer(g, std::move(qb.zero), b->name() + "_zero_point");
           Node* dq = g.addNode("DequantizeLinear", {vq, vs, vz}, {g.uniqueName(b->name() + "_dequantized")}, "", n);
           dq->name = dq->output(0)->name();
           if (qb.perChannel) dq->setAttr(Attribute::ofInt("axis", 0));
