@@ -393,6 +393,24 @@ class Specialization {
       const Node* r = v->uses()[0].node;
       return r && canonicalDomain(r->domain).empty() && r->outputs().size() == 1 && r->output(0) ? r : nullptr;
     };
+    // v read by exactly Sigmoid(v) and Mul(v, that Sigmoid) (either order), the Sigmoid's output read by that Mul
+    // only, none a graph output: the Mul, else nullptr.
+    auto siluMul = [&](const Value* v) -> const Node* {
+      if (!v || v->isGraphOutput() || v->uses().size() != 2) return nullptr;
+      const Node* sig = nullptr;
+      const Node* mul = nullptr;
+      for (const Use& u : v->uses()) {
+        const Node* r = u.node;
+        if (!r || !canonicalDomain(r->domain).empty() || r->outputs().size() != 1 || !r->output(0)) return nullptr;
+        if (r->opType == "Sigmoid") sig = r;
+        else if (r->opType == "Mul" && r->inputs().size() == 2) mul = r;
+      }
+      if (!sig || !mul || sig->output(0)->isGraphOutput() || sig->output(0)->uses().size() != 1 ||
+          sig->output(0)->uses()[0].node != mul)
+        return nullptr;
+      bool pair = (mul->input(0) == v && mul->input(1) == sig->output(0)) || (mul->input(1) == v && mul->input(0) == sig->output(0));
+      return pair ? mul : nullptr;
+    };
     for (const auto& np : g.nodes()) {
       const Node& conv = *np;
       if (conv.opType != "Conv" || !canonicalDomain(conv.domain).empty() || conv.outputs().size() != 1 || !conv.output(0))
@@ -451,6 +469,11 @@ class Specialization {
         epi.act = VecUnary::HardSwish;
         epi.suffix += "+hardswish";
         chain.push_back(next);
+      } else if (const Node* mul = !next ? siluMul(cur) : nullptr) {  // x * Sigmoid(x): SiLU (EfficientNet)
+        epi.act = VecUnary::Silu;
+        epi.suffix += "+silu";
+        chain.push_back(mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer());
+        chain.push_back(mul);
       }
       if (chain.empty() || int8Fused(&conv)) continue;
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add

@@ -31,7 +31,9 @@
 namespace onnxtool::cpu {
 
 /// Unary float functions of the table (index into VecKernels::unary).
-enum class VecUnary : uint8_t { Exp, Erf, Tanh, Sigmoid, GeluErf, GeluTanh, Relu, HardSwish, Count };
+/// Silu: x * sigmoid(x) (the Sigmoid + Mul pair EfficientNet-style exports write), with the same float
+/// operations as the cpu Sigmoid kernel followed by Mul.
+enum class VecUnary : uint8_t { Exp, Erf, Tanh, Sigmoid, GeluErf, GeluTanh, Relu, HardSwish, Silu, Count };
 /// Binary float operations (index into VecKernels::binary*).
 enum class VecBinary : uint8_t { Add, Sub, Mul, Div, Count };
 

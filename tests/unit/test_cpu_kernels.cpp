@@ -1029,3 +1029,25 @@ TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + HardSwish is one step on t
                  "  n = BatchNormalization(c, s, bb, mu, var)\n  y = HardSwish(n)\n}",
              {{"x", {1, 6, 13, 9}}}, {"cpu.conv.f32.depthwise+bn+hardswish"}, 3);
 }
+
+TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + x * Sigmoid(x) (SiLU) is one step; partial patterns stay apart",
+          "[cpu][fusion]") {
+  std::mt19937 rng(53);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // EfficientNet's block: pointwise Conv then SiLU written as Sigmoid + Mul (either operand order).
+  checkFused(head + "g (float[2, 16, 7, 5] x) => (float[2, 24, 7, 5] y) <float[24, 16, 1, 1] w = " + literal(24 * 16, rng, 0.3f) +
+                 ", float[24] b = " + literal(24, rng) + "> {\n  c = Conv(x, w, b)\n  s = Sigmoid(c)\n  y = Mul(c, s)\n}",
+             {{"x", {2, 16, 7, 5}}}, {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(24).isa)) + "+silu"}, 3);
+  // Depthwise with a folded BatchNormalization, Mul(sigmoid, x).
+  checkFused(head + "g (float[1, 6, 13, 9] x) => (float[1, 6, 7, 5] y) <float[6, 1, 3, 3] w = " + literal(6 * 9, rng, 0.5f) +
+                 ", float[6] s = " + literal(6, rng) + ", float[6] bb = " + literal(6, rng) + ", float[6] mu = " + literal(6, rng) +
+                 ", float[6] var = {1.0, 0.5, 2.0, 0.25, 1.5, 0.75}> {\n"
+                 "  c = Conv<group: int = 6, strides: ints = [2, 2], pads: ints = [1, 1, 1, 1]>(x, w)\n"
+                 "  n = BatchNormalization(c, s, bb, mu, var)\n  g = Sigmoid(n)\n  y = Mul(g, n)\n}",
+             {{"x", {1, 6, 13, 9}}}, {"cpu.conv.f32.depthwise+bn+silu"}, 4);
+  // The Sigmoid's output is also a graph output: no fusion (Conv, Sigmoid and Mul run apart).
+  checkFused(head + "g (float[2, 16, 7, 5] x) => (float[2, 24, 7, 5] y, float[2, 24, 7, 5] s) <float[24, 16, 1, 1] w = " +
+                 literal(24 * 16, rng, 0.3f) + "> {\n  c = Conv(x, w)\n  s = Sigmoid(c)\n  y = Mul(c, s)\n}",
+             {{"x", {2, 16, 7, 5}}},
+             {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(24).isa)), "cpu.sigmoid.f32", "cpu.mul.f32"}, 3);
+}
