@@ -76,11 +76,16 @@ DType typeNamed(const std::string& s) {
 /// The scheme flags resolved against the mode and --target (usage errors exit 2).
 QuantScheme schemeOf(const QuantizeOptions& o) {
   bool any = o.perChannel || !o.weightType.empty() || !o.activationType.empty() || o.symmetricActivations ||
-             o.reduceRange || !o.opTypes.empty() || !o.exclude.empty() || o.smoothQuant;
-  if ((o.int4 || o.fp16 || o.bf16) && (any || (!o.int4 && o.target != "generic")))
+             o.reduceRange || o.smoothQuant;
+  bool selection = !o.opTypes.empty() || !o.exclude.empty() || o.target != "generic";  // --int4 takes these too
+  if ((o.int4 && any) || ((o.fp16 || o.bf16) && (any || selection)))
     fail(ErrorKind::InvalidInput,
          "--per-channel/--per-tensor, --weight-type, --activation-type, --symmetric-activations, --reduce-range, "
-         "--op-types, --exclude, --smooth-quant (and --target, but for --int4) apply to --int8");
+         "--smooth-quant (and but for --int4 --op-types, --exclude and --target) apply to --int8");
+  if (o.int4)
+    for (const std::string& op : o.opTypes)
+      if (op != "MatMul" && op != "Gemm" && op != "Gather")
+        fail(ErrorKind::InvalidInput, "--op-types {}: not an op --int4 quantizes (MatMul, Gemm, Gather)", op);
   if (o.symmetric && !o.int4) fail(ErrorKind::InvalidInput, "--symmetric applies to --int4 (--int8 weights are symmetric; see --symmetric-activations)");
   if (o.smoothQuant && !o.isStatic) fail(ErrorKind::InvalidInput, "--smooth-quant needs --static (it is calibrated)");
   QuantRequest r;
@@ -92,7 +97,7 @@ QuantScheme schemeOf(const QuantizeOptions& o) {
   r.perChannel = o.perChannel;
   r.symmetricActivations = o.symmetricActivations;
   r.reduceRange = o.reduceRange;
-  r.opTypes = o.opTypes;
+  if (!o.int4) r.opTypes = o.opTypes;  // --int4 has its own set (Gather too): Int4QuantizeOptions
   r.exclude = o.exclude;
   return resolveScheme(r);
 }
@@ -273,7 +278,9 @@ int runQuantize(const QuantizeOptions& o) {
     spdlog::warn("--exclude {}: no node of the main graph has this name or op type", e);
   bool wide = scheme.activationType == DType::Int16 || scheme.activationType == DType::UInt16;
   const bool nbits = o.int4 && o.target == "ort";  // --int4 --target ort: com.microsoft MatMulNBits, any opset
-  if (((o.isStatic && wide) || (o.int4 && !nbits)) && model->opsetVersion("").value_or(0) < 21) {
+  // Gather tables take a blocked DequantizeLinear in both forms.
+  const bool int4Gather = std::find(o.opTypes.begin(), o.opTypes.end(), "Gather") != o.opTypes.end();
+  if (((o.isStatic && wide) || (o.int4 && (!nbits || int4Gather))) && model->opsetVersion("").value_or(0) < 21) {
     // 16-bit and blocked 4-bit QuantizeLinear/DequantizeLinear are opset 21: move the model there first.
     const std::string why = o.int4 ? "--int4" : "--activation-type " + o.activationType;
     OpsetConvertOptions c;
@@ -355,6 +362,8 @@ int runQuantize(const QuantizeOptions& o) {
     qo.minElements = o.minElements;
     qo.symmetric = o.symmetric;
     qo.matmulNBits = nbits;
+    if (!o.opTypes.empty()) qo.opTypes = o.opTypes;
+    qo.exclude = o.exclude;
     if (nbits) mode = "int4-matmulnbits";
     r = quantizeInt4(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
@@ -497,7 +506,8 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "With --static: activation zero point 0 (signed) or 128/32768 (unsigned), scale max|x|/127 (32767)");
   sub->add_flag("--reduce-range", o->reduceRange,
                 "Weights in 7 bits (int8 [-64, 64], uint8 [0, 127]): no int16 overflow in u8s8 kernels without VNNI");
-  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm)")
+  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm; with --int4 MatMul,Gemm (default) and Gather, "
+                  "an embedding table)")
       ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("OP,...");
   sub->add_option("--exclude", o->exclude, "Keep float these nodes, by node name or op type (comma-separated, repeatable)")

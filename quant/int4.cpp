@@ -109,14 +109,26 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
   for (const auto& n : g.nodes()) order.push_back(n.get());
   const int64_t bs = o.blockSize;
   for (Node* n : order) {
-    if (!n->isDomain("") || (n->opType != "MatMul" && n->opType != "Gemm")) continue;
+    if (!n->isDomain("") || (n->opType != "MatMul" && n->opType != "Gemm" && n->opType != "Gather")) continue;
+    if (std::find(o.opTypes.begin(), o.opTypes.end(), n->opType) == o.opTypes.end()) continue;
     auto skip = [&](const std::string& why) {
       report.skipped.push_back(fmt::format("node '{}' ({}): {}", n->displayName(), n->opType, why));
     };
-    Value* wv = n->input(1);
+    if (std::find(o.exclude.begin(), o.exclude.end(), n->name) != o.exclude.end() ||
+        std::find(o.exclude.begin(), o.exclude.end(), n->opType) != o.exclude.end()) {
+      skip("excluded");
+      continue;
+    }
+    const bool gather = n->opType == "Gather";
+    const size_t widx = gather ? 0 : 1;
+    Value* wv = n->input(widx);
     const Tensor* w = wv && !wv->isGraphInput() ? wv->initializer() : nullptr;
     if (!w || w->dtype() != DType::Float || w->dims.size() != 2 || w->raw.size() != w->expectedBytes().value_or(UINT64_MAX)) {
-      skip("the weight is not a constant 2-D float matrix");
+      skip(gather ? "the table is not a constant 2-D float matrix" : "the weight is not a constant 2-D float matrix");
+      continue;
+    }
+    if (gather && n->attrInt("axis", 0) != 0 && n->attrInt("axis", 0) != -2) {
+      skip("Gather along an axis other than 0");
       continue;
     }
     const bool gemm = n->opType == "Gemm";
@@ -128,8 +140,9 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
       skip(fmt::format("the weight has fewer than {} elements", o.minElements));
       continue;
     }
-    // Blocks run along K: axis 0 of a MatMul weight [K, N], axis 1 of a Gemm's transposed [N, K].
-    const bool transB = gemm && n->attrInt("transB", 0) != 0;
+    // Blocks run along K: axis 0 of a MatMul weight [K, N], axis 1 of a Gemm's transposed [N, K]
+    // and of an embedding table [V, H] (each row's H values in blocks).
+    const bool transB = gather || (gemm && n->attrInt("transB", 0) != 0);
     const int64_t rows = w->dims[0], cols = w->dims[1];
     const int64_t K = transB ? cols : rows, N = transB ? rows : cols;
     Value* gemmC = gemm ? n->input(2) : nullptr;
@@ -143,7 +156,7 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
     auto at = [&](int64_t k, int64_t c) { return transB ? f[static_cast<size_t>(c * K + k)] : f[static_cast<size_t>(k * N + c)]; };
     report.nodesQuantized++;
 
-    if (o.matmulNBits) {
+    if (o.matmulNBits && !gather) {
       // B [N, blocks, bs/2]: column n's codes block by block, the last block padded with its zero point.
       BlockQuant q = quantizeBlocks(K, N, bs, o.symmetric, at);
       std::vector<uint8_t> padded(static_cast<size_t>(N * q.blocks * bs));
@@ -239,7 +252,7 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
       report.floatWeightBytes += w->raw.size();
       report.int8WeightBytes += qbytes;
     }
-    n->setInput(1, done[wv]);
+    n->setInput(widx, done[wv]);
   }
   for (Value* v : replaced)
     if (!v->hasUses() && !v->isGraphOutput()) g.removeInitializer(v);

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "lib/ir.h"
 #include "quant/dynamic.h"
@@ -24,6 +26,11 @@ struct Int4QuantizeOptions {
   /// Emit com.microsoft MatMulNBits (B as [N, blocks, blockSize/2] bytes) instead of
   /// DequantizeLinear + MatMul; a Gemm's C becomes an Add after it.
   bool matmulNBits = false;
+  /// Op types to quantize: MatMul, Gemm (default) and Gather (an embedding table [V, H] read
+  /// along axis 0: blocks along H, behind a blocked DequantizeLinear in both output forms).
+  std::vector<std::string> opTypes{"MatMul", "Gemm"};
+  /// Node names or op types left float.
+  std::vector<std::string> exclude;
 };
 
 /// Quantizes the main graph in place; the report's int8WeightBytes counts the 4-bit bytes,
