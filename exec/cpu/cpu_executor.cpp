@@ -753,7 +753,9 @@ class Specialization {
       if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
       std::string_view op = st.opType();
       int ii = static_cast<int>(i);
-      if ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) {
+      const bool gemmLike = ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) ||
+                            (op == "MatMulNBits" && st.node->domain == "com.microsoft");
+      if (gemmLike) {
         int last = ii;
         if (int add = op == "Conv" ? -1 : soleFastReader(last, "Add"); add >= 0) {
           int b = otherInput(add, st.out[0]);
