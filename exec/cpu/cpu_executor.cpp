@@ -40,6 +40,7 @@
 #include "exec/cpu/cpu_kernel.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/kernels_int8.h"
+#include "passes/upcast_half.h"
 #include "exec/kernel.h"
 #include "exec/ref/ref_executor.h"
 #include "lib/error.h"
@@ -181,6 +182,7 @@ class Specialization {
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
                  int graphOptLevel) {
     model_ = cloneModel(original);
+    upcastHalf();
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel);
     foldWeightDequantize();
     InferOptions io;
@@ -282,6 +284,20 @@ class Specialization {
       spdlog::debug("cpu executor: -O{} failed ({}); running the graph as written", level, e.what());
     }
     model_ = cloneModel(original);
+    upcastHalf();
+  }
+
+  /// A float16 model is computed in float32 (passes/upcast_half.h): the fast kernels are
+  /// float32; the interface stays float16 through Casts at the inputs and outputs.
+  void upcastHalf() {
+    HalfTypes types;
+    types.bfloat16 = false;  // per-op bfloat16 rounding matters (passes/upcast_half.h)
+    if (!hasHalfPrecision(*model_, types)) return;
+    inferShapes(*model_);  // the outputs' element types, which stay half precision
+    UpcastHalfReport r = upcastHalfToFloat(*model_, types);
+    if (r.skipped) spdlog::debug("cpu executor: half precision kept: a graph output's type is unknown");
+    spdlog::debug("cpu executor: half precision computed in float32 ({} tensors, {} value types, {} Casts at the interface)",
+                  r.initializers, r.values, r.casts);
   }
 
  public:

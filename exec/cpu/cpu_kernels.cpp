@@ -15,6 +15,9 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 constexpr CpuKernelDef kKernels[] = {
     {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul},
     {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm},
+    {"", "Cast", 6, kLast, DType::Float16, "cpu.cast.f16.f32", OutputReuse::None, createCast},
+    {"", "Cast", 6, kLast, DType::BFloat16, "cpu.cast.bf16.f32", OutputReuse::None, createCast},
+    {"", "Cast", 6, kLast, DType::Float, "cpu.cast.f32.half", OutputReuse::None, createCast},
     {"com.microsoft", "MatMulNBits", 1, kLast, DType::Float, "cpu.ms.matmulnbits.f32", OutputReuse::None, createMatMulNBits},
     {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
     {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},

@@ -264,6 +264,48 @@ class ViewKernel : public CpuKernel {
 constexpr int kAdd = static_cast<int>(VecBinary::Add), kSub = static_cast<int>(VecBinary::Sub),
               kMul = static_cast<int>(VecBinary::Mul), kDiv = static_cast<int>(VecBinary::Div);
 
+/// Cast between float32 and float16/bfloat16 (the Casts at the interface of a half-precision
+/// model the plan computes in float32; float32 to float32 is a copy), elementwise with lib/tensor.h's conversions (round to
+/// nearest even, NaN kept), split over the pool.
+class HalfCastKernel : public CpuKernel {
+ public:
+  HalfCastKernel(int64_t n, DType from, DType to) : n_(n), from_(from), to_(to) {}
+  void compute(const CpuComputeArgs& args) const override {
+    parallelFor(args.pool, n_, kGrain, [&](int64_t s, int64_t e) {
+      if (from_ == to_) {  // float -> float: what a Cast to half becomes in an upcast plan
+        std::memcpy(static_cast<float*>(args.outputs[0]) + s, static_cast<const float*>(args.inputs[0]) + s,
+                    static_cast<size_t>(e - s) * sizeof(float));
+      } else if (to_ == DType::Float) {
+        const auto* x = static_cast<const uint16_t*>(args.inputs[0]);
+        float* y = static_cast<float*>(args.outputs[0]);
+        if (from_ == DType::Float16)
+          for (int64_t i = s; i < e; ++i) y[i] = halfToFloat(x[i]);
+        else
+          for (int64_t i = s; i < e; ++i) y[i] = bfloat16ToFloat(x[i]);
+      } else {
+        const float* x = static_cast<const float*>(args.inputs[0]);
+        auto* y = static_cast<uint16_t*>(args.outputs[0]);
+        if (to_ == DType::Float16)
+          for (int64_t i = s; i < e; ++i) y[i] = floatToHalf(x[i]);
+        else
+          for (int64_t i = s; i < e; ++i) y[i] = floatToBfloat16(x[i]);
+      }
+    });
+  }
+
+ private:
+  int64_t n_;
+  DType from_, to_;
+};
+
+std::unique_ptr<CpuKernel> createCast(const CpuNodeInfo& info) {
+  const DType from = info.in(0).dtype, to = info.out(0).dtype;
+  const bool half = [](DType t) { return t == DType::Float16 || t == DType::BFloat16; }(from);
+  const bool toHalf = to == DType::Float16 || to == DType::BFloat16;
+  if (!((half && to == DType::Float) || (from == DType::Float && (toHalf || to == DType::Float)))) return nullptr;
+  return std::make_unique<HalfCastKernel>(info.in(0).numElements(), from, to);
+}
+
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBinary<AddOp>(info, kAdd); }
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info, kSub); }
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info, kMul); }

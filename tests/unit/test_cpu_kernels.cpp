@@ -391,6 +391,26 @@ TEST_CASE("cpu Softmax on masked rows (results below FLT_MIN) gives ref's output
   }
 }
 
+TEST_CASE("cpu Cast between float32 and float16/bfloat16 matches the reference kernel bit for bit", "[cpu][kernels]") {
+  std::mt19937 rng(17);
+  std::vector<float> v = randomFloats(1000, rng, true);
+  // Rounding ties, overflow to inf, subnormals of both half formats, signed zeros.
+  const float extra[] = {65504.f, 65520.f, 1e6f, -1e6f, 6e-8f, 3e-8f, 1e-40f, -0.f, 0.f, 1.00048828125f, 1.0009765625f, 3.4e38f};
+  v.insert(v.end(), std::begin(extra), std::end(extra));
+  const auto n = static_cast<int64_t>(v.size());
+  for (DType half : {DType::Float16, DType::BFloat16}) {
+    INFO("half type " << static_cast<int>(half));
+    std::map<std::string, RtValue> feeds;
+    auto down = oneNode("Cast", 19, {{f32({n}, v), false}}, {Attribute::ofInt("to", static_cast<int64_t>(half))}, feeds);
+    checkAgainstRef(*down, feeds, "cpu.cast", 0, 0);
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = half == DType::Float16 ? floatToHalf(v[i]) : floatToBfloat16(v[i]);
+    std::map<std::string, RtValue> feeds2;
+    auto up = oneNode("Cast", 19, {{testutil::tensorOf(half, {n}, h), false}}, {Attribute::ofInt("to", 1)}, feeds2);
+    checkAgainstRef(*up, feeds2, "cpu.cast", 0, 0);
+  }
+}
+
 TEST_CASE("cpu LayerNormalization matches the reference kernel", "[cpu][kernels]") {
   std::mt19937 rng(21);
   struct Case {
