@@ -769,8 +769,10 @@ class Specialization {
       if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
       std::string_view op = st.opType();
       int ii = static_cast<int>(i);
+      // A fused int8 MatMul chain (its bias already inside) takes the activations after it.
+      const bool int8MatMul = st.def && (st.def->name == "cpu.qdqmatmul.u8s8.fused" || st.def->name == "cpu.dynqmatmul.u8s8.fused");
       const bool gemmLike = ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) ||
-                            (op == "MatMulNBits" && st.node->domain == "com.microsoft");
+                            (op == "MatMulNBits" && st.node->domain == "com.microsoft") || int8MatMul;
       if (gemmLike) {
         int last = ii;
         if (int add = op == "Conv" ? -1 : soleFastReader(last, "Add"); add >= 0) {

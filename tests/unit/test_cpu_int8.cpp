@@ -329,6 +329,49 @@ TEST_CASE("cpu fuses DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Ad
   }
 }
 
+TEST_CASE("cpu fuses the activation after a dynamic int8 MatMul chain (GELU as BERT spells it, Relu, Sigmoid)", "[cpu][int8]") {
+  std::mt19937 rng(31);
+  for (const char* act : {"gelu", "Relu", "Sigmoid"}) {
+    auto m = emptyModel(17);
+    Graph& g = *m->graph;
+    const int64_t k = 40, n = 24;
+    Value* x = graphInput(g, "x", DType::Float, {1, 6, k});
+    auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+      int64_t cnt = 1;
+      for (int64_t d : dims) cnt *= d;
+      Tensor t = testutil::f32(dims, normals(static_cast<size_t>(cnt), rng));
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    auto scalar = [&](const std::string& name, float v) {
+      Tensor t = testutil::f32({}, {v});
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    Node* mm = g.addNode("MatMul", {x, weight("w", {k, n})}, {"mm"});
+    Node* add = g.addNode("Add", {mm->output(0), weight("bias", {n})}, {"biased"});
+    Value* y = add->output(0);
+    if (std::string(act) == "gelu") {
+      Node* div = g.addNode("Div", {y, scalar("sqrt2", 1.4142135f)}, {"d"});
+      Node* erf = g.addNode("Erf", {div->output(0)}, {"e"});
+      Node* plus = g.addNode("Add", {erf->output(0), scalar("one", 1.0f)}, {"e1"});
+      Node* mul = g.addNode("Mul", {y, plus->output(0)}, {"m"});
+      Node* half = g.addNode("Mul", {mul->output(0), scalar("half", 0.5f)}, {"gelu"});
+      y = half->output(0);
+    } else {
+      y = g.addNode(act, {y}, {"act"})->output(0);
+    }
+    g.addOutput(y);
+    REQUIRE(quantizeDynamic(*m).nodesQuantized == 1);
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({1, 6, k}, normals(static_cast<size_t>(6 * k), rng)));
+    INFO("activation " << act);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
+    REQUIRE(prof.nodes.size() == 1);  // quantize, GEMM, bias and the activation: one step
+    CHECK(prof.nodes[0].kernel.rfind("cpu.dynqmatmul.u8s8.fused+", 0) == 0);
+  }
+}
+
 TEST_CASE("cpu leaves a quantized chain unfused when an intermediate is a graph output", "[cpu][int8]") {
   std::mt19937 rng(31);
   auto m = quantizedMlp({3, 24}, 10, true, false, rng);
