@@ -229,9 +229,10 @@ class Specialization {
                            cpu::ThreadPool* pool, RunProfile* profile) const;
 
  private:
-  /// Weight-only quantization (`quantize --int4`, int8 weights with float activations): a
-  /// DequantizeLinear of constant inputs none of whose readers takes another DequantizeLinear's
-  /// output (a QDQ island, which the int8 fusions run as such) is computed once here and becomes
+  /// Weight-only quantization (`quantize --int4`, int8 weights with float activations) and the
+  /// weights of grouped convolutions: a DequantizeLinear of constant inputs none of whose readers
+  /// is a MatMul/Gemm/group-1 Conv on another DequantizeLinear's output (a QDQ island, which the
+  /// int8 fusions run as such) is computed once here and becomes
   /// a float initializer of the clone, so that MatMul/Gemm pack it and Gather reads it like any
   /// float weight (the reference kernel would dequantize it on every run).
   void foldWeightDequantize() {
@@ -243,9 +244,18 @@ class Specialization {
     for (Node* dq : dqs) {
       bool ok = dq->output(0)->hasUses();
       for (Value* in : dq->inputs()) ok = ok && (!in || constantOf(in));
-      for (const Use& u : dq->output(0)->uses())
-        for (Value* other : u.node->inputs())
-          if (other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear") ok = false;
+      for (const Use& u : dq->output(0)->uses()) {
+        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm and group-1 Conv on a QDQ
+        // activation. A grouped (depthwise) Conv's weight is folded: the float kernel between
+        // the DequantizeLinear and QuantizeLinear of its activations computes exactly what the
+        // graph says, on constant weights.
+        const Node* r = u.node;
+        bool int8Reader = r->isDomain("") && (r->opType == "MatMul" || r->opType == "Gemm" ||
+                                               (r->opType == "Conv" && r->attrInt("group", 1) == 1));
+        for (Value* other : r->inputs())
+          if (int8Reader && other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear")
+            ok = false;
+      }
       std::vector<float> w;
       if (!ok || !cpu::dequantizeConstant(*dq, constantOf, w)) continue;
       Tensor t = Tensor::fromFloats(g.uniqueName(dq->output(0)->name() + "_folded"), constantOf(dq->input(0))->dims, w);

@@ -30,6 +30,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Sqrt", 6, kLast, DType::Float, "cpu.sqrt.f32", OutputReuse::InPlace, createSqrt},
     {"", "Sum", 6, kLast, DType::Float, "cpu.sum.f32", OutputReuse::InPlace, createSum},
     {"", "Relu", 6, kLast, DType::Float, "cpu.relu.f32", OutputReuse::InPlace, createRelu},
+    {"", "Clip", 6, kLast, DType::Float, "cpu.clip.f32", OutputReuse::InPlace, createClip},
     {"", "Sigmoid", 6, kLast, DType::Float, "cpu.sigmoid.f32", OutputReuse::InPlace, createSigmoid},
     {"", "Tanh", 6, kLast, DType::Float, "cpu.tanh.f32", OutputReuse::InPlace, createTanh},
     {"", "HardSwish", 14, kLast, DType::Float, "cpu.hardswish.f32", OutputReuse::InPlace, createHardSwish},

@@ -17,6 +17,7 @@ void configureBlas(int threads);
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createCast(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createClip(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
 /// Conv with constant weights on the packed micro-kernels (kernels_conv.cpp), else createConv;

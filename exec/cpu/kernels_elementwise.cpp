@@ -306,6 +306,50 @@ std::unique_ptr<CpuKernel> createCast(const CpuNodeInfo& info) {
   return std::make_unique<HalfCastKernel>(info.in(0).numElements(), from, to);
 }
 
+/// Clip (float): bounds from attributes (before opset 11; absent: none) or the optional scalar
+/// inputs 1 and 2, read at run time; as the reference: v < lo gives lo, then v > hi gives hi (min > max: max
+/// everywhere), NaN stays NaN. ReLU6 in the QDQ form of MobileNets runs here.
+class ClipKernel : public CpuKernel {
+ public:
+  ClipKernel(int64_t n, bool attrs, float lo, float hi) : n_(n), attrs_(attrs), lo_(lo), hi_(hi) {}
+  void compute(const CpuComputeArgs& args) const override {
+    float lo = lo_, hi = hi_;
+    if (!attrs_) {
+      if (args.inputs.size() > 1 && args.inputs[1]) lo = *static_cast<const float*>(args.inputs[1]);
+      if (args.inputs.size() > 2 && args.inputs[2]) hi = *static_cast<const float*>(args.inputs[2]);
+    }
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    parallelFor(args.pool, n_, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        float v = x[i];
+        v = v < lo ? lo : v;
+        y[i] = v > hi ? hi : v;
+      }
+    });
+  }
+
+ private:
+  int64_t n_;
+  bool attrs_;
+  float lo_, hi_;
+};
+
+std::unique_ptr<CpuKernel> createClip(const CpuNodeInfo& info) {
+  const float inf = std::numeric_limits<float>::infinity();
+  if (info.opset < 11 || info.sinceVersion < 11) {
+    const Node& n = *info.node;
+    float lo = n.attr("min") ? n.attrFloat("min", 0) : -inf, hi = n.attr("max") ? n.attrFloat("max", 0) : inf;
+    return std::make_unique<ClipKernel>(info.in(0).numElements(), true, lo, hi);
+  }
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (info.hasInput(i) && (info.in(i).dtype != DType::Float || info.in(i).numElements() != 1)) return nullptr;
+  // An omitted bound input is numeric_limits<float>::lowest()/max() (Clip-11's default; the
+  // reference kernel's too): -inf and +inf are clipped to them.
+  return std::make_unique<ClipKernel>(info.in(0).numElements(), false, std::numeric_limits<float>::lowest(),
+                                      std::numeric_limits<float>::max());
+}
+
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info) { return createBinary<AddOp>(info, kAdd); }
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info) { return createBinary<SubOp>(info, kSub); }
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBinary<MulOp>(info, kMul); }

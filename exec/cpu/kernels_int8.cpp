@@ -863,16 +863,26 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
 
 }  // namespace
 
-/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8 data; float scale per tensor, per
-/// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
-/// float(float(x - zero) * scale). False for anything else.
+/// Reads element i of type T from unaligned bytes.
+template <typename T>
+T load(const uint8_t* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
+/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8/int16/uint16/int32 data; float
+/// scale per tensor, per axis or blocked; optional zero point of the data's type) computed once,
+/// as the reference does: float(float(x - zero) * scale). False for anything else.
 bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out) {
   const Tensor* x = constantOf(dq.input(0));
   const Tensor* s = constantOf(dq.input(1));
   const Tensor* z = dq.input(2) ? constantOf(dq.input(2)) : nullptr;
   if (!x || !s || (dq.input(2) && !z) || s->dtype() != DType::Float || dq.attrInt("output_dtype", 0) > 1) return false;
   DType dt = x->dtype();
-  if (dt != DType::Int4 && dt != DType::UInt4 && dt != DType::Int8 && dt != DType::UInt8) return false;
+  if (dt != DType::Int4 && dt != DType::UInt4 && dt != DType::Int8 && dt != DType::UInt8 && dt != DType::Int16 &&
+      dt != DType::UInt16 && dt != DType::Int32)
+    return false;
   if (z && (z->dtype() != dt || z->dims != s->dims)) return false;
   const int64_t n = x->numElements().value_or(-1);
   if (n < 0 || x->raw.size() != x->expectedBytes().value_or(UINT64_MAX) || !constData<float>(s, DType::Float)) return false;
@@ -882,6 +892,9 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
     switch (t.dtype()) {
       case DType::Int8: return static_cast<float>(static_cast<int8_t>(p[i]));
       case DType::UInt8: return static_cast<float>(p[i]);
+      case DType::Int16: return static_cast<float>(load<int16_t>(p, i));
+      case DType::UInt16: return static_cast<float>(load<uint16_t>(p, i));
+      case DType::Int32: return static_cast<float>(load<int32_t>(p, i));  // rounded as the reference rounds it
       case DType::UInt4: return static_cast<float>((p[i / 2] >> (i % 2 ? 4 : 0)) & 0x0F);
       default: {  // Int4: sign-extend the nibble
         int v = (p[i / 2] >> (i % 2 ? 4 : 0)) & 0x0F;

@@ -47,7 +47,7 @@ struct FusedInt8Step {
   const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports
 };
 
-/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8 data; float scale per tensor, per
+/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8/int16/uint16/int32 data; float scale per tensor, per
 /// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
 /// float(float(x - zero) * scale). False for anything else.
 bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out);

@@ -508,6 +508,50 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
   }
 }
 
+TEST_CASE("cpu runs a static QDQ depthwise Conv (+ ReLU6) on the float depthwise kernel with the weight folded at prepare",
+          "[cpu][int8]") {
+  // MobileNets quantized --static: the int8 conv fusion takes group-1 convs only; a depthwise
+  // one ran im2col on run-time weights (the DequantizeLinear's output, every run) and its Clip on
+  // the reference kernel, ~10x slower than float.
+  std::mt19937 rng(47);
+  for (int64_t stride : {1, 2}) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    const int64_t c = 24;
+    Value* x = graphInput(g, "x", DType::Float, {1, c, 14, 14});
+    Tensor tw = testutil::f32({c, 1, 3, 3}, normals(static_cast<size_t>(c * 9), rng));
+    tw.name = "w";
+    Tensor tb = testutil::f32({c}, normals(static_cast<size_t>(c), rng));
+    tb.name = "b";
+    Value* w = g.addInitializer(std::move(tw));
+    Value* b = g.addInitializer(std::move(tb));
+    Node* conv = g.addNode("Conv", {x, w, b}, {"y"});
+    conv->name = "dw";
+    conv->setAttr(Attribute::ofInt("group", c));
+    conv->setAttr(Attribute::ofInts("strides", {stride, stride}));
+    conv->setAttr(Attribute::ofInts("pads", {1, 1, 1, 1}));
+    Tensor lo = testutil::f32({}, {0.f}), hi = testutil::f32({}, {6.f});
+    lo.name = "lo";
+    hi.name = "hi";
+    Node* clip = g.addNode("Clip", {conv->output(0), g.addInitializer(std::move(lo)), g.addInitializer(std::move(hi))}, {"relu6"});
+    clip->name = "relu6";
+    g.addOutput(clip->output(0));
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-2.f, 3.f};
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 1);
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({1, c, 14, 14}, normals(static_cast<size_t>(c * 196), rng)));
+    INFO("stride " << stride);
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
+    CHECK(ranKernel(prof, "cpu.conv.f32.depthwise"));
+    for (const NodeRun& n : prof.nodes) {
+      INFO("node " << n.node << " ran " << n.kernel);
+      CHECK_FALSE(n.fallback);
+      CHECK(n.kernel.find("im2col") == std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("cpu QuantizeLinear (uint8) and DequantizeLinear (uint8/int8, per tensor and per axis) match the reference",
           "[cpu][int8]") {
   std::mt19937 rng(43);

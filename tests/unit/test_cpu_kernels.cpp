@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -388,6 +389,39 @@ TEST_CASE("cpu Softmax on masked rows (results below FLT_MIN) gives ref's output
 #if defined(__x86_64__)
     CHECK((_mm_getcsr() & ~0x3Fu) == before);
 #endif
+  }
+}
+
+TEST_CASE("cpu Clip matches the reference kernel: attribute and input bounds, omitted ones, min > max, NaN", "[cpu][kernels]") {
+  std::mt19937 rng(18);
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    int64_t opset;
+    std::optional<float> lo, hi;
+    bool constantBounds;
+  };
+  const Case cases[] = {{6, 0.f, 6.f, true},     {6, -0.5f, std::nullopt, true}, {6, std::nullopt, std::nullopt, true},
+                        {13, 0.f, 6.f, true},    {13, 0.f, 6.f, false},          {13, std::nullopt, 1.f, true},
+                        {13, -1.f, std::nullopt, false}, {13, 2.f, -2.f, true},  {13, -inf, inf, true}};
+  for (const Case& c : cases) {
+    std::vector<Arg> args{{randomTensor({3, 37}, rng, true), false}};
+    std::vector<Attribute> attrs;
+    if (c.opset < 11) {
+      if (c.lo) attrs.push_back(Attribute::ofFloat("min", *c.lo));
+      if (c.hi) attrs.push_back(Attribute::ofFloat("max", *c.hi));
+    } else {
+      args.push_back({f32({}, {c.lo.value_or(0.f)}), c.constantBounds});
+      args.push_back({f32({}, {c.hi.value_or(0.f)}), c.constantBounds});
+    }
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Clip", c.opset, args, attrs, feeds);
+    if (c.opset >= 11) {  // omitted bounds: the inputs dropped
+      Node* n = model->graph->nodes().front().get();
+      if (!c.hi) n->truncateInputs(2);
+      if (!c.lo) n->setInput(1, nullptr);
+    }
+    INFO("Clip opset " << c.opset << " lo " << c.lo.value_or(-999) << " hi " << c.hi.value_or(999) << " constant " << c.constantBounds);
+    checkAgainstRef(*model, feeds, "cpu.clip", 0, 0);
   }
 }
 
