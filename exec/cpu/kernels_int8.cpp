@@ -22,6 +22,13 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+/// A Relu or Clip fused into a float epilogue: min(max(y, lo), hi).
+struct Clamp {
+  bool on = false;
+  float lo = 0, hi = 0;
+  static Clamp relu() { return {true, 0.f, std::numeric_limits<float>::infinity()}; }
+};
+
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
 template <typename T>
 const T* constData(const Tensor* t, DType dt) {
@@ -81,9 +88,9 @@ class QuantMatMulKernel : public CpuKernel {
  public:
   /// Dynamic when `fixedScale` is 0.
   QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
-                    float fixedScale, float fixedZero, bool relu = false)
+                    float fixedScale, float fixedZero, Clamp clamp = {})
       : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
-        fixedScale_(fixedScale), fixedZero_(fixedZero), relu_(relu) {
+        fixedScale_(fixedScale), fixedZero_(fixedZero), clamp_(clamp) {
     if (fixedScale_ != 0)
       for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
   }
@@ -117,7 +124,7 @@ class QuantMatMulKernel : public CpuKernel {
     e.cf = static_cast<float*>(args.outputs[0]);
     e.colScale = fixedScale_ != 0 ? wScale_.data() : colScale;
     e.bias = bias_.empty() ? nullptr : bias_.data();
-    e.relu = relu_;
+    e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
     e.ldc = b_.n;
     qgemm::gemm(b_, ws, m_, e, args.pool);
     if (act_ != VecUnary::Count) {  // a fused activation (GELU, Sigmoid, ...) over the float output
@@ -130,9 +137,9 @@ class QuantMatMulKernel : public CpuKernel {
   /// Executor fusions after the chain's bias: Relu in the epilogue, other activations in a
   /// pass over the output right after (the GELU of a BERT layer: 5 ops on the float tensor before).
   bool fuseActivation(VecUnary act) override {
-    if (relu_ || act_ != VecUnary::Count) return false;
+    if (clamp_.on || act_ != VecUnary::Count) return false;
     if (act == VecUnary::Relu)
-      relu_ = true;
+      clamp_ = Clamp::relu();
     else
       act_ = act;
     return true;
@@ -144,7 +151,7 @@ class QuantMatMulKernel : public CpuKernel {
   std::vector<int32_t> bZero_;
   std::vector<float> wScale_, bias_;
   float fixedScale_, fixedZero_;
-  bool relu_;
+  Clamp clamp_;
   VecUnary act_ = VecUnary::Count;
 };
 
@@ -170,9 +177,9 @@ class QdqConvKernel : public CpuKernel {
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, bool relu, Requantize rq)
+                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq)
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), relu_(relu), rq_(std::move(rq)) {
+        zero_(zero), clamp_(clamp), rq_(std::move(rq)) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -235,7 +242,7 @@ class QdqConvKernel : public CpuKernel {
         c.aZero = static_cast<int32_t>(zero_);
         c.rowScale = colScale_.data();
         c.bias = bias_.empty() ? nullptr : bias_.data();
-        c.relu = relu_;
+        c.clamp = clamp_.on, c.lo = clamp_.lo, c.hi = clamp_.hi;
         c.y = yi;
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
         qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
@@ -261,7 +268,7 @@ class QdqConvKernel : public CpuKernel {
       e.cf = cbuf;
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
-      e.relu = relu_;
+      e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
       e.ldc = g_.m;
       qgemm::gemm(b_, a, pix_, e, args.pool);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
@@ -354,7 +361,7 @@ class QdqConvKernel : public CpuKernel {
   std::vector<int32_t> wRowSum_, bZero_;
   std::vector<float> colScale_, bias_;
   float scale_, zero_;
-  bool relu_;
+  Clamp clamp_;
   Requantize rq_;
   bool direct_ = false;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
@@ -593,7 +600,7 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
     rq.bias.assign(b, b + geo.m);
   }
   return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
-                                         std::vector<float>{}, sx, zx, false, std::move(rq));
+                                         std::vector<float>{}, sx, zx, Clamp{}, std::move(rq));
 }
 
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
@@ -642,17 +649,32 @@ bool scalarOf(const Tensor* t, float& v, DType& dt) {
   return false;
 }
 
-/// A Relu that is the only reader of the step's output joins the step (max(0, y) in the epilogue).
-bool fuseRelu(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf) {
+/// A Relu, or a Clip with constant bounds (ReLU6), that is the only reader of the step's output
+/// joins the step: min(max(y, lo), hi) in the epilogue. A Clip's omitted bound is none (its
+/// values are finite here: float(int32) * scale + bias).
+Clamp fuseClamp(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                const std::function<const Tensor*(const Value*)>& constantOf) {
   const Node* r = singleReader(st.output, g);
-  if (!isOp(r, "Relu") || !r->output(0)) return false;
+  if (!r || !r->output(0) || !(isOp(r, "Relu") || isOp(r, "Clip"))) return {};
   const StaticTensorType* a = typeOf(st.output);
   const StaticTensorType* b = typeOf(r->output(0));
-  if (!a || !b || a->dims != b->dims || b->dtype != DType::Float) return false;
+  if (!a || !b || a->dims != b->dims || b->dtype != DType::Float) return {};
+  Clamp c = Clamp::relu();
+  if (isOp(r, "Clip")) {
+    const float inf = std::numeric_limits<float>::infinity();
+    c.lo = r->attr("min") ? r->attrFloat("min", 0) : -inf;
+    c.hi = r->attr("max") ? r->attrFloat("max", 0) : inf;
+    for (size_t i : {size_t{1}, size_t{2}}) {
+      if (!r->input(i)) continue;
+      const float* v = constData<float>(constantOf(r->input(i)), DType::Float);
+      if (!v || constantOf(r->input(i))->numElements().value_or(0) != 1) return {};
+      (i == 1 ? c.lo : c.hi) = *v;
+    }
+  }
   st.covered.push_back(r);
   st.last = r;
   st.output = r->output(0);
-  return true;
+  return c;
 }
 
 /// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
@@ -734,9 +756,9 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.input = x;
   st.output = op->output(0);
   st.def = &kQdqConvDef;
-  bool relu = fuseRelu(g, st, typeOf);
+  Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, relu, QdqConvKernel::Requantize{});
+                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{});
   return st;
 }
 
@@ -833,9 +855,9 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
         }
       }
     }
-    bool relu = fuseRelu(g, st, typeOf);
+    Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
     st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
-                                                    std::move(wScale), std::move(bias), sx, zx, relu);
+                                                    std::move(wScale), std::move(bias), sx, zx, clamp);
     fusedOps.insert(op);
     steps.push_back(std::move(st));
   }

@@ -62,7 +62,7 @@ ONNXTOOL_AVX2 void tile(const int16_t* a, int64_t lda, const int16_t* bp, int64_
       } else {
         __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_maskload_ps(e.colScale + j, mask));
         if (e.bias) y = _mm256_add_ps(y, _mm256_maskload_ps(e.bias + j, mask));
-        if (e.relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
+        if (e.clamp) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(e.lo)), _mm256_set1_ps(e.hi));
         _mm256_maskstore_ps(e.cf + i * e.ldc + j, mask, y);
       }
     }

@@ -59,7 +59,7 @@ ONNXTOOL_AVX512 void tile(const uint8_t* a, int64_t lda, const int8_t* bp, int64
       } else {
         __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, e.colScale + j));
         if (e.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, e.bias + j));
-        if (e.relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
+        if (e.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
         _mm512_mask_storeu_ps(e.cf + i * e.ldc + j, mask, y);
       }
     }
@@ -206,7 +206,7 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       }
       __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
-      if (c.relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
+      if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
     }
   }

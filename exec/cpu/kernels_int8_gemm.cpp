@@ -157,7 +157,7 @@ void gemmPortable(const PackedB& b, const void* aPacked, int64_t m, const Epilog
       } else {
         float y = static_cast<float>(acc) * e.colScale[j];
         if (e.bias) y = y + e.bias[j];
-        if (e.relu) y = std::max(y, 0.0f);
+        if (e.clamp) y = std::min(std::max(y, e.lo), e.hi);
         e.cf[i * e.ldc + j] = y;
       }
     }

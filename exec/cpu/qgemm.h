@@ -63,7 +63,8 @@ struct Epilogue {
   float* cf = nullptr;               ///< float output: float(acc) * colScale[n] (+ bias[n])
   const float* colScale = nullptr;
   const float* bias = nullptr;
-  bool relu = false;                 ///< float output: max(0, y) last (a fused Relu)
+  bool clamp = false;                ///< float output: min(max(y, lo), hi) last (a fused Relu or Clip)
+  float lo = 0, hi = 0;
   int64_t ldc = 0;
 };
 
@@ -95,7 +96,8 @@ struct DirectConvArgs {
   int32_t aZero = 0;
   const float* rowScale = nullptr;
   const float* bias = nullptr;
-  bool relu = false;
+  bool clamp = false;  ///< min(max(y, lo), hi) last (a fused Relu or Clip)
+  float lo = 0, hi = 0;
   float* y = nullptr;
   int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
 };

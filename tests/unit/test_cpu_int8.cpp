@@ -462,6 +462,7 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     std::vector<int64_t> strides, pads, dilations;
     bool bias;
     bool relu = false;  // Conv -> Relu: the Relu joins the epilogue
+    bool clip6 = false;  // Conv -> Clip(0, 6) (ReLU6): joins too
   };
   const Case cases[] = {
       {{1, 3, 9, 9}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // same padding: taps on the border read the zero point
@@ -469,6 +470,8 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
       {{1, 4, 11, 10}, {33, 4, 3, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, true},  // strided, asymmetric pads
       {{1, 2, 12, 12}, {6, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},   // dilated
       {{2, 16, 20, 20}, {40, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true},  // big enough for two threads
+      {{1, 8, 10, 10}, {24, 8, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, false, true},  // 1x1 + ReLU6
+      {{1, 3, 16, 16}, {16, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false, true},  // MobileNet's stem + ReLU6
   };
   for (const Case& c : cases) {
     auto m = emptyModel(13);
@@ -493,6 +496,14 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
       Node* relu = g.addNode("Relu", {y}, {"relu"});
       relu->name = "relu";
       y = relu->output(0);
+    }
+    if (c.clip6) {
+      Tensor lo = testutil::f32({}, {0.f}), hi = testutil::f32({}, {0.5f});  // a bound the outputs cross
+      lo.name = "lo";
+      hi.name = "hi";
+      Node* clip = g.addNode("Clip", {y, g.addInitializer(std::move(lo)), g.addInitializer(std::move(hi))}, {"clip"});
+      clip->name = "clip";
+      y = clip->output(0);
     }
     g.addOutput(y);
     std::map<std::string, ValueRange> ranges;
