@@ -2,7 +2,7 @@
 // the score threshold are sorted once (score descending, equal scores by box index, NaN scores
 // last: the reference kernel's order), their canonical corners and areas gathered into SoA
 // arrays in that order; then the first live candidate is selected and every later live
-// candidate it suppresses drops out in one vectorisable pass (IoU is symmetric, so this is the
+// candidate it suppresses drops out in one vector pass (vec.h nmsSuppress, per ISA; IoU is symmetric, so this is the
 // reference's "each candidate against every box kept before it", with every suppressed box gone
 // from later passes). Boxes whose x ranges cannot overlap are split into groups first, NMS runs
 // per group (see select). Stops at max_output_boxes_per_class. The IoU test is computed with the
@@ -111,35 +111,34 @@ class NmsKernel : public CpuKernel {
   /// live ones after it that it suppresses go; at most maxOut kept, their ranks set in keep[].
   static void greedy(float* x0, float* y0, float* x1, float* y1, float* area, int32_t* rank, size_t m, float iou, int64_t maxOut,
                      uint8_t* drop, uint8_t* keep) {
-    int64_t nsel = 0;
+    const auto suppress = vecKernels().nmsSuppress;
+    // drop[] marks boxes suppressed since the last compaction (still in the arrays, skipped when
+    // they come up; testing them again is harmless); the arrays are compacted once the marks
+    // (counted with repeats, so at worst early) pass a quarter of what is left.
+    std::memset(drop, 0, m);
+    int64_t nsel = 0, marked = 0;
     size_t head = 0;
     while (head < m && nsel < maxOut) {
-      const float bx0 = x0[head], bx1 = x1[head], by0 = y0[head], by1 = y1[head], areaB = area[head];
+      if (drop[head]) {
+        ++head;
+        continue;
+      }
+      const float box[5] = {x0[head], y0[head], x1[head], y1[head], area[head]};
       keep[rank[head]] = 1;
       ++nsel;
       ++head;
       if (nsel == maxOut) break;
-      size_t dropped = 0;
-      for (size_t j = head; j < m; ++j) {
-        // reference: suppresses(candidate a, kept b), std::max(a, b) / std::min(a, b) in that order
-        float ix0 = x0[j] < bx0 ? bx0 : x0[j];
-        float ix1 = bx1 < x1[j] ? bx1 : x1[j];
-        float iy0 = y0[j] < by0 ? by0 : y0[j];
-        float iy1 = by1 < y1[j] ? by1 : y1[j];
-        float inter = (ix1 - ix0) * (iy1 - iy0);
-        float areaA = area[j];
-        float uni = areaA + areaB - inter;
-        bool s = !(ix1 <= ix0) & !(iy1 <= iy0) & !(inter <= 0) & !(areaA <= 0) & !(areaB <= 0) & !(uni <= 0) & (inter / uni > iou);
-        drop[j] = s;
-        dropped += s;
-      }
-      if (!dropped) continue;
+      marked += suppress(x0 + head, y0 + head, x1 + head, y1 + head, area + head, static_cast<int64_t>(m - head), box, iou,
+                         drop + head);
+      if (marked * 4 < static_cast<int64_t>(m - head)) continue;
       size_t wr = head;
       for (size_t j = head; j < m; ++j) {
         x0[wr] = x0[j], y0[wr] = y0[j], x1[wr] = x1[j], y1[wr] = y1[j], area[wr] = area[j], rank[wr] = rank[j];
         wr += !drop[j];
       }
       m = wr;
+      std::memset(drop + head, 0, m - head);
+      marked = 0;
     }
   }
 
