@@ -19,23 +19,25 @@ namespace onnxtool::cpu {
 
 namespace {
 
-/// Score order: higher first, equal scores (-0 == +0) by lower box index, NaN after every
-/// number (by index). A strict weak order, unlike a bare `>` once NaN is in the scores.
-inline bool scoreBefore(float sa, int32_t ia, float sb, int32_t ib) {
-  bool na = sa != sa, nb = sb != sb;
-  if (na || nb) return na == nb ? ia < ib : nb;
-  if (sa > sb) return true;
-  if (sb > sa) return false;
-  return ia < ib;
+/// The sort key of a candidate: score order (higher first, -0 == +0, NaN after every number)
+/// in the high half, the box index in the low half (equal scores: lower index first), so that
+/// sorting the keys ascending gives the reference kernel's order.
+inline uint64_t candidateKey(float score, uint32_t index) {
+  uint32_t u;
+  if (score != score) {
+    u = 0xffffffffu;  // NaN: after -inf, whose key is 0xff800000
+  } else {
+    if (score == 0) score = 0;  // -0 ranks with +0
+    std::memcpy(&u, &score, 4);
+    uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    u = ~ascending;
+  }
+  return (static_cast<uint64_t>(u) << 32) | index;
 }
 
 /// The scratch arrays of one (batch, class), carved from the workspace.
 struct NmsScratch {
-  struct Cand {
-    float score;
-    int32_t index;
-  };
-  Cand* cand;
+  uint64_t* cand;  // candidateKey, sorted: the box index in the low half
   float *x0, *y0, *x1, *y1, *area;    // canonical corners and areas, in score order (rank)
   float *gx0, *gy0, *gx1, *gy1, *garea;  // the same grouped by cluster, rank order within each
   int32_t *grank, *cluster, *order, *start;
@@ -73,7 +75,7 @@ class NmsKernel : public CpuKernel {
     auto floats = [&] { return reinterpret_cast<float*>(carve(n * 4)); };
     auto ints = [&](size_t extra = 0) { return reinterpret_cast<int32_t*>(carve((n + extra) * 4)); };
     NmsScratch w;
-    w.cand = reinterpret_cast<NmsScratch::Cand*>(carve(n * sizeof(NmsScratch::Cand)));
+    w.cand = reinterpret_cast<uint64_t*>(carve(n * sizeof(uint64_t)));
     w.x0 = floats(), w.y0 = floats(), w.x1 = floats(), w.y1 = floats(), w.area = floats();
     w.gx0 = floats(), w.gy0 = floats(), w.gx1 = floats(), w.gy1 = floats(), w.garea = floats();
     w.grank = ints(), w.cluster = ints(), w.order = ints(), w.start = ints(1);
@@ -147,14 +149,12 @@ class NmsKernel : public CpuKernel {
                  int32_t* sel) const {
     size_t m = 0;
     for (int64_t i = 0; i < N_; ++i)
-      if (!hasScore_ || sc[i] > scoreThr) w.cand[m++] = {sc[i], static_cast<int32_t>(i)};
-    std::sort(w.cand, w.cand + m, [](const NmsScratch::Cand& a, const NmsScratch::Cand& b) {
-      return scoreBefore(a.score, a.index, b.score, b.index);
-    });
+      if (!hasScore_ || sc[i] > scoreThr) w.cand[m++] = candidateKey(sc[i], static_cast<uint32_t>(i));
+    std::sort(w.cand, w.cand + m);
     // Canonical corners and areas, as the reference kernel computes them.
     bool finite = true;
     for (size_t j = 0; j < m; ++j) {
-      const float* a = bx + static_cast<int64_t>(w.cand[j].index) * 4;
+      const float* a = bx + static_cast<int64_t>(static_cast<int32_t>(w.cand[j] & 0xffffffffu)) * 4;
       float ax0, ax1, ay0, ay1;
       if (!center_) {
         ay0 = std::min(a[0], a[2]), ay1 = std::max(a[0], a[2]), ax0 = std::min(a[1], a[3]), ax1 = std::max(a[1], a[3]);
@@ -215,7 +215,7 @@ class NmsKernel : public CpuKernel {
     // The kept boxes in score order, the first maxOut of them.
     int64_t nsel = 0;
     for (size_t j = 0; j < m && nsel < maxOut; ++j)
-      if (w.keep[j]) sel[nsel++] = w.cand[j].index;
+      if (w.keep[j]) sel[nsel++] = static_cast<int32_t>(w.cand[j] & 0xffffffffu);
     return nsel;
   }
 
