@@ -1200,6 +1200,7 @@ std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
   }
   // Planned outside the lock (a nested body plans its own); two runs racing plan it twice.
   auto e = std::make_shared<Entry>();
+  auto t0 = std::chrono::steady_clock::now();
   try {
     std::vector<const Value*> all = outer_;
     all.insert(all.end(), constants_.begin(), constants_.end());
@@ -1216,7 +1217,8 @@ std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
     }
     e->plan = std::make_shared<const Specialization>(*e->model, dims, threads_, graphOptLevel_);
     if (spdlog::should_log(spdlog::level::debug))
-      spdlog::debug("cpu executor: body '{}' planned for {}: {}", body_.name, e->model->graph->inputs().size(), e->plan->describe());
+      spdlog::debug("cpu executor: body '{}' planned in {:.2f} ms: {}", body_.name,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), e->plan->describe());
   } catch (const std::exception& ex) {
     spdlog::debug("cpu executor: body '{}' runs on the reference kernels: {}", body_.name, ex.what());
     e->plan.reset();
