@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "exec/executor.h"
 #include "exec/value_ops.h"
@@ -218,6 +219,54 @@ void checkControlFlow(const std::string& text, const std::map<std::string, RtVal
     }
 }
 
+/// As torchvision's detectors export batched_nms: no boxes, or NMS on boxes shifted per class.
+const std::string kBatchedNms = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] boxes, float[N] scores, int64[N] labels) => (int64[K] keep) {
+  s = Shape (boxes)
+  p = ReduceProd <keepdims: int = 0> (s)
+  zero = Constant <value: tensor = int64 {0}> ()
+  empty = Equal (p, zero)
+  keep = If (empty) <then_branch: graph = then_g () => (int64[0] t_out) {
+      t_out = Constant <value: tensor = int64[0] {}> ()
+    }, else_branch: graph = else_g () => (int64[K] e_out) {
+      mx = ReduceMax <keepdims: int = 0> (boxes)
+      lf = Cast <to: int = 1> (labels)
+      one = Constant <value: tensor = float {1.0}> ()
+      mx1 = Add (mx, one)
+      off = Mul (lf, mx1)
+      ax1 = Constant <value: tensor = int64[1] {1}> ()
+      off2 = Unsqueeze (off, ax1)
+      b2 = Add (boxes, off2)
+      ax0 = Constant <value: tensor = int64[1] {0}> ()
+      b3 = Unsqueeze (b2, ax0)
+      s2 = Unsqueeze (scores, ax0)
+      s3 = Unsqueeze (s2, ax0)
+      mo = Constant <value: tensor = int64[1] {9223372036854775807}> ()
+      th = Constant <value: tensor = float[1] {0.5}> ()
+      sel = NonMaxSuppression (b3, s3, mo, th)
+      two = Constant <value: tensor = int64[1] {2}> ()
+      g2 = Gather <axis: int = 1> (sel, two)
+      e_out = Squeeze (g2, ax1)
+    }>
+}
+)";
+
+std::map<std::string, RtValue> batchedNmsFeeds(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> b(static_cast<size_t>(n * 4)), s(static_cast<size_t>(n));
+  std::vector<int64_t> l(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float x = u(rng) * 100, y = u(rng) * 100;
+    b[static_cast<size_t>(i * 4)] = x, b[static_cast<size_t>(i * 4 + 1)] = y;
+    b[static_cast<size_t>(i * 4 + 2)] = x + 5 + u(rng) * 30, b[static_cast<size_t>(i * 4 + 3)] = y + 5 + u(rng) * 30;
+    s[static_cast<size_t>(i)] = std::floor(u(rng) * 20) / 20;
+    l[static_cast<size_t>(i)] = static_cast<int64_t>(u(rng) * 4);
+  }
+  return {{"boxes", RtValue::ofTensor(f32({n, 4}, b))},
+          {"scores", RtValue::ofTensor(f32({n}, s))},
+          {"labels", RtValue::ofTensor(i64({n}, l))}};
+}
+
 RtValue boolScalar(bool b) { return RtValue::ofTensor(testutil::tensorOf(DType::Bool, {}, std::vector<uint8_t>{b})); }
 
 }  // namespace
@@ -254,54 +303,10 @@ g (bool c, bool c2, float[4, 3] x) => (float[4, 5] y, float[4, 5] z) <float[3, 5
 
 TEST_CASE("cpu If: torchvision's batched NMS (the offset trick) runs its NonMaxSuppression as a cpu sub-plan",
           "[cpu][controlflow][nms]") {
-  // As torchvision's detectors export batched_nms: no boxes, or NMS on boxes shifted per class.
-  const std::string text = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[N, 4] boxes, float[N] scores, int64[N] labels) => (int64[K] keep) {
-  s = Shape (boxes)
-  p = ReduceProd <keepdims: int = 0> (s)
-  zero = Constant <value: tensor = int64 {0}> ()
-  empty = Equal (p, zero)
-  keep = If (empty) <then_branch: graph = then_g () => (int64[0] t_out) {
-      t_out = Constant <value: tensor = int64[0] {}> ()
-    }, else_branch: graph = else_g () => (int64[K] e_out) {
-      mx = ReduceMax <keepdims: int = 0> (boxes)
-      lf = Cast <to: int = 1> (labels)
-      one = Constant <value: tensor = float {1.0}> ()
-      mx1 = Add (mx, one)
-      off = Mul (lf, mx1)
-      ax1 = Constant <value: tensor = int64[1] {1}> ()
-      off2 = Unsqueeze (off, ax1)
-      b2 = Add (boxes, off2)
-      ax0 = Constant <value: tensor = int64[1] {0}> ()
-      b3 = Unsqueeze (b2, ax0)
-      s2 = Unsqueeze (scores, ax0)
-      s3 = Unsqueeze (s2, ax0)
-      mo = Constant <value: tensor = int64[1] {9223372036854775807}> ()
-      th = Constant <value: tensor = float[1] {0.5}> ()
-      sel = NonMaxSuppression (b3, s3, mo, th)
-      two = Constant <value: tensor = int64[1] {2}> ()
-      g2 = Gather <axis: int = 1> (sel, two)
-      e_out = Squeeze (g2, ax1)
-    }>
-}
-)";
   std::mt19937 rng(9);
   for (int64_t n : {0, 1, 50, 400}) {
     INFO(n << " boxes");
-    std::uniform_real_distribution<float> u(0, 1);
-    std::vector<float> b(static_cast<size_t>(n * 4)), s(static_cast<size_t>(n));
-    std::vector<int64_t> l(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      float x = u(rng) * 100, y = u(rng) * 100;
-      b[static_cast<size_t>(i * 4)] = x, b[static_cast<size_t>(i * 4 + 1)] = y;
-      b[static_cast<size_t>(i * 4 + 2)] = x + 5 + u(rng) * 30, b[static_cast<size_t>(i * 4 + 3)] = y + 5 + u(rng) * 30;
-      s[static_cast<size_t>(i)] = std::floor(u(rng) * 20) / 20;
-      l[static_cast<size_t>(i)] = static_cast<int64_t>(u(rng) * 4);
-    }
-    std::map<std::string, RtValue> feeds{{"boxes", RtValue::ofTensor(f32({n, 4}, b))},
-                                         {"scores", RtValue::ofTensor(f32({n}, s))},
-                                         {"labels", RtValue::ofTensor(i64({n}, l))}};
-    checkControlFlow(text, feeds, "If", "cpu.if (subgraphs on cpu)");
+    checkControlFlow(kBatchedNms, batchedNmsFeeds(n, rng), "If", "cpu.if (subgraphs on cpu)");
   }
 }
 
@@ -356,4 +361,33 @@ g (int64 n, float[2] x) => (float[K, 2] y) {
 )";
   std::map<std::string, RtValue> feeds{{"n", RtValue::ofTensor(i64({}, {3}))}, {"x", RtValue::ofTensor(f32({2}, {1, 2}))}};
   checkControlFlow(text, feeds, "Loop", "ref.loop (subgraphs on ref)", true);
+}
+
+TEST_CASE("cpu If: concurrent runs of one plan, each with its own box count, plan and share the body's plans",
+          "[cpu][controlflow]") {
+  auto m = parseModelText(kBatchedNms, "batched_nms.onnxtxt");
+  PrepareOptions po;
+  po.threads = 1;
+  po.graphOptLevel = 0;  // keeps the If
+  auto plan = makeExecutor("cpu")->prepare(*m, po);
+  auto ref = makeExecutor("ref")->prepare(*m, {});
+  std::vector<std::map<std::string, RtValue>> feeds;
+  std::vector<std::vector<RtValue>> want;
+  std::mt19937 rng(21);
+  for (int t = 0; t < 4; ++t) {
+    feeds.push_back(batchedNmsFeeds(20 + 37 * t, rng));
+    want.push_back(ref->run(feeds.back()));
+  }
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < 30; ++i) {
+        size_t k = (t + i) % 4;
+        auto got = plan->run(feeds[k]);
+        if (!compareValues(got[0], want[k][0], 0, 0).ok) ++bad[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int b : bad) CHECK(b == 0);
 }
