@@ -235,6 +235,9 @@ std::unique_ptr<CpuKernel> createNonMaxSuppression(const CpuNodeInfo& info) {
   if (info.in(1).dtype != DType::Float || b.size() != 3 || b[2] != 4 || s.size() != 3 || s[0] != b[0] || s[2] != b[1])
     return nullptr;  // the reference kernel says what is wrong
   if (b[1] >= (int64_t{1} << 31)) return nullptr;
+  // The workspace holds every (batch, class)'s selection (4 bytes a box): past 64 MiB (many
+  // classes of many boxes) the reference kernel, which holds only what it keeps, runs instead.
+  if (b[0] * s[1] > ((int64_t{1} << 24) / std::max<int64_t>(b[1], 1))) return nullptr;
   // The optional scalars, when given, must hold one element of the schema's type (an empty one
   // counts as absent, as on ref).
   auto scalar = [&](size_t i, DType t, bool& has) {
