@@ -93,8 +93,8 @@ class Specialization;
 /// inputs have when it runs, one plan per set of shapes (cached). The control-flow op itself
 /// runs on its reference kernel (it only picks the branch, iterates, slices and stacks), which
 /// calls run() for each execution of the body. A body the cpu executor cannot plan (an input
-/// that is no tensor of a byte-sized type, a failure while planning) runs on the reference
-/// machinery (run() returns nullopt).
+/// that is no tensor of a byte-sized type, a failure while planning, more shapes than kMaxPlans)
+/// runs on the reference machinery (run() returns nullopt).
 class CpuBody {
  public:
   CpuBody(const Model& model, const Graph& body, const Graph& top, int threads, int graphOptLevel);
@@ -118,7 +118,11 @@ class CpuBody {
   int threads_, graphOptLevel_;
   mutable std::mutex mutex_;
   mutable std::map<Key, std::shared_ptr<const Entry>> cache_;
-  static constexpr size_t kMaxPlans = 16;  ///< shapes that change with the data (NMS counts): a bounded cache
+  /// Plans kept per body. Shapes that change with the data (an NMS count per image) each get a
+  /// plan (planning a small body takes about a millisecond); past this many (a Loop whose
+  /// carried value grows every iteration, as in a decoding loop) new shapes run on the reference
+  /// machinery instead of planning every time.
+  static constexpr size_t kMaxPlans = 32;
 };
 
 struct Step {
@@ -1197,6 +1201,7 @@ std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
+    if (cache_.size() >= kMaxPlans) return nullptr;  // shapes change with the data: no more plans
   }
   // Planned outside the lock (a nested body plans its own); two runs racing plan it twice.
   auto e = std::make_shared<Entry>();
@@ -1224,7 +1229,6 @@ std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
     e->plan.reset();
   }
   std::lock_guard lock(mutex_);
-  if (cache_.size() >= kMaxPlans) cache_.clear();
   return cache_.emplace(key, std::move(e)).first->second;
 }
 
@@ -1243,7 +1247,7 @@ std::optional<std::vector<RtValue>> CpuBody::run(const std::vector<RtValue>& inp
     key.emplace_back(v->tensor->dataType, v->tensor->dims);
   }
   std::shared_ptr<const Entry> e = entry(key);
-  if (!e->plan) return std::nullopt;
+  if (!e || !e->plan) return std::nullopt;
   const Graph& g = *e->model->graph;
   std::map<std::string, RtValue> byName;
   for (size_t i = 0; i < all.size(); ++i) byName.emplace(g.inputs()[i].value->name(), *all[i]);

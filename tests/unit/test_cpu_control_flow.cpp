@@ -331,6 +331,9 @@ g (int64 n, float[2, 3] x, float[1, 3] acc0) => (float[2, 3] v, float[K, 3] grow
                                        {"x", RtValue::ofTensor(f32({2, 3}, {1, 2, 3, -1, -2, 0.5f}))},
                                        {"acc0", RtValue::ofTensor(f32({1, 3}, {9, 8, 7}))}};
   checkControlFlow(loop, feeds, "Loop", "cpu.loop (subgraphs on cpu)");
+  // 40 iterations, 40 shapes of the growing value: past 32 plans the body runs on ref
+  feeds["n"] = RtValue::ofTensor(i64({}, {40}));
+  checkControlFlow(loop, feeds, "Loop", "ref.loop (subgraphs on ref)", true);
 
   const std::string scan = R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[3] s0, float[5, 3] xs) => (float[3] s, float[5, 3] ys) {
