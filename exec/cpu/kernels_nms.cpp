@@ -106,7 +106,8 @@ class NmsKernel : public CpuKernel {
       }
   }
 
-  std::string variant() const override { return center_ ? ".center" : ""; }
+  /// ".avx512", ".center.avx2", ...: the box encoding and the ISA path of the suppression pass
+  std::string variant() const override { return std::string(center_ ? ".center." : ".") + vecKernels().isa; }
 
  private:
   /// Greedy NMS over m boxes in rank order (SoA, destroyed): the first live box is kept, the
