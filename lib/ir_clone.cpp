@@ -119,9 +119,8 @@ void cloneGraph(const Graph& src, Graph& dst, ValueMap& vm) {
   }
 }
 
-}  // namespace
-
-std::unique_ptr<Model> cloneModel(const Model& m) {
+/// A copy of m without its main graph.
+std::unique_ptr<Model> cloneHeaderAndFunctions(const Model& m) {
   auto c = std::make_unique<Model>();
   c->irVersion = m.irVersion;
   c->opsetImports = m.opsetImports;
@@ -136,11 +135,6 @@ std::unique_ptr<Model> cloneModel(const Model& m) {
   c->path = m.path;
   c->baseDir = m.baseDir;
   c->fileSize = m.fileSize;
-  if (m.graph) {
-    c->graph = std::make_unique<Graph>();
-    ValueMap vm;
-    cloneGraph(*m.graph, *c->graph, vm);
-  }
   for (const auto& f : m.functions) {
     auto nf = std::make_unique<Function>();
     nf->name = f->name;
@@ -158,6 +152,42 @@ std::unique_ptr<Model> cloneModel(const Model& m) {
     cloneGraph(*f->body, *nf->body, vm);
     c->functions.push_back(std::move(nf));
   }
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> cloneModel(const Model& m) {
+  auto c = cloneHeaderAndFunctions(m);
+  if (m.graph) {
+    c->graph = std::make_unique<Graph>();
+    ValueMap vm;
+    cloneGraph(*m.graph, *c->graph, vm);
+  }
+  return c;
+}
+
+std::unique_ptr<Model> cloneSubgraphAsModel(const Model& m, const Graph& body, const std::vector<const Value*>& outer) {
+  auto c = cloneHeaderAndFunctions(m);
+  c->graph = std::make_unique<Graph>();
+  Graph& g = *c->graph;
+  ValueMap vm;
+  std::vector<Value*> extra;
+  for (const Value* v : outer) {
+    if (vm.find(v)) continue;
+    if (v->initializer() && !v->isGraphInput()) {  // a constant stays one (shared bytes)
+      Value* n = g.addInitializer(*v->initializer(), true);
+      n->setType(v->type());
+      vm.map[v] = n;
+      continue;
+    }
+    Value* n = g.createValue(v->name(), g.findLocal(v->name()) != nullptr);
+    n->setType(v->type());
+    vm.map[v] = n;
+    extra.push_back(n);
+  }
+  cloneGraph(body, g, vm);
+  for (Value* n : extra) g.addInput(n);
   return c;
 }
 

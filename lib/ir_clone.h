@@ -14,4 +14,13 @@ namespace onnxtool {
 /// the original bytes (no weight is copied). The copy's path and loadIssues are the original's.
 std::unique_ptr<Model> cloneModel(const Model& m);
 
+/// A model of its own whose main graph is a deep copy of `body`, a subgraph of `m` (an If branch,
+/// a Loop or Scan body): its inputs are the body's formal inputs, then the values of enclosing
+/// graphs the body reads (`outer`, at any depth of nesting, each once), which keep their names
+/// and types; an outer value that is a constant initializer (not also a graph input) becomes an
+/// initializer of the copy instead (its bytes shared). Opsets, functions and the rest of the
+/// model header are `m`'s. For executors that
+/// plan a body like a main graph.
+std::unique_ptr<Model> cloneSubgraphAsModel(const Model& m, const Graph& body, const std::vector<const Value*>& outer);
+
 }  // namespace onnxtool

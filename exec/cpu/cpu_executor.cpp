@@ -26,6 +26,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -84,6 +85,47 @@ struct Slot {
   bool graphOutput = false;
 };
 
+class Specialization;
+
+/// A subgraph (If branch, Loop or Scan body) of a control-flow node, run as a cpu sub-plan: the
+/// body becomes the main graph of a model of its own (lib/ir_clone.h cloneSubgraphAsModel)
+/// whose inputs are its formal inputs, then the outer-scope values it reads; that model is
+/// planned like a main graph (optimizer preset, fast kernels, memory plan) for the shapes its
+/// inputs have when it runs, one plan per set of shapes (cached). The control-flow op itself
+/// runs on its reference kernel (it only picks the branch, iterates, slices and stacks), which
+/// calls run() for each execution of the body. A body the cpu executor cannot plan (an input
+/// that is no tensor of a byte-sized type, a failure while planning, more shapes than kMaxPlans)
+/// runs on the reference machinery (run() returns nullopt).
+class CpuBody {
+ public:
+  CpuBody(const Model& model, const Graph& body, const Graph& top, int threads, int graphOptLevel);
+  const Graph& graph() const { return body_; }
+  using OuterLookup = std::function<const RtValue*(const Value*)>;
+  std::optional<std::vector<RtValue>> run(const std::vector<RtValue>& inputs, const OuterLookup& outer, std::mt19937_64& rng,
+                                          cpu::ThreadPool* pool) const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<Model> model;          ///< the body as a main graph, inputs typed with these shapes
+    std::shared_ptr<const Specialization> plan;  ///< null: the cpu executor could not plan it
+  };
+  using Key = std::vector<std::pair<int32_t, std::vector<int64_t>>>;
+  std::shared_ptr<const Entry> entry(const Key& key) const;
+
+  const Model& model_;
+  const Graph& body_;
+  std::vector<const Value*> outer_;  ///< values of enclosing graphs the body reads, each once: inputs of its model
+  std::vector<const Value*> constants_;  ///< and the initializers among them: initializers of its model
+  int threads_, graphOptLevel_;
+  mutable std::mutex mutex_;
+  mutable std::map<Key, std::shared_ptr<const Entry>> cache_;
+  /// Plans kept per body. Shapes that change with the data (an NMS count per image) each get a
+  /// plan (planning a small body takes about a millisecond); past this many (a Loop whose
+  /// carried value grows every iteration, as in a decoding loop) new shapes run on the reference
+  /// machinery instead of planning every time.
+  static constexpr size_t kMaxPlans = 32;
+};
+
 struct Step {
   const Node* node = nullptr;
   int64_t opset = 0;
@@ -97,6 +139,9 @@ struct Step {
   std::string kernelName;
   int graphNodes = 1;  ///< nodes of the graph this step runs (fusions make it more)
   const char* fusedOp = nullptr;  ///< the op a fused step computes, when not its node's
+  /// Control-flow ops (If, Loop, Scan): their reference kernel runs these bodies as cpu sub-plans
+  std::vector<std::unique_ptr<CpuBody>> bodies;
+  std::string refKernelName;  ///< with bodies: the name for a run in which a body fell back to ref
   std::string_view opType() const { return fusedOp ? std::string_view(fusedOp) : std::string_view(node->opType); }
 };
 
@@ -180,7 +225,8 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
-                 int graphOptLevel) {
+                 int graphOptLevel)
+      : graphOptLevel_(graphOptLevel) {
     model_ = cloneModel(original);
     upcastHalf();
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel);
@@ -313,6 +359,12 @@ class Specialization {
  public:
 
   size_t arenaBytes() const { return arenaBytes_; }
+  /// "op: kernel, ..." for every step (debug logs).
+  std::string describe() const {
+    std::string r;
+    for (const Step& st : steps_) r += fmt::format("{}{}: {}", r.empty() ? "" : ", ", st.opType(), st.kernelName);
+    return r;
+  }
 
  private:
   int slotFor(const Value* v) {
@@ -359,6 +411,13 @@ class Specialization {
         st.ref = KernelRegistry::instance().find("ref", n.domain, n.opType, schema->sinceVersion);
         st.kernelName = std::string(st.ref->name);
         if (!n.subgraphs().empty()) st.kernelName += " (subgraphs on ref)";
+        bool controlFlow = canonicalDomain(n.domain).empty() && (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan");
+        if (controlFlow && st.kernelName.rfind("ref.", 0) == 0) {
+          for (Graph* sg : n.subgraphs())
+            st.bodies.push_back(std::make_unique<CpuBody>(*model_, *sg, *model_->graph, threads, graphOptLevel_));
+          st.refKernelName = st.kernelName;
+          st.kernelName = fmt::format("cpu.{} (subgraphs on cpu)", std::string_view(st.ref->name).substr(4));
+        }
       }
     }
     steps_.push_back(std::move(st));
@@ -576,8 +635,9 @@ class Specialization {
       info.constants.push_back(v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr);
     }
     if (st.out.empty() || st.out[0] < 0) return;
+    const bool dynamic = def->reuse == OutputReuse::Dynamic;  // output types known only when it runs
     for (int s : st.out) {
-      if (s < 0) {
+      if (s < 0 || dynamic) {
         info.outputs.push_back(nullptr);
         continue;
       }
@@ -856,7 +916,7 @@ class Specialization {
     int nSteps = static_cast<int>(steps_.size());
     // Outputs of fast kernels live in the arena; views alias their input.
     for (Step& st : steps_) {
-      if (!st.kernel) continue;
+      if (!st.kernel || st.def->reuse == OutputReuse::Dynamic) continue;  // Dynamic: held, allocated as it runs
       Slot& o = slots_[static_cast<size_t>(st.out[0])];
       if (st.def->reuse == OutputReuse::View) {
         o.kind = SlotKind::Alias;
@@ -964,6 +1024,7 @@ class Specialization {
     }
   }
 
+  int graphOptLevel_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<RefNodeRunner> ref_;
   std::vector<Slot> slots_;
@@ -984,7 +1045,7 @@ class Specialization {
 };
 
 /// The values of one run.
-class RunState {
+class RunState : public cpu::OutputAllocator {
  public:
   RunState(const Specialization& sp, std::mt19937_64& rng, cpu::ThreadPool* pool) : sp_(sp), rng_(rng), pool_(pool) {
     vals_.resize(sp.slots_.size());
@@ -1034,7 +1095,11 @@ class RunState {
     return v;
   }
 
+  /// Whether a body of the last control-flow step ran on the reference machinery.
+  bool bodiesOnRef() const { return bodiesOnRef_; }
+
   void runStep(const Step& st) {
+    bodiesOnRef_ = false;
     if (st.kernel) {
       const void* ins[16];
       std::vector<const void*> insBig;
@@ -1051,9 +1116,13 @@ class RunState {
         outsBig.resize(st.out.size());
         outp = outsBig.data();
       }
-      for (size_t k = 0; k < st.out.size(); ++k) outp[k] = st.out[k] >= 0 ? const_cast<uint8_t*>(ptr(st.out[k])) : nullptr;
+      const bool dynamic = st.def->reuse == OutputReuse::Dynamic;
+      for (size_t k = 0; k < st.out.size(); ++k)
+        outp[k] = st.out[k] >= 0 && !dynamic ? const_cast<uint8_t*>(ptr(st.out[k])) : nullptr;
       void* ws = st.workspaceRegion >= 0 ? arena_.get() + sp_.regions_[static_cast<size_t>(st.workspaceRegion)].offset : nullptr;
-      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(outp, st.out.size()), ws, pool_});
+      running_ = &st;
+      st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(outp, st.out.size()), ws, pool_,
+                          this});
     } else {
       runFallback(st);
     }
@@ -1061,6 +1130,28 @@ class RunState {
       vals_[static_cast<size_t>(s)] = RtValue{};
       ptr_[static_cast<size_t>(s)] = nullptr;
     }
+  }
+
+  /// OutputAllocator: output k of the running step (an OutputReuse::Dynamic kernel).
+  void* allocate(size_t k, DType dtype, std::span<const int64_t> dims) override {
+    const Step& st = *running_;
+    int s = k < st.out.size() ? st.out[k] : -1;
+    if (s < 0) fail(ErrorKind::Internal, "node '{}' ({}): allocates output {}, which it does not have", st.node->displayName(), st.node->opType, k);
+    const Slot& sl = sp_.slots_[static_cast<size_t>(s)];
+    std::vector<int64_t> d(dims.begin(), dims.end());
+    if (sl.type && (d != sl.type->dims || dtype != sl.type->dtype))  // a fast kernel downstream trusts the planned type
+      fail(ErrorKind::Internal, "node '{}' ({}): output '{}' is {} {}, shape inference planned {} {}", st.node->displayName(),
+           st.node->opType, sl.value->name(), dtypeName(dtype), dimsStr(d), dtypeName(sl.type->dtype), dimsStr(sl.type->dims));
+    size_t n = static_cast<size_t>(dtypeBits(dtype) / 8);
+    for (int64_t x : d) n *= static_cast<size_t>(x);
+    Tensor t;
+    t.name = sl.value->name();
+    t.dataType = static_cast<int32_t>(dtype);
+    t.dims = std::move(d);
+    t.setRaw(Buffer::zeros(n));
+    uint8_t* p = t.raw.mutableData();
+    setHeld(s, RtValue::ofTensor(std::move(t)));
+    return p;
   }
 
   std::vector<RtValue> outputs() {
@@ -1082,7 +1173,13 @@ class RunState {
         auto it = sp_.slotOf_.find(v);
         return it == sp_.slotOf_.end() ? nullptr : &value(it->second);
       };
-      SubgraphRunner runner = [this, &outer](const Graph& body, const std::vector<RtValue>& inputs) {
+      SubgraphRunner runner = [this, &outer, &st](const Graph& body, const std::vector<RtValue>& inputs) {
+        for (const auto& b : st.bodies)
+          if (&b->graph() == &body) {
+            if (auto outs = b->run(inputs, outer, rng_, pool_)) return std::move(*outs);
+            break;
+          }
+        bodiesOnRef_ = true;
         return sp_.ref_->runSubgraph(body, inputs, outer, rng_);
       };
       KernelContext ctx(n, st.opset, std::move(ins), n.outputs().size(), runner, &rng_, sp_.model_.get(), nullptr);
@@ -1108,6 +1205,8 @@ class RunState {
   std::vector<RtValue> vals_;
   std::vector<const uint8_t*> ptr_;
   std::shared_ptr<uint8_t> arena_;
+  const Step* running_ = nullptr;  ///< the step whose kernel computes now (for allocate)
+  bool bodiesOnRef_ = false;
 };
 
 /// Kernels read elements through typed pointers: bytes not aligned to the element size (a
@@ -1138,10 +1237,79 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     auto t0 = std::chrono::steady_clock::now();
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), st.kernelName, !st.kernel, sec,
+    bool onRef = !st.kernel && (st.bodies.empty() || state.bodiesOnRef());
+    const std::string& name = !st.bodies.empty() && onRef ? st.refKernelName : st.kernelName;
+    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), name, onRef, sec,
                               st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
   }
   return state.outputs();
+}
+
+CpuBody::CpuBody(const Model& model, const Graph& body, const Graph& top, int threads, int graphOptLevel)
+    : model_(model), body_(body), threads_(threads), graphOptLevel_(graphOptLevel) {
+  std::vector<const Value*> reads;
+  collectOuterReads(body, top, reads);
+  std::unordered_set<const Value*> seen;
+  for (const Value* v : reads)  // constants become initializers of the body's model (cloneSubgraphAsModel)
+    if (seen.insert(v).second) (v->initializer() && !v->isGraphInput() ? constants_ : outer_).push_back(v);
+}
+
+std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    if (cache_.size() >= kMaxPlans) return nullptr;  // shapes change with the data: no more plans
+  }
+  // Planned outside the lock (a nested body plans its own); two runs racing plan it twice.
+  auto e = std::make_shared<Entry>();
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    std::vector<const Value*> all = outer_;
+    all.insert(all.end(), constants_.begin(), constants_.end());
+    e->model = cloneSubgraphAsModel(model_, body_, all);
+    std::map<std::string, std::vector<int64_t>> dims;
+    auto& ins = e->model->graph->inputs();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      Shape sh;
+      sh.hasRank = true;
+      for (int64_t d : key[i].second) sh.dims.push_back(Dim::ofValue(d));
+      ins[i].value->setType(TypeInfo::tensor(static_cast<DType>(key[i].first), sh));
+      ins[i].typeOverride.reset();
+      dims[ins[i].value->name()] = key[i].second;
+    }
+    e->plan = std::make_shared<const Specialization>(*e->model, dims, threads_, graphOptLevel_);
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("cpu executor: body '{}' planned in {:.2f} ms: {}", body_.name,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), e->plan->describe());
+  } catch (const std::exception& ex) {
+    spdlog::debug("cpu executor: body '{}' runs on the reference kernels: {}", body_.name, ex.what());
+    e->plan.reset();
+  }
+  std::lock_guard lock(mutex_);
+  return cache_.emplace(key, std::move(e)).first->second;
+}
+
+std::optional<std::vector<RtValue>> CpuBody::run(const std::vector<RtValue>& inputs, const OuterLookup& outer,
+                                                 std::mt19937_64& rng, cpu::ThreadPool* pool) const {
+  if (inputs.size() != body_.inputs().size()) return std::nullopt;  // the reference says what is wrong
+  std::vector<const RtValue*> all;
+  for (const RtValue& v : inputs) all.push_back(&v);
+  for (const Value* v : outer_) all.push_back(outer(v));
+  Key key;
+  key.reserve(all.size());
+  for (const RtValue* v : all) {
+    if (!v || !v->isTensor()) return std::nullopt;
+    DType t = v->tensor->dtype();
+    if (t == DType::String || t == DType::Undefined || dtypeBits(t) < 8) return std::nullopt;
+    key.emplace_back(v->tensor->dataType, v->tensor->dims);
+  }
+  std::shared_ptr<const Entry> e = entry(key);
+  if (!e || !e->plan) return std::nullopt;
+  const Graph& g = *e->model->graph;
+  std::map<std::string, RtValue> byName;
+  for (size_t i = 0; i < all.size(); ++i) byName.emplace(g.inputs()[i].value->name(), *all[i]);
+  return e->plan->run(g, byName, rng, pool, nullptr);
 }
 
 class CpuPlan : public Plan {

@@ -51,7 +51,7 @@ struct FusedEpilogue {
 };
 
 /// What a kernel is created from. `inputs`/`outputs` hold nullptr for omitted values; every
-/// present one has a concrete type. `constants[i]` is input i's constant value (an
+/// present one has a concrete type (outputs of OutputReuse::Dynamic kernels: nullptr). `constants[i]` is input i's constant value (an
 /// initializer), else nullptr.
 struct CpuNodeInfo {
   const Node* node = nullptr;
@@ -68,14 +68,30 @@ struct CpuNodeInfo {
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }
 };
 
+/// Allocates the outputs of a kernel whose output shapes depend on its input values
+/// (OutputReuse::Dynamic: NonMaxSuppression), while it computes.
+class OutputAllocator {
+ public:
+  /// Fresh bytes for output k of the running node, of `dtype` and `dims` (aligned to 16 bytes,
+  /// uninitialised, held by the run, not the arena). Throws Error(Internal) when shape inference
+  /// had planned another type for it.
+  virtual void* allocate(size_t k, DType dtype, std::span<const int64_t> dims) = 0;
+
+ protected:
+  ~OutputAllocator() = default;
+};
+
 /// Buffers of one compute call: input and output data (outputs sized by the plan), and the
 /// scratch workspace the kernel asked for (aligned to 64 bytes).
 struct CpuComputeArgs {
   std::span<const void* const> inputs;  ///< nullptr for omitted inputs
+  /// nullptr for omitted outputs, and for every output of an OutputReuse::Dynamic kernel
   std::span<void* const> outputs;
   void* workspace = nullptr;
   /// The plan's intra-op pool (parallelFor(pool, ...) runs inline when null or busy).
   ThreadPool* pool = nullptr;
+  /// Where an OutputReuse::Dynamic kernel gets its outputs (null for the others).
+  OutputAllocator* alloc = nullptr;
 };
 
 class CpuKernel {
@@ -103,6 +119,9 @@ enum class OutputReuse : uint8_t {
   None,     ///< a fresh buffer
   InPlace,  ///< may be written over input 0 when input 0 dies here and has the same size
   View,     ///< is input 0's bytes reinterpreted (Reshape, Squeeze, ...): compute does nothing
+  /// The output shapes depend on input values: created with null output types (unknown to
+  /// shape inference), the kernel allocates its outputs through CpuComputeArgs::alloc.
+  Dynamic,
 };
 
 struct CpuKernelDef {

@@ -53,6 +53,8 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Slice", 1, kLast, DType::Undefined, "cpu.slice.copy", OutputReuse::None, createSlice},
     {"", "Concat", 4, kLast, DType::Undefined, "cpu.concat.copy", OutputReuse::None, createConcat},
     {"", "Split", 2, kLast, DType::Undefined, "cpu.split.copy", OutputReuse::None, createSplit},
+    {"", "NonMaxSuppression", 10, kLast, DType::Float, "cpu.nonmaxsuppression.f32", OutputReuse::Dynamic,
+     createNonMaxSuppression},
     {"", "Reshape", 5, kLast, DType::Undefined, "cpu.reshape.view", OutputReuse::View, createView},
     {"", "Flatten", 1, kLast, DType::Undefined, "cpu.flatten.view", OutputReuse::View, createView},
     {"", "Squeeze", 1, kLast, DType::Undefined, "cpu.squeeze.view", OutputReuse::View, createView},

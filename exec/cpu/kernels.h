@@ -61,6 +61,9 @@ std::unique_ptr<CpuKernel> makeLayerNorm(int64_t rows, int64_t n, float eps, std
 /// held parameters the inputs are A, R).
 void makeLayerNormResidual(CpuKernel& layerNorm);
 
+/// NonMaxSuppression on float boxes (kernels_nms.cpp); its output is OutputReuse::Dynamic.
+std::unique_ptr<CpuKernel> createNonMaxSuppression(const CpuNodeInfo& info);
+
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGather(const CpuNodeInfo& info);

@@ -59,6 +59,12 @@ struct VecKernels {
   void (*biasAct)(float* y, const float* bias, int64_t n, VecUnary act);
   /// y[i] = max(0, min(1, alpha x[i] + beta)), std::min/std::max order as the reference (NaN gives 1).
   void (*hardSigmoid)(const float* x, float* y, int64_t n, float alpha, float beta);
+  /// NonMaxSuppression's pass (kernels_nms.cpp): drop[j] |= 1 when box j (canonical corners x0,
+  /// y0, x1, y1 and area, SoA) is suppressed by box b = {x0, y0, x1, y1, area} at IoU threshold
+  /// `iou`; returns how many are (those marked before included). The reference kernel's test (exec/ref/image.cpp
+  /// suppresses(candidate j, kept b)) with its operations in its order: the same decisions.
+  int64_t (*nmsSuppress)(const float* x0, const float* y0, const float* x1, const float* y1, const float* area, int64_t n,
+                         const float* b, float iou, uint8_t* drop);
 };
 
 /// The table of activeIsa().

@@ -760,8 +760,12 @@ void nonMaxSuppression(KernelContext& ctx) {
       std::vector<int64_t> cand;
       for (int64_t i = 0; i < NB; ++i)
         if (!haveScoreThreshold || sc[i] > scoreThreshold) cand.push_back(i);
-      // highest score first; equal scores keep the lower box index first
-      std::stable_sort(cand.begin(), cand.end(), [&](int64_t l, int64_t r) { return sc[l] > sc[r]; });
+      // highest score first; equal scores keep the lower box index first; NaN scores after every
+      // number (a bare `>` is no strict weak order once NaN is in: the order would be arbitrary)
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t l, int64_t r) {
+        bool nl = std::isnan(sc[l]), nr = std::isnan(sc[r]);
+        return nl || nr ? !nl && nr : sc[l] > sc[r];
+      });
       std::vector<int64_t> kept;
       for (int64_t i : cand) {
         if (static_cast<int64_t>(kept.size()) >= maxOut) break;
