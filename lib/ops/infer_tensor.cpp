@@ -397,7 +397,14 @@ SymDim sliceLength(const SymDim& dim, int64_t start, int64_t end, int64_t step) 
   SymDim s = bound(start), e = bound(end);
   if (!s || !e) return std::nullopt;
   SymExpr len = SymExpr::ceilDiv(*e - *s, step);
-  if (auto v = len.asConstant(); v && *v < 0) return SymExpr(0);
+  if (auto v = len.asConstant()) {
+    // A constant length out of a symbolic dim (x[:2], x[-3:]) holds only when the dim is at least
+    // that long, which nothing here proves: a data-dependent count (NonZero, NonMaxSuppression,
+    // TopK on it) is often shorter, down to 0 (torchvision's detectors slice their detections to
+    // [:100]). Unknown, as ONNX's own inference leaves it.
+    if (*v <= 0) return SymExpr(0);
+    return std::nullopt;
+  }
   return len;
 }
 

@@ -274,8 +274,12 @@ TEST_CASE("Slice ends meaning 'to the end' (1e9, INT32_MAX, INT64_MAX) give the 
   auto report = inferShapes(*m);
   CHECK(report.errors.empty());
   for (Node* n : slices) CHECK(n->output(0)->type().str() == "tensor(float)[N,seq-1,4]");
-  CHECK(tail->output(0)->type().str() == "tensor(float)[N,3,4]");
-  CHECK(head->output(0)->type().str() == "tensor(float)[N,2,4]");
+  // x[:, -3:] and x[:, :2] have 3 and 2 rows only when seq has that many: unknown (a fresh
+  // symbol), as ONNX's inference leaves them; a detector's Slice of its detections to [:100] was
+  // planned as 100 rows and failed on an image with none.
+  CHECK(tail->output(0)->type().str().rfind("tensor(float)[N,unk__", 0) == 0);
+  CHECK(head->output(0)->type().str().rfind("tensor(float)[N,unk__", 0) == 0);
+  CHECK(tail->output(0)->type().shape.dims.at(2).str() == "4");
 }
 
 TEST_CASE("Slice steps near INT64_MAX or INT64_MIN take one element, not an overflowed length", "[shape_inference]") {
