@@ -175,20 +175,40 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
   std::vector<uint8_t*> free_;
 };
 
+/// Wall time of the phases of a prepare, for `-vv` (spdlog debug).
+class PhaseTimer {
+ public:
+  void lap(std::string_view phase) {
+    auto now = std::chrono::steady_clock::now();
+    text_ += fmt::format("{}{} {:.1f} ms", text_.empty() ? "" : ", ", phase, std::chrono::duration<double>(now - last_).count() * 1e3);
+    last_ = now;
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string text_;
+};
+
 /// One plan for one set of input shapes. Immutable once built (its arena cache aside).
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
                  int graphOptLevel) {
+    PhaseTimer timer;
     model_ = cloneModel(original);
-    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel);
+    timer.lap("clone");
+    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {
       auto& d = io.inputDims[name];
       for (int64_t x : dims) d.push_back(std::to_string(x));
     }
     inferShapes(*model_, io);
-    ref_ = std::make_unique<RefNodeRunner>(*model_);  // resolves (and validates) every node
+    timer.lap("infer");
+    // resolves (and validates) every node; the main graph's initializers are ours (initValue)
+    ref_ = std::make_unique<RefNodeRunner>(*model_, false);
+    timer.lap("ref-resolve");
     const Graph& g = *model_->graph;
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
@@ -196,6 +216,7 @@ class Specialization {
     // int8 chains first (kernels_int8.h), then Conv [+BN] [+Add] [+Relu/Clip] chains among the rest
     planInt8Fusions(g, threads);
     planFusions(threads);
+    timer.lap("conv-fusions");
     for (const auto& n : g.nodes()) {
       auto f = fusedAt_.find(n.get());
       if (f != fusedAt_.end()) {
@@ -217,9 +238,15 @@ class Specialization {
       outputSlots_.push_back(s);
       if (s >= 0) slots_[static_cast<size_t>(s)].graphOutput = true;
     }
+    timer.lap("kernels");
     fuseSteps();
+    timer.lap("step-fusions");
     planMemory();
+    releaseUnreadInitializers();
+    timer.lap("memory-plan");
     arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
+    spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
+                  arenaBytes_, timer.str());
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
@@ -229,7 +256,8 @@ class Specialization {
   /// Runs the optimizer preset on model_ (the clone) with the given input dims fixed. The graph's
   /// interface (inputs and outputs, by name and order) must survive; if a pass fails or changes
   /// it, the plan runs the unoptimised clone instead (the graph as written is always correct).
-  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level) {
+  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level,
+                PhaseTimer& timer) {
     auto names = [](const std::vector<ValueInfoEntry>& es) {
       std::vector<std::string> out;
       for (const auto& e : es) out.push_back(e.value ? e.value->name() : std::string());
@@ -245,7 +273,15 @@ class Specialization {
         specs.push_back(std::move(sp));
       }
       applyInputShapes(*model_, specs);
-      runPipeline(*model_, presetPipeline(level, false));
+      PassRunReport report = runPipeline(*model_, presetPipeline(level, false));
+      timer.lap(fmt::format("-O{}", level));
+      if (spdlog::should_log(spdlog::level::debug)) {
+        std::string passes;
+        for (const auto& [name, st] : report.stats)
+          if (st.seconds >= 0.0005) passes += fmt::format(" {} {:.1f}", name, st.seconds * 1e3);
+        spdlog::debug("cpu executor: -O{}: {} iterations, inference {}x {:.1f} ms, passes (ms):{}", level, report.iterations,
+                      report.inferRuns, report.inferSeconds * 1e3, passes);
+      }
       if (names(model_->graph->inputs()) == names(original.graph->inputs()) &&
           names(model_->graph->outputs()) == names(original.graph->outputs()))
         return;
@@ -320,7 +356,7 @@ class Specialization {
       return &types.back();
     };
     auto constantOf = [&](const Value* v) -> const Tensor* {
-      return v && v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr;
+      return v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor.get() : nullptr;
     };
     fused_ = cpu::findInt8Fusions(g, typeOf, constantOf, threads);
     for (auto& f : fused_) {
@@ -350,7 +386,7 @@ class Specialization {
   /// The constant float scalar of an initializer input (Clip's bounds), or nullopt.
   std::optional<float> constantScalar(const Value* v) const {
     if (!v || !v->initializer() || v->isGraphInput()) return std::nullopt;
-    const RtValue& rv = ref_->initializer(v);
+    const RtValue& rv = initValue(v);
     if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != sizeof(float)) return std::nullopt;
     float f;
     std::memcpy(&f, rv.tensor->raw.data(), sizeof f);
@@ -367,7 +403,7 @@ class Specialization {
     for (int i = 0; i < 4; ++i) {
       const Value* v = bn.input(static_cast<size_t>(i) + 1);
       if (!v || !v->initializer() || v->isGraphInput()) return false;
-      const RtValue& rv = ref_->initializer(v);
+      const RtValue& rv = initValue(v);
       if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != static_cast<size_t>(m) * sizeof(float))
         return false;
       p[i].resize(static_cast<size_t>(m));
@@ -519,7 +555,10 @@ class Specialization {
       if (!sl.type) return;
       info.inputs.push_back(&*sl.type);
       const Value* v = sl.value;
-      info.constants.push_back(v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr);
+      const Tensor* c = nullptr;
+      if (v->initializer() && !v->isGraphInput())  // the model's own bytes where the kernel reads them at any address
+        c = def->unalignedConstants ? v->initializer() : initValue(v).tensor.get();
+      info.constants.push_back(c);
     }
     if (st.out.empty() || st.out[0] < 0) return;
     for (int s : st.out) {
@@ -541,6 +580,57 @@ class Specialization {
     st.kernel = std::move(k);
     st.def = def;
     st.kernelName = std::string(def->name) + st.kernel->variant();
+    // Weights the kernel packed and never reads again: once every node reading them has such a
+    // kernel, their bytes go now, before the next weights are packed (peak memory).
+    for (size_t i = 0; i < st.in.size(); ++i)
+      if (info.constants[i] && !st.kernel->readsInput(i)) consumed(slots_[static_cast<size_t>(st.in[i])].value);
+  }
+
+  /// One more reader of initializer v took what it needs at prepare (a packing kernel).
+  void consumed(const Value* v) {
+    size_t& n = consumedUses_[v];
+    if (++n < v->uses().size() || v->isGraphOutput() || v->isGraphInput()) return;
+    releaseInitializer(v);
+  }
+
+  /// Drops the plan's value of initializer v (an aligned copy is freed; pages of a mapped model
+  /// file are given back to the kernel, which reads them again if the caller's model does).
+  void releaseInitializer(const Value* v) {
+    inits_.erase(v);
+    if (v->initializer()) v->initializer()->raw.dropMappedPages();
+  }
+
+  /// The initializers of the main graph that no run reads (every reader is a kernel that packed
+  /// them, or was fused away keeping a copy of what it needed) are released; the others get
+  /// their run-time values now (runs only read inits_).
+  void releaseUnreadInitializers() {
+    std::vector<char> read(slots_.size(), 0);
+    for (const Step& st : steps_) {
+      for (size_t k = 0; k < st.in.size(); ++k)
+        if (st.in[k] >= 0 && (!st.kernel || st.kernel->readsInput(k))) read[static_cast<size_t>(st.in[k])] = 1;
+      for (int s : st.outerReads) read[static_cast<size_t>(s)] = 1;
+    }
+    for (int s : outputSlots_)
+      if (s >= 0) read[static_cast<size_t>(s)] = 1;
+    // int8 fused steps were made from their nodes' constants: kept as they were
+    for (const auto& f : fused_)
+      for (const Node* n : f.covered)
+        for (const Value* v : n->inputs())
+          if (v && slotOf_.count(v)) read[static_cast<size_t>(slotOf_.at(v))] = 1;
+    auto settle = [&](const Value* v) {
+      if (read[static_cast<size_t>(slotOf_.at(v))] || v->isGraphInput() || v->isGraphOutput()) initValue(v);
+      else releaseInitializer(v);
+    };
+    for (const Value* v : model_->graph->initializers()) settle(v);
+    for (const Value* v : model_->graph->sparseInitializers()) settle(v);
+  }
+
+  /// The value of initializer v of the main graph: its bytes in place, or an aligned copy (made
+  /// once, when first asked for at prepare); sparse ones densified.
+  const RtValue& initValue(const Value* v) const {
+    auto it = inits_.find(v);
+    if (it == inits_.end()) it = inits_.emplace(v, runtimeInitializer(v)).first;
+    return it->second;
   }
 
   // ---- executor fusions: several nodes become one step of a fast kernel ----
@@ -577,7 +667,7 @@ class Specialization {
         sl.type->numElements() != 1)
       return std::nullopt;
     float f;
-    std::memcpy(&f, ref_->initializer(sl.value).tensor->raw.data(), sizeof f);
+    std::memcpy(&f, initValue(sl.value).tensor->raw.data(), sizeof f);
     return f;
   }
 
@@ -643,7 +733,7 @@ class Specialization {
         sl.type->numElements() != n)
       return std::nullopt;
     std::vector<float> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), ref_->initializer(sl.value).tensor->raw.data(), v.size() * sizeof(float));
+    std::memcpy(v.data(), initValue(sl.value).tensor->raw.data(), v.size() * sizeof(float));
     return v;
   }
 
@@ -734,7 +824,7 @@ class Specialization {
           if (bs && bs->type && bs->type->dtype == DType::Float && bs->value->initializer() && !bs->value->isGraphInput() &&
               !outDims.empty() && bs->type->numElements() == outDims.back() &&
               slots_[static_cast<size_t>(steps_[static_cast<size_t>(add)].out[0])].type->dims == outDims) {
-            const Tensor& t = *ref_->initializer(bs->value).tensor;
+            const Tensor& t = *initValue(bs->value).tensor;
             std::vector<float> bias(static_cast<size_t>(outDims.back()));
             std::memcpy(bias.data(), t.raw.data(), bias.size() * sizeof(float));
             if (st.kernel->fuseBias(bias.data(), static_cast<int64_t>(bias.size()))) {
@@ -908,6 +998,10 @@ class Specialization {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<RefNodeRunner> ref_;
+  /// Main-graph initializer values (initValue); after prepare, those runs read. Only prepare
+  /// adds or removes entries (runs read them, several at once).
+  mutable std::unordered_map<const Value*, RtValue> inits_;
+  std::unordered_map<const Value*, size_t> consumedUses_;  ///< readers of a weight that packed it
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
@@ -1065,8 +1159,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
                                          std::mt19937_64& rng, cpu::ThreadPool* pool, RunProfile* profile) const {
   RunState state(*this, rng, pool);
   const Graph& g = *model_->graph;
-  for (Value* v : g.initializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
-  for (Value* v : g.sparseInitializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
+  for (const auto& [v, rv] : inits_) state.setHeld(slotOf_.at(v), rv);
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     auto it = inputs.find(original.inputs()[i].value->name());
     if (it != inputs.end()) state.setHeld(inputSlots_[i], alignedInput(it->second));

@@ -13,9 +13,9 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 // Binary elementwise ops before version 7 had their own `broadcast`/`axis` attributes: left to
 // the reference kernels. DType::Undefined on a view means any element type.
 constexpr CpuKernelDef kKernels[] = {
-    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul},
-    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm},
-    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
+    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul, true},
+    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm, true},
+    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast, true},
     {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},

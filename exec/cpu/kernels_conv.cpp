@@ -116,6 +116,8 @@ class PackedConvKernel : public CpuKernel {
 
   double flops() const override { return 2.0 * g_.n * g_.m * kdim_ * pix_; }
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
+  /// The weights (input 1) were packed at creation; the bias too when folded into ownBias.
+  bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias.empty()); }
   std::string variant() const override { return variant_; }
 
   /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
@@ -263,6 +265,8 @@ class DepthwiseConvKernel : public CpuKernel {
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
+  /// The weights (input 1) were packed at creation; the bias too when folded into ownBias.
+  bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias.empty()); }
   std::string variant() const override { return variant_; }
 
   /// Planes (image, channel) [begin, end); `padded` holds planeFloats_ floats.
