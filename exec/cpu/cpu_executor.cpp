@@ -604,22 +604,34 @@ class Specialization {
   /// them, or was fused away keeping a copy of what it needed) are released; the others get
   /// their run-time values now (runs only read inits_).
   void releaseUnreadInitializers() {
+    // read: 1 by kernels that take any address only, 2 by something that needs aligned bytes
     std::vector<char> read(slots_.size(), 0);
     for (const Step& st : steps_) {
-      for (size_t k = 0; k < st.in.size(); ++k)
-        if (st.in[k] >= 0 && (!st.kernel || st.kernel->readsInput(k))) read[static_cast<size_t>(st.in[k])] = 1;
-      for (int s : st.outerReads) read[static_cast<size_t>(s)] = 1;
+      for (size_t k = 0; k < st.in.size(); ++k) {
+        if (st.in[k] < 0 || (st.kernel && !st.kernel->readsInput(k))) continue;
+        char& r = read[static_cast<size_t>(st.in[k])];
+        r = std::max<char>(r, st.kernel && st.kernel->readsInputUnaligned(k) ? 1 : 2);
+      }
+      for (int s : st.outerReads) read[static_cast<size_t>(s)] = 2;
     }
     for (int s : outputSlots_)
-      if (s >= 0) read[static_cast<size_t>(s)] = 1;
+      if (s >= 0) read[static_cast<size_t>(s)] = 2;
     // int8 fused steps were made from their nodes' constants: kept as they were
     for (const auto& f : fused_)
       for (const Node* n : f.covered)
         for (const Value* v : n->inputs())
-          if (v && slotOf_.count(v)) read[static_cast<size_t>(slotOf_.at(v))] = 1;
+          if (v && slotOf_.count(v)) read[static_cast<size_t>(slotOf_.at(v))] = 2;
     auto settle = [&](const Value* v) {
-      if (read[static_cast<size_t>(slotOf_.at(v))] || v->isGraphInput() || v->isGraphOutput()) initValue(v);
-      else releaseInitializer(v);
+      char r = read[static_cast<size_t>(slotOf_.at(v))];
+      if (r == 2 || v->isGraphInput() || v->isGraphOutput()) {
+        initValue(v);
+      } else if (r == 1) {  // the model's bytes in place (model_ holds them), unless made already
+        const Tensor* t = v->initializer();
+        if (!t) initValue(v);
+        else if (!inits_.count(v)) inits_.emplace(v, RtValue::ofTensor(std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t)));
+      } else {
+        releaseInitializer(v);
+      }
     };
     for (const Value* v : model_->graph->initializers()) settle(v);
     for (const Value* v : model_->graph->sparseInitializers()) settle(v);
@@ -1200,7 +1212,7 @@ class CpuPlan : public Plan {
     // Either way, a node without a kernel fails now, as on ref: the reference machinery
     // resolves every node when it is built.
     if (allStatic) specialization(dims);
-    else RefNodeRunner check(m);
+    else RefNodeRunner check(m, false);
   }
 
   std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override { return runImpl(inputs, nullptr); }

@@ -104,6 +104,13 @@ class CpuKernel {
     (void)i;
     return true;
   }
+  /// Whether compute() reads input i with memcpy-safe accesses only (bytes at any address): an
+  /// initializer read at run time is then given in place, where the model file put it, instead
+  /// of as an aligned copy (an embedding table: only the rows gathered are ever paged in).
+  virtual bool readsInputUnaligned(size_t i) const {
+    (void)i;
+    return false;
+  }
 };
 
 /// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.

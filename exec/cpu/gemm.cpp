@@ -2,8 +2,6 @@
 // the portable path's row kernels.
 #include "exec/cpu/gemm.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -219,19 +217,8 @@ PackedB::PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
     : nr_(nr), k_(k), n_(n), kc_(gemmKc(k, kcMax)), panels_(ceilDiv(n, nr)) {
   size_ = std::max<int64_t>(1, k * panels_ * nr);
   const size_t bytes = static_cast<size_t>(roundUp(size_ * static_cast<int64_t>(sizeof(float)), 64));
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes >= kHuge) {
-    // Huge-page aligned, and only the huge pages the buffer covers whole are advised: a partly
-    // used one would count whole in the resident memory.
-    data_.reset(static_cast<float*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge)));
-    if (!data_) throw std::bad_alloc();
-#if defined(MADV_HUGEPAGE)
-    ::madvise(data_.get(), bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: failure changes nothing
-#endif
-  } else {
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!data_) throw std::bad_alloc();
-  }
+  data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!data_) throw std::bad_alloc();
   const int64_t kBlocks = k == 0 ? 0 : ceilDiv(k, kc_);
   for (int64_t pb = 0; pb < kBlocks; ++pb) {
     const int64_t k0 = pb * kc_;

@@ -48,8 +48,7 @@ class PackedB {
  public:
   /// Packs op(B) [k, n] of B (row-major, leading dimension ldb; transB: B is [n, k]) for the
   /// panels of `nr` columns and K blocks of gemmKc(k, kcMax). B's floats are read with memcpy:
-  /// `b` may sit at any address (a model file's bytes). Big packs ask for transparent huge pages
-  /// (fewer page faults while packing, fewer TLB misses while streaming the weights).
+  /// `b` may sit at any address (a model file's bytes).
   PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax);
   int nr() const { return nr_; }
   int64_t k() const { return k_; }

@@ -544,7 +544,7 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   // W1 is read by a packing MatMul only (the plan drops its bytes), W2 also by a fast Transpose
   // and W3 also by a reference fallback (ReduceSum) at run time: both must stay, as must W4, read
   // by a fallback only (never asked for while kernels were made); W5 is a transposed Gemm B,
-  // packed and dropped too. Every weight
+  // packed and dropped too; W6 is an embedding table read in place by Gather. Every weight
   // sits at an odd address, as a model file's bytes may (the plan reads aligned copies).
   auto m = std::make_unique<Model>();
   m->irVersion = 8;
@@ -562,8 +562,8 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   std::mt19937 rng(11);
   std::vector<std::vector<uint8_t>> before;
   std::vector<const uint8_t*> where;
-  Value* w[5];
-  for (int i = 0; i < 5; ++i) {
+  Value* w[6];
+  for (int i = 0; i < 6; ++i) {
     Tensor t = randomTensor(i == 4 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}, rng);
     t.name = "W" + std::to_string(i + 1);
     auto owner = std::make_shared<std::string>(t.raw.size() + 1, '\0');
@@ -581,8 +581,18 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   Node* gemm = g->addNode("Gemm", {x, w[4]}, {"g5"});
   gemm->setAttr(Attribute::ofInt("transB", 1));
   g->addOutput(gemm->output(0));
+  Value* ids = g->createValue("ids");
+  TypeInfo it;
+  it.kind = TypeInfo::Kind::Tensor;
+  it.elemType = static_cast<int32_t>(DType::Int64);
+  it.shape.hasRank = true;
+  it.shape.dims = {Dim::ofValue(3)};
+  ids->setType(it);
+  g->addInput(ids);
+  g->addOutput(g->addNode("Gather", {w[5], ids}, {"emb"})->output(0));
   std::mt19937 frng(5);
-  std::map<std::string, RtValue> feeds{{"x", RtValue::ofTensor(randomTensor({5, 8}, frng))}};
+  std::map<std::string, RtValue> feeds{{"x", RtValue::ofTensor(randomTensor({5, 8}, frng))},
+                                       {"ids", RtValue::ofTensor(i64({3}, {7, 0, -1}))}};
   auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
   for (int level : {0, 3}) {
     INFO("-O" << level);
@@ -597,7 +607,7 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
       for (const NodeRun& r : prof.nodes) fallbacks += r.fallback;
       CHECK(fallbacks == 2);  // the ReduceSums (graph outputs: never folded)
     }
-    for (int i = 0; i < 5; ++i) {  // the caller's weights: the same bytes at the same place
+    for (int i = 0; i < 6; ++i) {  // the caller's weights: the same bytes at the same place
       const Tensor& t = *w[i]->initializer();
       CHECK(t.raw.data() == where[static_cast<size_t>(i)]);
       CHECK(std::vector<uint8_t>(t.raw.data(), t.raw.data() + t.raw.size()) == before[static_cast<size_t>(i)]);
