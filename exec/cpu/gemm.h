@@ -48,7 +48,8 @@ class PackedB {
  public:
   /// Packs op(B) [k, n] of B (row-major, leading dimension ldb; transB: B is [n, k]) for the
   /// panels of `nr` columns and K blocks of gemmKc(k, kcMax). B's floats are read with memcpy:
-  /// `b` may sit at any address (a model file's bytes).
+  /// `b` may sit at any address (a model file's bytes). Big packs get their pages mapped in one
+  /// call (MAP_POPULATE: on a VM, a third less time than faulting them in one by one).
   PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax);
   int nr() const { return nr_; }
   int64_t k() const { return k_; }
@@ -62,6 +63,7 @@ class PackedB {
 
  private:
   struct Free {
+    size_t mappedBytes;  ///< an anonymous mapping of this size, else 0 (malloc'd; value-initialized)
     void operator()(float* p) const;
   };
   int nr_;
