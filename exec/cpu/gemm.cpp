@@ -2,8 +2,6 @@
 // the portable path's row kernels.
 #include "exec/cpu/gemm.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -213,31 +211,14 @@ int64_t gemmKc(int64_t k, int64_t kcMax) {
   return ceilDiv(k, blocks);
 }
 
-void PackedB::Free::operator()(float* p) const {
-  if (mappedBytes) ::munmap(p, mappedBytes);
-  else std::free(p);
-}
-
 PackedB::PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax)
     : nr_(nr), k_(k), n_(n), kc_(gemmKc(k, kcMax)), panels_(ceilDiv(n, nr)) {
   size_ = std::max<int64_t>(1, k * panels_ * nr);
-  const size_t bytes = static_cast<size_t>(roundUp(size_ * static_cast<int64_t>(sizeof(float)), 64));
-  constexpr size_t kPopulateBytes = size_t{1} << 20;
-  void* p = MAP_FAILED;
-#if defined(MAP_POPULATE)
-  // Every page is written right below: mapping them all at once saves a fault per page.
-  if (bytes >= kPopulateBytes) p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-#endif
-  if (p != MAP_FAILED) {
-    data_ = std::unique_ptr<float[], Free>(static_cast<float*>(p), Free{bytes});
-  } else {
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!data_) throw std::bad_alloc();
-  }
+  data_.resize(static_cast<size_t>(size_));  // every element is written below
   const int64_t kBlocks = k == 0 ? 0 : ceilDiv(k, kc_);
   for (int64_t pb = 0; pb < kBlocks; ++pb) {
     const int64_t k0 = pb * kc_;
-    packBBlock(b, ldb, transB, k0, std::min(kc_, k - k0), 0, n, nr, data_.get() + k0 * panels_ * nr);
+    packBBlock(b, ldb, transB, k0, std::min(kc_, k - k0), 0, n, nr, data_.data() + k0 * panels_ * nr);
   }
 }
 

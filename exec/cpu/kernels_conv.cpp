@@ -22,6 +22,7 @@
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/prefaulted.h"
 
 namespace onnxtool::cpu {
 
@@ -238,7 +239,7 @@ class PackedConvKernel : public CpuKernel {
   int threads_;
   bool pointwise_ = false;
   int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
-  std::vector<float> packedW_;
+  PackedFloats packedW_;
 };
 
 /// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a

@@ -24,6 +24,7 @@
 #include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_winograd.h"
 #include "exec/cpu/cpu_kernel.h"
+#include "exec/cpu/prefaulted.h"
 
 namespace onnxtool::cpu {
 
@@ -282,7 +283,7 @@ class WinogradConvKernel : public CpuKernel {
   int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tbTile_, tbPhase_, tcols_;
   const uint8_t* rawWeights_;  ///< the initializer's bytes (the direct fallback's weights)
   std::vector<float> scale_;    ///< a folded BatchNormalization's per-channel scale, or empty
-  std::vector<float> u_;
+  PackedFloats u_;
 };
 
 }  // namespace
