@@ -87,7 +87,7 @@ class PackedConvKernel : public CpuKernel {
     nc_ = std::max<int64_t>(mk.nr, (131072 / std::max<int64_t>(kc_, 1)) / mk.nr * mk.nr);
     nc_ = std::min(nc_, roundUp(std::max<int64_t>(pix_, 1), mk.nr));
     // W_g[mg, K] -> panels[group][mPanels][K][MR], rows past mg zero.
-    packedW_.assign(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr), 0.f);
+    packedW_.resize(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr));  // zeros (prefaulted.h)
     for (int64_t grp = 0; grp < g.group; ++grp)
       for (int64_t r = 0; r < mg_; ++r) {
         const float* src = weights + (grp * mg_ + r) * kdim_;

@@ -75,7 +75,7 @@ class WinogradConvKernel : public CpuKernel {
     // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero; one row panel at a time through
     // `t` ([c][row][xi], in cache), so that the stores into U run in order (scattered ones made
     // this transform a third of ResNet-50's prepare).
-    u_.assign(static_cast<size_t>(36 * kpad_ * g.c), 0.f);
+    u_.resize(static_cast<size_t>(36 * kpad_ * g.c));  // zeros (prefaulted.h)
     std::vector<float> t(static_cast<size_t>(g.c * mr * 36));
     for (int64_t kp = 0; kp < kPanels_; ++kp) {
       const int64_t rows = std::min<int64_t>(mr, g.m - kp * mr);
