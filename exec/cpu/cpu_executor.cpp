@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <deque>
+#include <exception>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -194,8 +195,9 @@ class PhaseTimer {
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
-                 int graphOptLevel) {
+                 int graphOptLevel, cpu::ThreadPool* pool) {
     PhaseTimer timer;
+    pool_ = pool;
     model_ = cloneModel(original);
     timer.lap("clone");
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
@@ -217,6 +219,7 @@ class Specialization {
     planInt8Fusions(g, threads);
     planFusions(threads);
     timer.lap("conv-fusions");
+    precreateKernels(g, threads);
     for (const auto& n : g.nodes()) {
       auto f = fusedAt_.find(n.get());
       if (f != fusedAt_.end()) {
@@ -245,6 +248,8 @@ class Specialization {
     releaseUnreadInitializers();
     timer.lap("memory-plan");
     arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
+    pool_ = nullptr;  // runs get the pool as an argument
+    precreated_.clear();
     spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
                   arenaBytes_, timer.str());
   }
@@ -422,8 +427,28 @@ class Specialization {
 
   /// Finds Conv [-> BatchNormalization] [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
   /// reader and are no graph outputs, and prepares a fused step for each that a kernel takes.
+  /// A kernel to create for a step: its def and what create() reads. Built serially (it may
+  /// make aligned copies of constants), created on any thread (createKernels), then accepted
+  /// serially in plan order (acceptKernel).
+  struct KernelJob {
+    const CpuKernelDef* def = nullptr;
+    cpu::CpuNodeInfo info;
+    std::vector<StaticTensorType> types;  ///< what info.inputs and info.outputs point at
+    std::unique_ptr<CpuKernel> kernel;
+    std::exception_ptr error;  ///< what create() threw, rethrown when accepted
+  };
+
+  /// A Conv chain of planFusions, with the kernel job of its fused step.
+  struct ConvCandidate {
+    cpu::FusedEpilogue epi;
+    std::vector<const Node*> chain;
+    Step step;
+    KernelJob job;
+  };
+
   void planFusions(int threads) {
     const Graph& g = *model_->graph;
+    std::vector<std::unique_ptr<ConvCandidate>> candidates;
     auto soleReader = [](const Value* v) -> const Node* {
       if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
       const Node* r = v->uses()[0].node;
@@ -512,39 +537,87 @@ class Specialization {
         chain.push_back(mul);
       }
       if (chain.empty() || int8Fused(&conv)) continue;
-      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
-      for (const Node* c : chain) taken = taken || absorbed_.count(c) || convFusedAt_.count(c) || int8Fused(c);
-      if (taken) continue;
+      bool int8 = false;
+      for (const Node* c : chain) int8 = int8 || int8Fused(c);
+      if (int8) continue;
       const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
       if (!schema) continue;
-      Step st;
+      auto cand = std::make_unique<ConvCandidate>();
+      cand->epi = std::move(epi);
+      cand->chain = std::move(chain);
+      Step& st = cand->step;
       st.node = &conv;
       st.opset = opsetFor(*model_, conv);
       for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
       while (st.in.size() < 3) st.in.push_back(-1);
       if (residual) st.in.push_back(slotFor(residual));
-      st.out.push_back(slotFor(chain.back()->output(0)));
-      tryFast(st, *schema, threads, &epi);
+      st.out.push_back(slotFor(cand->chain.back()->output(0)));
+      if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
+      candidates.push_back(std::move(cand));
+    }
+    // The kernels of every chain side by side, then the chains taken in graph order.
+    std::vector<KernelJob*> jobs;
+    for (auto& c : candidates) jobs.push_back(&c->job);
+    createKernels(jobs, pool_);
+    for (auto& c : candidates) {
+      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
+      for (const Node* n : c->chain) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
+      if (taken) continue;
+      Step& st = c->step;
+      acceptKernel(st, c->job);
       if (!st.kernel) continue;
-      st.graphNodes = 1 + static_cast<int>(chain.size());  // for profiles: the Conv and what it absorbed
-      absorbed_.insert(&conv);
-      for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
-      convFusedAt_.emplace(chain.back(), std::move(st));
+      st.graphNodes = 1 + static_cast<int>(c->chain.size());  // for profiles: the Conv and what it absorbed
+      absorbed_.insert(st.node);
+      for (size_t i = 0; i + 1 < c->chain.size(); ++i) absorbed_.insert(c->chain[i]);
+      convFusedAt_.emplace(c->chain.back(), std::move(st));
     }
   }
 
-  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
+  /// With a pool of several threads, the kernels of the nodes that run unfused are created side
+  /// by side before the steps are planned in order (tryFast then takes them from precreated_).
+  void precreateKernels(const Graph& g, int threads) {
+    if (!pool_ || pool_->threads() < 2) return;
+    std::vector<std::pair<const Node*, Step>> steps;
+    for (const auto& n : g.nodes()) {
+      const Node* node = n.get();
+      if (fusedAt_.count(node) || fusedAway_.count(node) || absorbed_.count(node) || convFusedAt_.count(node)) continue;
+      if (!n->subgraphs().empty() || model_->findFunction(n->domain, n->opType, n->overload)) continue;
+      Step st;  // as planNode makes it
+      st.node = node;
+      st.opset = opsetFor(*model_, *n);
+      for (Value* v : n->inputs()) st.in.push_back(v ? slotFor(v) : -1);
+      for (Value* v : n->outputs()) st.out.push_back(v ? slotFor(v) : -1);
+      steps.emplace_back(node, std::move(st));
+    }
+    std::vector<KernelJob*> jobs;
+    for (auto& [node, st] : steps) {
+      const OpSchema* schema = findSchema(node->domain, node->opType, st.opset);
+      if (!schema) continue;
+      KernelJob& job = precreated_[node];
+      if (!kernelJob(st, *schema, threads, nullptr, job)) {
+        precreated_.erase(node);
+        continue;
+      }
+      jobs.push_back(&job);
+    }
+    createKernels(jobs, pool_);
+  }
+
+  /// Fills `job` for step st; false when no fast kernel can take it.
+  bool kernelJob(const Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused, KernelJob& job) {
     const Node& n = *st.node;
-    if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return;
+    if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return false;
     const CpuKernelDef* def =
         cpu::findCpuKernel(n.domain, n.opType, schema.sinceVersion, slots_[static_cast<size_t>(st.in[0])].type->dtype);
-    if (!def) return;
-    cpu::CpuNodeInfo info;
+    if (!def) return false;
+    cpu::CpuNodeInfo& info = job.info;
     info.node = &n;
     info.opset = st.opset;
     info.sinceVersion = schema.sinceVersion;
     info.threads = threads;
     info.fused = fused;
+    job.def = def;
+    job.types.reserve(st.in.size() + st.out.size());  // no reallocation: info points into it
     for (int s : st.in) {
       if (s < 0) {
         info.inputs.push_back(nullptr);
@@ -552,38 +625,89 @@ class Specialization {
         continue;
       }
       const Slot& sl = slots_[static_cast<size_t>(s)];
-      if (!sl.type) return;
-      info.inputs.push_back(&*sl.type);
+      if (!sl.type) return false;
+      job.types.push_back(*sl.type);
+      info.inputs.push_back(&job.types.back());
       const Value* v = sl.value;
       const Tensor* c = nullptr;
       if (v->initializer() && !v->isGraphInput())  // the model's own bytes where the kernel reads them at any address
         c = def->unalignedConstants ? v->initializer() : initValue(v).tensor.get();
       info.constants.push_back(c);
     }
-    if (st.out.empty() || st.out[0] < 0) return;
+    if (st.out.empty() || st.out[0] < 0) return false;
     for (int s : st.out) {
       if (s < 0) {
         info.outputs.push_back(nullptr);
         continue;
       }
       const Slot& sl = slots_[static_cast<size_t>(s)];
-      if (!sl.type) return;
-      info.outputs.push_back(&*sl.type);
+      if (!sl.type) return false;
+      job.types.push_back(*sl.type);
+      info.outputs.push_back(&job.types.back());
     }
     // Fast kernels have one output (omitted optional ones aside), but Split: its kernel writes
     // every output; others with optional outputs (Mean, Indices, ...) would leave them unwritten.
     bool multiOutput = st.node->opType == "Split" && canonicalDomain(st.node->domain).empty();
     for (size_t k = 1; k < st.out.size(); ++k)
-      if (st.out[k] >= 0 && !multiOutput) return;
-    std::unique_ptr<CpuKernel> k = def->create(info);
-    if (!k) return;
-    st.kernel = std::move(k);
-    st.def = def;
-    st.kernelName = std::string(def->name) + st.kernel->variant();
+      if (st.out[k] >= 0 && !multiOutput) return false;
+    return true;
+  }
+
+  /// Runs job.def->create. The model's own bytes a kernel packed and never reads again leave
+  /// memory at once (dropping file pages is always safe: they are read again if touched), so
+  /// that kernels created side by side do not hold every weight's pages at the same time.
+  static void createKernel(KernelJob& job) {
+    try {
+      job.kernel = job.def->create(job.info);
+    } catch (...) {
+      job.error = std::current_exception();
+      return;
+    }
+    if (!job.kernel || !job.def->unalignedConstants) return;
+    for (size_t i = 0; i < job.info.constants.size(); ++i)
+      if (job.info.constants[i] && !job.kernel->readsInput(i)) job.info.constants[i]->raw.dropMappedPages();
+  }
+
+  /// Creates the jobs' kernels, side by side on the pool's threads when it has several (the
+  /// expensive part of a prepare: packing weights).
+  static void createKernels(std::vector<KernelJob*>& jobs, cpu::ThreadPool* pool) {
+    if (!pool || pool->threads() < 2 || jobs.size() < 2) {
+      for (KernelJob* j : jobs) createKernel(*j);
+      return;
+    }
+    std::atomic<size_t> next{0};
+    pool->parallelFor(pool->threads(), 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)  // each thread takes the next job until none is left
+        for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) createKernel(*jobs[i]);
+    });
+  }
+
+  /// Gives step st the kernel of its job (if create() made one).
+  void acceptKernel(Step& st, KernelJob& job) {
+    if (job.error) std::rethrow_exception(job.error);
+    if (!job.kernel) return;
+    st.kernel = std::move(job.kernel);
+    st.def = job.def;
+    st.kernelName = std::string(st.def->name) + st.kernel->variant();
     // Weights the kernel packed and never reads again: once every node reading them has such a
     // kernel, their bytes go now, before the next weights are packed (peak memory).
     for (size_t i = 0; i < st.in.size(); ++i)
-      if (info.constants[i] && !st.kernel->readsInput(i)) consumed(slots_[static_cast<size_t>(st.in[i])].value);
+      if (job.info.constants[i] && !st.kernel->readsInput(i)) consumed(slots_[static_cast<size_t>(st.in[i])].value);
+  }
+
+  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
+    if (!fused) {
+      auto it = precreated_.find(st.node);
+      if (it != precreated_.end()) {
+        acceptKernel(st, it->second);
+        precreated_.erase(it);
+        return;
+      }
+    }
+    KernelJob job;
+    if (!kernelJob(st, schema, threads, fused, job)) return;
+    createKernel(job);
+    acceptKernel(st, job);
   }
 
   /// One more reader of initializer v took what it needs at prepare (a packing kernel).
@@ -1014,6 +1138,8 @@ class Specialization {
   /// adds or removes entries (runs read them, several at once).
   mutable std::unordered_map<const Value*, RtValue> inits_;
   std::unordered_map<const Value*, size_t> consumedUses_;  ///< readers of a weight that packed it
+  cpu::ThreadPool* pool_ = nullptr;  ///< the plan's pool while the constructor runs (kernels made side by side)
+  std::unordered_map<const Node*, KernelJob> precreated_;  ///< kernels made before planNode asks (precreateKernels)
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
@@ -1250,7 +1376,7 @@ class CpuPlan : public Plan {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(dims);
     if (it != cache_.end()) return it->second;
-    auto sp = std::make_shared<const Specialization>(model_, dims, threads_, graphOptLevel_);
+    auto sp = std::make_shared<const Specialization>(model_, dims, threads_, graphOptLevel_, pool_.get());
     cache_.emplace(dims, sp);
     return sp;
   }
