@@ -40,6 +40,7 @@ struct QuantizeOptions : InputOptions {
   std::string input, output;
   bool int8 = false, dynamic = false, isStatic = false, int4 = false;
   int64_t blockSize = 32;
+  bool symmetric = false;  // --symmetric (--int4)
   std::string calibration;        // --calibration DATA
   size_t calibrationSamples = 0;  // --calibration-samples N (0: all)
   std::string method = "minmax";
@@ -75,11 +76,17 @@ DType typeNamed(const std::string& s) {
 /// The scheme flags resolved against the mode and --target (usage errors exit 2).
 QuantScheme schemeOf(const QuantizeOptions& o) {
   bool any = o.perChannel || !o.weightType.empty() || !o.activationType.empty() || o.symmetricActivations ||
-             o.reduceRange || !o.opTypes.empty() || !o.exclude.empty() || o.target != "generic" || o.smoothQuant;
-  if ((o.int4 || o.fp16 || o.bf16) && any)
+             o.reduceRange || o.smoothQuant;
+  bool selection = !o.opTypes.empty() || !o.exclude.empty() || o.target != "generic";  // --int4 takes these too
+  if ((o.int4 && any) || ((o.fp16 || o.bf16) && (any || selection)))
     fail(ErrorKind::InvalidInput,
          "--per-channel/--per-tensor, --weight-type, --activation-type, --symmetric-activations, --reduce-range, "
-         "--op-types, --exclude, --target and --smooth-quant apply to --int8");
+         "--smooth-quant (and but for --int4 --op-types, --exclude and --target) apply to --int8");
+  if (o.int4)
+    for (const std::string& op : o.opTypes)
+      if (op != "MatMul" && op != "Gemm" && op != "Gather")
+        fail(ErrorKind::InvalidInput, "--op-types {}: not an op --int4 quantizes (MatMul, Gemm, Gather)", op);
+  if (o.symmetric && !o.int4) fail(ErrorKind::InvalidInput, "--symmetric applies to --int4 (--int8 weights are symmetric; see --symmetric-activations)");
   if (o.smoothQuant && !o.isStatic) fail(ErrorKind::InvalidInput, "--smooth-quant needs --static (it is calibrated)");
   QuantRequest r;
   r.target = o.target == "ort" ? QuantTarget::Ort : o.target == "trt" ? QuantTarget::Trt : QuantTarget::Generic;
@@ -90,7 +97,7 @@ QuantScheme schemeOf(const QuantizeOptions& o) {
   r.perChannel = o.perChannel;
   r.symmetricActivations = o.symmetricActivations;
   r.reduceRange = o.reduceRange;
-  r.opTypes = o.opTypes;
+  if (!o.int4) r.opTypes = o.opTypes;  // --int4 has its own set (Gather too): Int4QuantizeOptions
   r.exclude = o.exclude;
   return resolveScheme(r);
 }
@@ -270,16 +277,20 @@ int runQuantize(const QuantizeOptions& o) {
   for (const std::string& e : unmatchedExcludes(*model->graph, scheme))
     spdlog::warn("--exclude {}: no node of the main graph has this name or op type", e);
   bool wide = scheme.activationType == DType::Int16 || scheme.activationType == DType::UInt16;
-  if (o.isStatic && wide && model->opsetVersion("").value_or(0) < 21) {
-    // 16-bit QuantizeLinear/DequantizeLinear are opset 21: move the model there first.
+  const bool nbits = o.int4 && o.target == "ort";  // --int4 --target ort: com.microsoft MatMulNBits, any opset
+  // Gather tables take a blocked DequantizeLinear in both forms.
+  const bool int4Gather = std::find(o.opTypes.begin(), o.opTypes.end(), "Gather") != o.opTypes.end();
+  if (((o.isStatic && wide) || (o.int4 && (!nbits || int4Gather))) && model->opsetVersion("").value_or(0) < 21) {
+    // 16-bit and blocked 4-bit QuantizeLinear/DequantizeLinear are opset 21: move the model there first.
+    const std::string why = o.int4 ? "--int4" : "--activation-type " + o.activationType;
     OpsetConvertOptions c;
     c.target = 21;
     c.computeReach = false;
     OpsetConvertReport cr = convertOpset(*model, c);
     if (!cr.blocked.empty())
-      fail(ErrorKind::Unsupported, "--activation-type {} needs opset 21, and node '{}' ({}) cannot move there: {}",
-           o.activationType, cr.blocked[0].node, cr.blocked[0].op, cr.blocked[0].reason);
-    spdlog::info("converted opset {} -> 21 for 16-bit activations", cr.fromOpset);
+      fail(ErrorKind::Unsupported, "{} needs opset 21, and node '{}' ({}) cannot move there: {}", why, cr.blocked[0].node,
+           cr.blocked[0].op, cr.blocked[0].reason);
+    spdlog::info("converted opset {} -> 21 for {}", cr.fromOpset, why);
   }
   SmoothQuantReport smooth;
 
@@ -349,6 +360,11 @@ int runQuantize(const QuantizeOptions& o) {
     Int4QuantizeOptions qo;
     qo.blockSize = o.blockSize;
     qo.minElements = o.minElements;
+    qo.symmetric = o.symmetric;
+    qo.matmulNBits = nbits;
+    if (!o.opTypes.empty()) qo.opTypes = o.opTypes;
+    qo.exclude = o.exclude;
+    if (nbits) mode = "int4-matmulnbits";
     r = quantizeInt4(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
   } else {
@@ -431,9 +447,13 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "Output model (- for stdout); required unless --reference");
   sub->add_flag("--int8", o->int8, "Quantize to int8");
   sub->add_flag("--int4", o->int4,
-                "Weight-only int4: MatMul/Gemm weights to symmetric int4 with one scale per --block-size values along "
-                "K per output column (blocked DequantizeLinear, opset 21+); activations stay float");
+                "Weight-only 4-bit: MatMul/Gemm weights with one scale (and zero point) per --block-size values along "
+                "K per output column, behind a blocked DequantizeLinear (opset 21; the model is converted up as needed), "
+                "or ONNX Runtime's MatMulNBits with --target ort; activations stay float");
   sub->add_option("--block-size", o->blockSize, "With --int4: values along K per scale (default 32; a power of 2, 16 or more)");
+  sub->add_flag("--symmetric", o->symmetric,
+                "With --int4: int4 in [-7, 7] with scale max|block|/7 and no zero point (default: uint4 over "
+                "[min(0,block), max(0,block)] with a zero point per block)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
                 "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
@@ -486,7 +506,8 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "With --static: activation zero point 0 (signed) or 128/32768 (unsigned), scale max|x|/127 (32767)");
   sub->add_flag("--reduce-range", o->reduceRange,
                 "Weights in 7 bits (int8 [-64, 64], uint8 [0, 127]): no int16 overflow in u8s8 kernels without VNNI");
-  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm)")
+  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm; with --int4 MatMul,Gemm (default) and Gather, "
+                  "an embedding table)")
       ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("OP,...");
   sub->add_option("--exclude", o->exclude, "Keep float these nodes, by node name or op type (comma-separated, repeatable)")
@@ -497,7 +518,8 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "QuantizeLinear reads the float input, the last DequantizeLinear writes the float output)");
   sub->add_option("--target", o->target,
                   "generic (default: what the options ask), ort (only types ONNX Runtime's CPU kernels implement) or trt "
-                  "(TensorRT: --static QDQ only, int8 symmetric activations and weights, per-channel weights, float bias)")
+                  "(TensorRT: --static QDQ only, int8 symmetric activations and weights, per-channel weights, float bias); "
+                  "with --int4, ort writes com.microsoft MatMulNBits (any opset) instead of blocked DequantizeLinear")
       ->check(CLI::IsMember({"generic", "ort", "trt"}));
   sub->add_flag("--smooth-quant", o->smoothQuant,
                 "With --static: migrate activation outliers into the weights first (per input channel j, "

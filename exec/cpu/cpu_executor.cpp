@@ -201,6 +201,7 @@ class Specialization {
     model_ = cloneModel(original);
     timer.lap("clone");
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
+    foldWeightDequantize();
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {
       auto& d = io.inputDims[name];
@@ -258,6 +259,33 @@ class Specialization {
                            cpu::ThreadPool* pool, RunProfile* profile) const;
 
  private:
+  /// Weight-only quantization (`quantize --int4`, int8 weights with float activations): a
+  /// DequantizeLinear of constant inputs none of whose readers takes another DequantizeLinear's
+  /// output (a QDQ island, which the int8 fusions run as such) is computed once here and becomes
+  /// a float initializer of the clone, so that MatMul/Gemm pack it and Gather reads it like any
+  /// float weight (the reference kernel would dequantize it on every run).
+  void foldWeightDequantize() {
+    Graph& g = *model_->graph;
+    auto constantOf = [](const Value* v) -> const Tensor* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
+    std::vector<Node*> dqs;
+    for (const auto& n : g.nodes())
+      if (n->opType == "DequantizeLinear" && n->isDomain("") && n->output(0) && !n->output(0)->isGraphOutput()) dqs.push_back(n.get());
+    for (Node* dq : dqs) {
+      bool ok = dq->output(0)->hasUses();
+      for (Value* in : dq->inputs()) ok = ok && (!in || constantOf(in));
+      for (const Use& u : dq->output(0)->uses())
+        for (Value* other : u.node->inputs())
+          if (other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear") ok = false;
+      std::vector<float> w;
+      if (!ok || !cpu::dequantizeConstant(*dq, constantOf, w)) continue;
+      Tensor t = Tensor::fromFloats(g.uniqueName(dq->output(0)->name() + "_folded"), constantOf(dq->input(0))->dims, w);
+      Value* folded = g.addInitializer(std::move(t));
+      folded->setType(dq->output(0)->type());
+      dq->output(0)->replaceAllUsesWith(folded);
+      g.removeNode(dq);
+    }
+  }
+
   /// Runs the optimizer preset on model_ (the clone) with the given input dims fixed. The graph's
   /// interface (inputs and outputs, by name and order) must survive; if a pass fails or changes
   /// it, the plan runs the unoptimised clone instead (the graph as written is always correct).
@@ -951,7 +979,9 @@ class Specialization {
       if (!st.node || !st.kernel || st.out.size() != 1 || st.out[0] < 0) continue;
       std::string_view op = st.opType();
       int ii = static_cast<int>(i);
-      if ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) {
+      const bool gemmLike = ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) ||
+                            (op == "MatMulNBits" && st.node->domain == "com.microsoft");
+      if (gemmLike) {
         int last = ii;
         if (int add = op == "Conv" ? -1 : soleFastReader(last, "Add"); add >= 0) {
           int b = otherInput(add, st.out[0]);

@@ -15,6 +15,7 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 constexpr CpuKernelDef kKernels[] = {
     {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul, true},
     {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm, true},
+    {"com.microsoft", "MatMulNBits", 1, kLast, DType::Float, "cpu.ms.matmulnbits.f32", OutputReuse::None, createMatMulNBits},
     {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast, true},
     {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},

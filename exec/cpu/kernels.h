@@ -15,6 +15,7 @@ namespace onnxtool::cpu {
 void configureBlas(int threads);
 
 std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createConv(const CpuNodeInfo& info);
 /// Conv with constant weights on the packed micro-kernels (kernels_conv.cpp), else createConv;

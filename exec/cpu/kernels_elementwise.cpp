@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/vec.h"
 
@@ -227,6 +228,7 @@ class SoftmaxKernel : public CpuKernel {
     if (n_ == 0) return;
     if (inner_ == 1) {
       parallelFor(args.pool, outer_, std::max<int64_t>(1, kGrain / 4 / n_), [&](int64_t s, int64_t e) {
+        FlushDenormals ftz;  // masked scores: exp(x - max) and its scaling below FLT_MIN give 0
         for (int64_t o = s; o < e; ++o) vk_.softmaxRow(x + o * n_, y + o * n_, n_);
       });
       return;

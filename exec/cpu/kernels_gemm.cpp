@@ -203,6 +203,67 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n), nullptr, info.threads);
 }
 
+/// com.microsoft MatMulNBits with constant B, scales, zero points and g_idx: the weight is
+/// dequantized once here (as the reference kernel does it, one rounding to float per value) and
+/// packed for our GEMM; a constant bias (input 5) rides the epilogue. A 4-bit GEMM that keeps
+/// the weight packed is to come.
+std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info) {
+  const Node& nd = *info.node;
+  const int64_t K = nd.attrInt("K", 0), N = nd.attrInt("N", 0), bits = nd.attrInt("bits", 4), block = nd.attrInt("block_size", 0);
+  if ((bits != 2 && bits != 4 && bits != 8) || K <= 0 || N <= 0 || block < 16 || (block & (block - 1))) return nullptr;
+  if (nd.attrInt("accuracy_level", 0) == 4) return nullptr;
+  const auto& a = info.in(0).dims;
+  if (a.size() < 2 || a.back() != K) return nullptr;
+  auto constant = [&](size_t i) { return i < info.constants.size() ? info.constants[i] : nullptr; };
+  const Tensor *bq = constant(1), *sc = constant(2);
+  const Tensor* zt = info.hasInput(3) ? constant(3) : nullptr;
+  const Tensor* gi = info.hasInput(4) ? constant(4) : nullptr;
+  const Tensor* bias = info.hasInput(5) ? constant(5) : nullptr;
+  if (!bq || !sc || (info.hasInput(3) && !zt) || (info.hasInput(4) && !gi) || (info.hasInput(5) && !bias)) return nullptr;
+  const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8, perByte = 8 / bits;
+  if (bq->dtype() != DType::UInt8 || bq->raw.size() != static_cast<size_t>(N * blocks * blob)) return nullptr;
+  std::vector<float> scales = constantFloats(sc, N * blocks);
+  if (scales.empty()) return nullptr;
+  const bool floatZp = zt && zt->dtype() != DType::UInt8;
+  std::vector<float> zpf;
+  const int64_t zpRow = (blocks + perByte - 1) / perByte;
+  if (floatZp && (zpf = constantFloats(zt, N * blocks)).empty()) return nullptr;
+  if (zt && !floatZp && zt->raw.size() != static_cast<size_t>(N * zpRow)) return nullptr;
+  std::vector<int64_t> groups;
+  if (gi) {
+    if (zt && !floatZp) return nullptr;  // the reference kernel refuses this combination: say so there
+    groups = gi->toInt64s();
+    if (static_cast<int64_t>(groups.size()) != K) return nullptr;
+    for (int64_t g : groups)
+      if (g < 0 || g >= blocks) return nullptr;
+  }
+  std::vector<float> b2;
+  if (bias && (b2 = constantFloats(bias, N)).empty()) return nullptr;
+  auto code = [&](const uint8_t* bytes, int64_t i) { return (bytes[i / perByte] >> ((i % perByte) * bits)) & ((1 << bits) - 1); };
+  const auto* pb = reinterpret_cast<const uint8_t*>(bq->raw.data());
+  const auto* pz = zt && !floatZp ? reinterpret_cast<const uint8_t*>(zt->raw.data()) : nullptr;
+  std::vector<float> w(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t blk = k / block, grp = groups.empty() ? blk : groups[static_cast<size_t>(k)];
+      const double scale = scales[static_cast<size_t>(n * blocks + grp)];
+      const double q = code(pb + (n * blocks + blk) * blob, k % block);
+      double v;
+      if (floatZp) {
+        v = q * scale - static_cast<double>(zpf[static_cast<size_t>(n * blocks + grp)]) * scale;
+      } else {
+        const double zp = pz ? code(pz + n * zpRow, grp) : static_cast<double>(1 << (bits - 1));
+        v = (q - zp) * scale;
+      }
+      w[static_cast<size_t>(k * N + n)] = static_cast<float>(v);
+    }
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) m *= a[i];
+  auto kernel = std::make_unique<MatMulKernel>(m, N, K, std::vector<int64_t>{0}, std::vector<int64_t>{0}, w.data(), info.threads);
+  if (!b2.empty()) kernel->fuseBias(b2.data(), N);
+  return kernel;
+}
+
 namespace {
 
 /// Gemm: Y = alpha * op(A) * op(B) + beta * C on our packed GEMM. A constant B is packed once

@@ -846,8 +846,6 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
 
 }  // namespace
 
-namespace {
-
 /// DequantizeLinear of constant inputs (int4/uint4/int8/uint8 data; float scale per tensor, per
 /// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
 /// float(float(x - zero) * scale). False for anything else.
@@ -895,97 +893,27 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
       mode = Blocked;
     }
   }
-  std::vector<int64_t> sStrides(s->dims.size(), 1);
-  for (int64_t d = static_cast<int64_t>(s->dims.size()) - 2; d >= 0; --d)
-    sStrides[static_cast<size_t>(d)] = sStrides[static_cast<size_t>(d + 1)] * s->dims[static_cast<size_t>(d + 1)];
   const float* sd = constData<float>(s, DType::Float);
   out.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t p = 0;
-    if (mode == PerAxis) {
-      p = (i / strides[static_cast<size_t>(axis)]) % x->dims[static_cast<size_t>(axis)];
-    } else if (mode == Blocked) {
-      for (int64_t d = 0; d < rank; ++d) {
-        int64_t c = (i / strides[static_cast<size_t>(d)]) % x->dims[static_cast<size_t>(d)];
-        if (d == axis) c /= block;
-        p += c * sStrides[static_cast<size_t>(d)];
+  // x as [outer, axisDim, inner]; the scale (and zero point) as [outer, axisDim / block, inner]
+  // (blocked), [axisDim] (per axis) or one value.
+  const int64_t axisDim = mode == PerTensor ? 1 : x->dims[static_cast<size_t>(axis)];
+  const int64_t inner = mode == PerTensor ? n : strides[static_cast<size_t>(axis)];
+  const int64_t outer = axisDim * inner == 0 ? 0 : n / (axisDim * inner);
+  const int64_t blocks = mode == Blocked ? (axisDim + block - 1) / block : axisDim;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < axisDim; ++a) {
+      const int64_t row = (o * axisDim + a) * inner;
+      for (int64_t r = 0; r < inner; ++r) {
+        const int64_t i = row + r;
+        const int64_t p = mode == PerTensor ? 0 : mode == PerAxis ? a : (o * blocks + a / block) * inner + r;
+        float v = element(*x, i);
+        if (z) v = v - element(*z, p);
+        out[static_cast<size_t>(i)] = v * sd[p];
       }
     }
-    float v = element(*x, i);
-    if (z) v = v - element(*z, p);
-    out[static_cast<size_t>(i)] = v * sd[p];
-  }
   return true;
 }
-
-/// MatMul whose B is the float output of the wrapped weight: the fp32 MatMul kernel reading a
-/// weight dequantized once at prepare.
-class PrepackedWeightMatMul : public CpuKernel {
- public:
-  PrepackedWeightMatMul(std::vector<float> w, std::unique_ptr<CpuKernel> inner) : w_(std::move(w)), inner_(std::move(inner)) {}
-  size_t workspaceBytes() const override { return inner_->workspaceBytes(); }
-  void compute(const CpuComputeArgs& args) const override {
-    const void* ins[2] = {args.inputs[0], w_.data()};
-    inner_->compute({std::span<const void* const>(ins, 2), args.outputs, args.workspace});
-  }
-  double flops() const override { return inner_->flops(); }
-
- private:
-  std::vector<float> w_;
-  std::unique_ptr<CpuKernel> inner_;
-};
-
-const CpuKernelDef kDqMatMulDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.dqmatmul.f32.prepacked", OutputReuse::None, nullptr};
-
-/// MatMul(x, DequantizeLinear(constant weight)) left over by the int8 fusions (weight-only int4,
-/// or int8 weights with float activations): the weight dequantized once at prepare.
-void findWeightOnlyFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                           const std::function<const Tensor*(const Value*)>& constantOf, int threads,
-                           const std::set<const Node*>& taken, std::vector<FusedInt8Step>& out) {
-  for (const auto& nn : g.nodes()) {
-    const Node* op = nn.get();
-    if (!isOp(op, "MatMul") || taken.count(op) || !op->input(0) || !op->input(1) || !op->output(0)) continue;
-    const Node* dq = op->input(1)->producer();
-    if (!isOp(dq, "DequantizeLinear") || dq->graph() != &g || taken.count(dq)) continue;
-    const StaticTensorType* xt = typeOf(op->input(0));
-    const StaticTensorType* wt = typeOf(op->input(1));
-    const StaticTensorType* yt = typeOf(op->output(0));
-    if (!xt || !wt || !yt || xt->dtype != DType::Float || wt->dtype != DType::Float || wt->dims.size() != 2) continue;
-    std::vector<float> w;
-    if (!dequantizeConstant(*dq, constantOf, w) || static_cast<int64_t>(w.size()) != wt->numElements()) continue;
-    CpuNodeInfo info;
-    info.node = op;
-    info.inputs = {xt, wt};
-    info.outputs = {yt};
-    info.constants = {nullptr, nullptr};
-    info.threads = threads;
-    std::unique_ptr<CpuKernel> inner = createMatMul(info);
-    if (!inner) continue;
-    FusedInt8Step st;
-    st.last = op;
-    st.covered = {op};
-    // The DequantizeLinear goes when every reader is such a MatMul (checked below).
-    st.input = op->input(0);
-    st.output = op->output(0);
-    st.def = &kDqMatMulDef;
-    st.kernel = std::make_unique<PrepackedWeightMatMul>(std::move(w), std::move(inner));
-    out.push_back(std::move(st));
-  }
-  // A DequantizeLinear all of whose readers were fused needs no step.
-  std::set<const Node*> fused;
-  for (const auto& st : out)
-    if (st.def == &kDqMatMulDef) fused.insert(st.last);
-  for (auto& st : out) {
-    if (st.def != &kDqMatMulDef) continue;
-    const Node* dq = st.last->input(1)->producer();
-    const Value* v = dq->output(0);
-    if (v->isGraphOutput()) continue;
-    bool all = std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) { return fused.count(u.node) > 0; });
-    if (all) st.covered.push_back(dq);
-  }
-}
-
-}  // namespace
 
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                            const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
@@ -1079,9 +1007,6 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     for (auto& c : chains) out.push_back(std::move(c));
   }
   findQdqFusions(g, typeOf, constantOf, out);
-  std::set<const Node*> taken;
-  for (const auto& st : out) taken.insert(st.covered.begin(), st.covered.end());
-  findWeightOnlyFusions(g, typeOf, constantOf, threads, taken, out);
   return out;
 }
 

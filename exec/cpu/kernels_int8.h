@@ -47,6 +47,11 @@ struct FusedInt8Step {
   const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports
 };
 
+/// DequantizeLinear of constant inputs (int4/uint4/int8/uint8 data; float scale per tensor, per
+/// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
+/// float(float(x - zero) * scale). False for anything else.
+bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out);
+
 /// The fusable chains of `g` (main graph, nodes in topological order). `typeOf` gives a value's
 /// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,

@@ -193,62 +193,104 @@ def static_checks(c, tmp):
     c.check(r.returncode == 3 and "opset 13" in r.stderr, f"static below opset 13: exit 3: {r.returncode} {r.stderr}")
 
 
+def dequantized_w1(variant, inits):
+    """w1 [64, 128] as the quantized model computes it (blocks of 16 along K = axis 0)."""
+    if variant == "nbits":  # MatMulNBits: B [N=128, blocks=4, 8 bytes], scales [N*4], zero points [N*2]
+        b = numpy_helper.to_array(inits["w1_q4"]).reshape(128, -1)
+        codes = np.stack([b & 15, b >> 4], axis=-1).reshape(128, 64).astype(np.float32)  # [N, K]
+        s = numpy_helper.to_array(inits["w1_scales"]).reshape(128, 4)
+        z = numpy_helper.to_array(inits["w1_zero_points"]).reshape(128, 2)
+        zp = np.stack([z & 15, z >> 4], axis=-1).reshape(128, 4).astype(np.float32)
+        deq = (codes - np.repeat(zp, 16, axis=1)) * np.repeat(s, 16, axis=1)
+        return deq.T, np.repeat(s, 16, axis=1).T, codes
+    s = numpy_helper.to_array(inits["w1_scale"])  # [blocks, N]
+    if variant == "symmetric":
+        q = numpy_helper.to_array(inits["w1_int4"]).astype(np.float32)
+        return q * np.repeat(s, 16, axis=0), np.repeat(s, 16, axis=0), q + 8
+    q = numpy_helper.to_array(inits["w1_uint4"]).astype(np.float32)
+    zp = numpy_helper.to_array(inits["w1_zero_point"]).astype(np.float32)
+    return (q - np.repeat(zp, 16, axis=0)) * np.repeat(s, 16, axis=0), np.repeat(s, 16, axis=0), q
+
+
 def int4_checks(c, tmp):
-    """--int4: blocked int4 weights behind DequantizeLinear(axis 0, block_size), opset 21."""
-    src, dst = os.path.join(tmp, "mlp21.onnx"), os.path.join(tmp, "mlp21.int4.onnx")
-    onnx.save(mlp(opset=21), src)
-    r = run(["quantize", src, "-o", dst, "--int4", "--block-size", "16", "--min-elements", "256", "--json"])
-    doc = json.loads(r.stdout) if r.returncode == 0 else {}
-    if not c.check(r.returncode == 0 and doc.get("mode") == "int4-weight-only", f"--int4: {r.stderr}"):
-        return
-    c.check(doc.get("nodes_quantized") == 4 and doc.get("weights_quantized") == 3, f"int4: 4 nodes, 3 weights: {doc}")
-    c.check(doc["int8_weight_bytes"] <= 0.3 * doc["float_weight_bytes"],
-            f"int4 weights <= 0.3x float: {doc['int8_weight_bytes']} / {doc['float_weight_bytes']}")
-    m = onnx.load(dst)
-    try:
-        onnx.checker.check_model(m, full_check=True)
-        c.check(True, "")
-    except Exception as e:  # noqa: BLE001
-        c.check(False, f"int4: onnx.checker: {e}")
-    dqs = [n for n in m.graph.node if n.op_type == "DequantizeLinear"]
-    c.check(len(dqs) == 3 and all({a.name: a.i for a in n.attribute}.get("block_size") == 16 for n in dqs),
-            f"three blocked DequantizeLinear (block_size 16): {[n.attribute for n in dqs]}")
-    inits = {t.name: t for t in m.graph.initializer}
-    w1 = [t for t in inits.values() if t.data_type == TensorProto.INT4]
-    c.check(len(w1) == 3 and "w1" not in inits, f"int4 initializers replace the float ones: {sorted(inits)}")
-    # the int4 values and scales reproduce the weight: |w - q*s| <= s/2 (s = max|block|/7)
-    w = numpy_helper.to_array(onnx.load(src).graph.initializer[0])  # w1 [64, 128]
-    q = numpy_helper.to_array(inits["w1_int4"]).astype(np.float32)
-    s = numpy_helper.to_array(inits["w1_scale"])
-    deq = q * np.repeat(s, 16, axis=0)[: w.shape[0]]
-    c.check(q.min() >= -7 and q.max() <= 7 and np.all(np.abs(deq - w) <= np.repeat(s, 16, axis=0) / 2 + 1e-6),
-            "int4 w1 within half a step of the float weight")
+    """--int4: 4-bit weights in blocks of 16 along K: uint4 + zero point (default) or int4
+    (--symmetric) behind a blocked DequantizeLinear at opset 21 (an opset-17 model is converted
+    up), or com.microsoft MatMulNBits (--target ort). Each runs in ONNX Runtime, passes the
+    checker, reproduces the weight within half a step and gives ONNX Runtime's outputs on our
+    executors."""
+    src17 = os.path.join(tmp, "mlp17.onnx")
+    onnx.save(mlp(opset=17), src17)
+    src21 = os.path.join(tmp, "mlp21.onnx")
+    onnx.save(mlp(opset=21), src21)
+    w = numpy_helper.to_array(onnx.load(src21).graph.initializer[0])  # w1 [64, 128]
     rng = np.random.default_rng(9)
     feeds = {"x": rng.standard_normal((5, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}
-    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no MatMulNBits rewrite: the float DQ path
-    got = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
-    for name, a, b in zip(["dyn", "small"], want, got):
-        # four int4 layers in a row on 64..128-wide random weights: a few % of error per layer
-        c.check(cosine(a, b) >= 0.98, f"int4 output {name}: cosine to float {cosine(a, b):.5f}")
+    want = ort.InferenceSession(src21, providers=["CPUExecutionProvider"]).run(None, feeds)
     np.save(os.path.join(tmp, "i4x.npy"), feeds["x"])
     np.save(os.path.join(tmp, "i4o.npy"), feeds["other"])
-    for ex in ("ref", "cpu"):
-        out = os.path.join(tmp, f"i4_{ex}")
-        r = run(["run", dst, "--executor", ex, "-i", "x=" + os.path.join(tmp, "i4x.npy"), "-i",
-                 "other=" + os.path.join(tmp, "i4o.npy"), "-O", out])
-        if c.check(r.returncode == 0, f"int4 run --executor {ex}: {r.stderr}"):
-            for name, b in zip(["dyn", "small"], got):
-                ours = np.load(os.path.join(out, name + ".npy"))
-                c.check(np.allclose(ours, b, rtol=1e-4, atol=1e-5), f"int4 {ex} vs ONNX Runtime, {name}: {np.abs(ours - b).max()}")
-    for args, code, text in ((["--int4", "--block-size", "24"], 2, "power of 2"), (["--int4", "--int8", "--dynamic"], 2, "weight-only")):
-        r = run(["quantize", src, "-o", dst] + args)
+    for variant, src, extra, mode in (("default", src21, [], "int4-weight-only"),
+                                      ("symmetric", src21, ["--symmetric"], "int4-weight-only"),
+                                      ("from-opset-17", src17, [], "int4-weight-only"),
+                                      ("nbits", src17, ["--target", "ort"], "int4-matmulnbits")):
+        dst = os.path.join(tmp, f"mlp.int4.{variant}.onnx")
+        r = run(["quantize", src, "-o", dst, "--int4", "--block-size", "16", "--min-elements", "256", "--json"] + extra)
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        if not c.check(r.returncode == 0 and doc.get("mode") == mode, f"--int4 {variant}: {r.stderr}"):
+            continue
+        c.check(doc.get("nodes_quantized") == 4 and doc.get("weights_quantized") == 3, f"int4 {variant}: 4 nodes, 3 weights: {doc}")
+        c.check(doc["int8_weight_bytes"] <= 0.3 * doc["float_weight_bytes"],
+                f"int4 {variant} weights <= 0.3x float: {doc['int8_weight_bytes']} / {doc['float_weight_bytes']}")
+        m = onnx.load(dst)
+        try:
+            onnx.checker.check_model(m, full_check=True)
+            c.check(True, "")
+        except Exception as e:  # noqa: BLE001
+            c.check(False, f"int4 {variant}: onnx.checker: {e}")
+        opsets = {o.domain: o.version for o in m.opset_import}
+        inits = {t.name: t for t in m.graph.initializer}
+        c.check("w1" not in inits, f"int4 {variant}: the float w1 is gone: {sorted(inits)}")
+        if variant == "nbits":
+            nb = [n for n in m.graph.node if n.op_type == "MatMulNBits"]
+            c.check(len(nb) == 4 and all(n.domain == "com.microsoft" for n in nb) and opsets.get("") == 17
+                    and opsets.get("com.microsoft") == 1, f"four MatMulNBits at opset 17 + com.microsoft 1: {opsets}")
+            c.check(not any(n.op_type == "Gemm" for n in m.graph.node) and any(n.op_type == "Add" and "b2" in n.input for n in m.graph.node),
+                    "the Gemm's C became an Add after its MatMulNBits")
+        else:
+            dqs = [n for n in m.graph.node if n.op_type == "DequantizeLinear"]
+            c.check(len(dqs) == 3 and all({a.name: a.i for a in n.attribute}.get("block_size") == 16 for n in dqs)
+                    and opsets.get("") == 21, f"{variant}: three blocked DequantizeLinear (block_size 16) at opset 21: {opsets}")
+            want_type = TensorProto.INT4 if variant == "symmetric" else TensorProto.UINT4
+            suffix = "_int4" if variant == "symmetric" else "_uint4"
+            c.check(sorted(t.name for t in inits.values() if t.data_type == want_type and t.name.endswith(suffix))
+                    == sorted(x + suffix for x in ("w1", "w2t", "w3")), f"{variant}: three 4-bit weights of type {want_type}")
+            c.check(len([t for t in inits.values() if t.name.endswith("_zero_point")]) == (0 if variant == "symmetric" else 3),
+                    f"{variant}: zero points only when asymmetric")
+        deq, step, codes = dequantized_w1(variant, inits)
+        lo = 1 if variant == "symmetric" else 0
+        c.check(codes.min() >= lo and codes.max() <= 15 and np.all(np.abs(deq - w) <= step / 2 + 1e-6),
+                f"int4 {variant}: w1 within half a step of the float weight (max err / step "
+                f"{np.max(np.abs(deq - w) / step):.3f})")
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no MatMulNBits rewrite: the float DQ path
+        got = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        for name, a, b in zip(["dyn", "small"], want, got):
+            # four int4 layers in a row on 64..128-wide random weights: a few % of error per layer
+            c.check(cosine(a, b) >= 0.98, f"int4 {variant} output {name}: cosine to float {cosine(a, b):.5f}")
+        for ex in ("ref", "cpu"):
+            out = os.path.join(tmp, f"i4_{variant}_{ex}")
+            r = run(["run", dst, "--executor", ex, "-i", "x=" + os.path.join(tmp, "i4x.npy"), "-i",
+                     "other=" + os.path.join(tmp, "i4o.npy"), "-O", out])
+            if c.check(r.returncode == 0, f"int4 {variant} run --executor {ex}: {r.stderr}"):
+                for name, b in zip(["dyn", "small"], got):
+                    ours = np.load(os.path.join(out, name + ".npy"))
+                    c.check(np.allclose(ours, b, rtol=1e-4, atol=1e-5),
+                            f"int4 {variant} {ex} vs ONNX Runtime, {name}: {np.abs(ours - b).max()}")
+    dst = os.path.join(tmp, "y.onnx")
+    for args, code, text in ((["--int4", "--block-size", "24"], 2, "power of 2"), (["--int4", "--int8", "--dynamic"], 2, "weight-only"),
+                             (["--int8", "--dynamic", "--symmetric"], 2, "--symmetric applies to --int4"),
+                             (["--int4", "--per-channel"], 2, "apply to --int8")):
+        r = run(["quantize", src21, "-o", dst] + args)
         c.check(r.returncode == code and text in r.stderr, f"quantize {args}: exit {r.returncode}: {r.stderr}")
-    old = os.path.join(tmp, "mlp17.onnx")
-    onnx.save(mlp(opset=17), old)
-    r = run(["quantize", old, "-o", dst, "--int4"])
-    c.check(r.returncode == 3 and "opset 21" in r.stderr, f"--int4 below opset 21: exit 3: {r.returncode} {r.stderr}")
 
 
 def main():

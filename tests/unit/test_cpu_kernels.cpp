@@ -12,6 +12,10 @@
 #include <random>
 #include <thread>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
@@ -171,6 +175,54 @@ TEST_CASE("cpu Gemm matches the reference kernel", "[cpu][kernels]") {
   }
 }
 
+TEST_CASE("cpu MatMulNBits (com.microsoft) dequantizes its constant weight as the reference kernel does", "[cpu][kernels]") {
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int> byte(0, 255);
+  struct Case {
+    int64_t bits, k, n, block;
+    int zp;  // 0 none, 1 packed uint8, 2 float
+    bool gidx, bias, rank3;
+  };
+  const Case cases[] = {{4, 64, 24, 32, 0, false, false, false}, {4, 70, 17, 16, 1, false, true, false},
+                        {4, 48, 9, 16, 2, true, false, true},    {8, 40, 33, 16, 1, false, false, true},
+                        {2, 64, 5, 32, 1, false, true, false},   {4, 16, 1, 16, 0, false, false, false}};
+  for (const Case& c : cases) {
+    const int64_t blocks = (c.k + c.block - 1) / c.block, blob = c.block * c.bits / 8, perByte = 8 / c.bits;
+    std::vector<uint8_t> b(static_cast<size_t>(c.n * blocks * blob));
+    for (auto& x : b) x = static_cast<uint8_t>(byte(rng));
+    auto u8 = [](std::vector<int64_t> dims, const std::vector<uint8_t>& v) { return testutil::tensorOf(DType::UInt8, std::move(dims), v); };
+    std::vector<float> scales = randomFloats(static_cast<size_t>(c.n * blocks), rng);
+    std::vector<Arg> args{{randomTensor(c.rank3 ? std::vector<int64_t>{2, 3, c.k} : std::vector<int64_t>{5, c.k}, rng, true), false},
+                          {u8({c.n, blocks, blob}, b), true},
+                          {f32({c.n * blocks}, scales), true}};
+    if (c.zp == 1) {
+      std::vector<uint8_t> z(static_cast<size_t>(c.n * ((blocks + perByte - 1) / perByte)));
+      for (auto& x : z) x = static_cast<uint8_t>(byte(rng));
+      args.push_back({u8({static_cast<int64_t>(z.size())}, z), true});
+    } else {
+      args.push_back({f32({c.n * blocks}, randomFloats(static_cast<size_t>(c.n * blocks), rng)), true});  // dropped below when 0
+    }
+    std::vector<int32_t> g(static_cast<size_t>(c.k));
+    for (int64_t i = 0; i < c.k; ++i) g[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % blocks);
+    args.push_back({testutil::i32({c.k}, g), true});
+    args.push_back({randomTensor({c.n}, rng), true});
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("MatMulNBits", 17, args,
+                         {Attribute::ofInt("K", c.k), Attribute::ofInt("N", c.n), Attribute::ofInt("bits", c.bits),
+                          Attribute::ofInt("block_size", c.block)},
+                         feeds);
+    model->opsetImports.push_back({"com.microsoft", 1, {}});
+    Node* n = model->graph->nodes().front().get();
+    n->domain = "com.microsoft";
+    if (!c.bias) n->truncateInputs(5);
+    if (!c.gidx) n->setInput(4, nullptr);
+    if (c.zp == 0) n->setInput(3, nullptr);
+    INFO("MatMulNBits bits " << c.bits << " K " << c.k << " N " << c.n << " block " << c.block << " zp " << c.zp << " g_idx "
+                             << c.gidx << " bias " << c.bias);
+    checkAgainstRef(*model, feeds, "cpu.ms.matmulnbits");
+  }
+}
+
 TEST_CASE("cpu Gemm with B and C computed at run time, beta 1 and GEMV shapes matches the reference kernel", "[cpu][kernels]") {
   std::mt19937 rng(14);
   for (int iter = 0; iter < 24; ++iter) {
@@ -316,6 +368,27 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
       INFO("Softmax opset " << opset << " axis " << axis);
       checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
     }
+}
+
+TEST_CASE("cpu Softmax on masked rows (results below FLT_MIN) gives ref's outputs and leaves the thread's float mode as it was",
+          "[cpu][kernels]") {
+  std::mt19937 rng(16);
+  // Half of each row 95 below the rest (exp lands among the denormals), or -FLT_MAX, or -inf.
+  for (float offset : {-95.f, -std::numeric_limits<float>::max(), -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> v = randomFloats(4 * 3 * 40, rng);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (i % 40 >= 20) v[i] = offset == -95.f ? v[i] + offset : offset;
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Softmax", 13, {{f32({4, 3, 40}, v), false}}, {Attribute::ofInt("axis", -1)}, feeds);
+#if defined(__x86_64__)
+    const unsigned before = _mm_getcsr() & ~0x3Fu;  // the mode bits, not the sticky exception flags
+#endif
+    INFO("offset " << offset);
+    checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-30);
+#if defined(__x86_64__)
+    CHECK((_mm_getcsr() & ~0x3Fu) == before);
+#endif
+  }
 }
 
 TEST_CASE("cpu LayerNormalization matches the reference kernel", "[cpu][kernels]") {
