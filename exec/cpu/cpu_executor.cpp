@@ -745,11 +745,17 @@ class Specialization {
     releaseInitializer(v);
   }
 
-  /// Drops the plan's value of initializer v (an aligned copy is freed; pages of a mapped model
-  /// file are given back to the kernel, which reads them again if the caller's model does).
+  /// Drops the plan's value of initializer v: an aligned copy is freed, pages of a mapped model
+  /// file are given back to the kernel (read again if the caller's model touches them), and the
+  /// plan's clone lets go of the bytes (freeing those only the plan had: weights it folded or
+  /// dequantized itself; the caller's model keeps its own reference to the rest).
   void releaseInitializer(const Value* v) {
     inits_.erase(v);
-    if (v->initializer()) v->initializer()->raw.dropMappedPages();
+    released_.insert(v);
+    if (Tensor* t = v->initializer()) {
+      t->raw.dropMappedPages();
+      t->setRaw(Buffer());
+    }
   }
 
   /// The initializers of the main graph that no run reads (every reader is a kernel that packed
@@ -779,8 +785,12 @@ class Specialization {
         initValue(v);
       } else if (r == 1) {  // the model's bytes in place (model_ holds them), unless made already
         const Tensor* t = v->initializer();
-        if (!t) initValue(v);
-        else if (!inits_.count(v)) inits_.emplace(v, RtValue::ofTensor(std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t)));
+        if (!t) {
+          initValue(v);
+        } else if (!inits_.count(v)) {
+          inits_.emplace(v, RtValue::ofTensor(std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t)));
+          t->raw.dropMappedPages();  // creation read them all; runs page in what they read (the rows gathered)
+        }
       } else {
         releaseInitializer(v);
       }
@@ -793,8 +803,10 @@ class Specialization {
   /// once, when first asked for at prepare); sparse ones densified.
   const RtValue& initValue(const Value* v) const {
     auto it = inits_.find(v);
-    if (it == inits_.end()) it = inits_.emplace(v, runtimeInitializer(v)).first;
-    return it->second;
+    if (it != inits_.end()) return it->second;
+    if (released_.count(v))  // every reader packed it: nothing may ask for it again
+      fail(ErrorKind::Internal, "cpu executor: initializer '{}' was asked for after its readers packed it", v->name());
+    return inits_.emplace(v, runtimeInitializer(v)).first->second;
   }
 
   // ---- executor fusions: several nodes become one step of a fast kernel ----
@@ -1168,6 +1180,7 @@ class Specialization {
   /// adds or removes entries (runs read them, several at once).
   mutable std::unordered_map<const Value*, RtValue> inits_;
   std::unordered_map<const Value*, size_t> consumedUses_;  ///< readers of a weight that packed it
+  std::unordered_set<const Value*> released_;               ///< initializers whose bytes the plan let go
   cpu::ThreadPool* pool_ = nullptr;  ///< the plan's pool while the constructor runs (kernels made side by side)
   std::unordered_map<const Node*, KernelJob> precreated_;  ///< kernels made before planNode asks (precreateKernels)
   std::vector<Slot> slots_;

@@ -118,9 +118,10 @@ class WinogradConvKernel : public CpuKernel {
   }
 
   double flops() const override { return 2.0 * g_.n * g_.m * g_.c * 9 * g_.oh * g_.ow; }
-  /// The weights were transformed at creation; the direct fallback reads rawWeights_, the bytes
-  /// of the plan's own model (cpu.conv takes unalignedConstants), not input 1.
-  bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias_.empty()); }
+  /// The direct fallback reads the weights' own bytes (rawWeights_: input 1 as the plan's model
+  /// holds it, cpu.conv taking unalignedConstants) with memcpy: the plan keeps them, in place.
+  bool readsInput(size_t i) const override { return i != 2 || ownBias_.empty(); }
+  bool readsInputUnaligned(size_t i) const override { return i == 1; }
   std::string variant() const override { return variant_; }
 
  private:
