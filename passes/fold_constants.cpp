@@ -74,6 +74,14 @@ class FoldConstantsPass : public Pass {
       anyOutput = true;
     }
     if (!anyOutput) return false;
+    // Every input must be constant before any is read: an aligned copy of a big weight read
+    // next to a computed value (Gather of an embedding table, MatMul(W, x)) is wasted work.
+    for (Value* v : n.inputs()) {
+      if (!v) continue;
+      const Tensor* t = constantOf(v);
+      if (!t) return false;
+      if (t->expectedBytes() && t->raw.size() != *t->expectedBytes()) return false;  // check reports it
+    }
     uint64_t inputBytes = 0;
     std::vector<RtValue> inputs;
     for (Value* v : n.inputs()) {
@@ -82,8 +90,6 @@ class FoldConstantsPass : public Pass {
         continue;
       }
       const Tensor* t = constantOf(v);
-      if (!t) return false;
-      if (t->expectedBytes() && t->raw.size() != *t->expectedBytes()) return false;  // check reports it
       inputBytes += tensorBytes(*t);
       inputs.push_back(RtValue::ofTensor(kernelInput(*t)));
     }

@@ -358,8 +358,15 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
   // Declared types are claims: inferring first replaces them by what the graph computes before
   // any pass reads a type, and corrects the declarations that the computation contradicts.
   bool shapesFresh = false;
+  auto timedInfer = [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = inferShapes(model);
+    report.inferSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++report.inferRuns;
+    return r;
+  };
   if (!instances.empty()) {
-    report.declarationConflicts = inferShapes(model).declarationConflicts;
+    report.declarationConflicts = timedInfer().declarationConflicts;
     shapesFresh = true;
   }
   for (int iter = 0; iter < std::max(1, options.maxIterations); ++iter) {
@@ -368,7 +375,7 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
     for (Instance& inst : instances) {
       PassStats& stats = report.stats[inst.statsIndex].second;
       if (inst.pass->needsShapes() && !shapesFresh) {
-        inferShapes(model);
+        timedInfer();
         shapesFresh = true;
       }
       PassContext ctx(model, stats, &budget, &lastRewrite);

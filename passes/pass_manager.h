@@ -58,6 +58,8 @@ struct PassRunReport {
   /// Declarations (graph outputs, value_info, subgraph inputs) the computation contradicts, found
   /// by the inference that opens every non-empty pipeline; the model now declares `written`.
   std::vector<DeclarationConflict> declarationConflicts;
+  int inferRuns = 0;          ///< shape inference runs between passes (the opening one included)
+  double inferSeconds = 0;    ///< their time (not in any pass's `seconds`)
 };
 
 /// IR version 3 requires every initializer to be listed as a graph input too, so there a weight in

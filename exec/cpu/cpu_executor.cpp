@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <deque>
+#include <exception>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -221,15 +222,33 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
   std::vector<uint8_t*> free_;
 };
 
+/// Wall time of the phases of a prepare, for `-vv` (spdlog debug).
+class PhaseTimer {
+ public:
+  void lap(std::string_view phase) {
+    auto now = std::chrono::steady_clock::now();
+    text_ += fmt::format("{}{} {:.1f} ms", text_.empty() ? "" : ", ", phase, std::chrono::duration<double>(now - last_).count() * 1e3);
+    last_ = now;
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string text_;
+};
+
 /// One plan for one set of input shapes. Immutable once built (its arena cache aside).
 class Specialization {
  public:
   Specialization(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int threads,
-                 int graphOptLevel)
+                 int graphOptLevel, cpu::ThreadPool* pool)
       : graphOptLevel_(graphOptLevel) {
+    PhaseTimer timer;
+    pool_ = pool;
     model_ = cloneModel(original);
     upcastHalf();
-    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel);
+    timer.lap("clone");
+    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
     foldWeightDequantize();
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {
@@ -237,7 +256,10 @@ class Specialization {
       for (int64_t x : dims) d.push_back(std::to_string(x));
     }
     inferShapes(*model_, io);
-    ref_ = std::make_unique<RefNodeRunner>(*model_);  // resolves (and validates) every node
+    timer.lap("infer");
+    // resolves (and validates) every node; the main graph's initializers are ours (initValue)
+    ref_ = std::make_unique<RefNodeRunner>(*model_, false);
+    timer.lap("ref-resolve");
     const Graph& g = *model_->graph;
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
@@ -245,6 +267,8 @@ class Specialization {
     // int8 chains first (kernels_int8.h), then Conv [+BN] [+Add] [+Relu/Clip] chains among the rest
     planInt8Fusions(g, threads);
     planFusions(threads);
+    timer.lap("conv-fusions");
+    precreateKernels(g, threads);
     for (const auto& n : g.nodes()) {
       auto f = fusedAt_.find(n.get());
       if (f != fusedAt_.end()) {
@@ -266,9 +290,17 @@ class Specialization {
       outputSlots_.push_back(s);
       if (s >= 0) slots_[static_cast<size_t>(s)].graphOutput = true;
     }
+    timer.lap("kernels");
     fuseSteps();
+    timer.lap("step-fusions");
     planMemory();
+    releaseUnreadInitializers();
+    timer.lap("memory-plan");
     arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
+    pool_ = nullptr;  // runs get the pool as an argument
+    precreated_.clear();
+    spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
+                  arenaBytes_, timer.str());
   }
 
   std::vector<RtValue> run(const Graph& originalGraph, const std::map<std::string, RtValue>& inputs, std::mt19937_64& rng,
@@ -315,7 +347,8 @@ class Specialization {
   /// Runs the optimizer preset on model_ (the clone) with the given input dims fixed. The graph's
   /// interface (inputs and outputs, by name and order) must survive; if a pass fails or changes
   /// it, the plan runs the unoptimised clone instead (the graph as written is always correct).
-  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level) {
+  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level,
+                PhaseTimer& timer) {
     auto names = [](const std::vector<ValueInfoEntry>& es) {
       std::vector<std::string> out;
       for (const auto& e : es) out.push_back(e.value ? e.value->name() : std::string());
@@ -331,7 +364,15 @@ class Specialization {
         specs.push_back(std::move(sp));
       }
       applyInputShapes(*model_, specs);
-      runPipeline(*model_, presetPipeline(level, false));
+      PassRunReport report = runPipeline(*model_, presetPipeline(level, false));
+      timer.lap(fmt::format("-O{}", level));
+      if (spdlog::should_log(spdlog::level::debug)) {
+        std::string passes;
+        for (const auto& [name, st] : report.stats)
+          if (st.seconds >= 0.0005) passes += fmt::format(" {} {:.1f}", name, st.seconds * 1e3);
+        spdlog::debug("cpu executor: -O{}: {} iterations, inference {}x {:.1f} ms, passes (ms):{}", level, report.iterations,
+                      report.inferRuns, report.inferSeconds * 1e3, passes);
+      }
       if (names(model_->graph->inputs()) == names(original.graph->inputs()) &&
           names(model_->graph->outputs()) == names(original.graph->outputs()))
         return;
@@ -433,7 +474,7 @@ class Specialization {
       return &types.back();
     };
     auto constantOf = [&](const Value* v) -> const Tensor* {
-      return v && v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr;
+      return v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor.get() : nullptr;
     };
     fused_ = cpu::findInt8Fusions(g, typeOf, constantOf, threads);
     for (auto& f : fused_) {
@@ -463,7 +504,7 @@ class Specialization {
   /// The constant float scalar of an initializer input (Clip's bounds), or nullopt.
   std::optional<float> constantScalar(const Value* v) const {
     if (!v || !v->initializer() || v->isGraphInput()) return std::nullopt;
-    const RtValue& rv = ref_->initializer(v);
+    const RtValue& rv = initValue(v);
     if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != sizeof(float)) return std::nullopt;
     float f;
     std::memcpy(&f, rv.tensor->raw.data(), sizeof f);
@@ -480,7 +521,7 @@ class Specialization {
     for (int i = 0; i < 4; ++i) {
       const Value* v = bn.input(static_cast<size_t>(i) + 1);
       if (!v || !v->initializer() || v->isGraphInput()) return false;
-      const RtValue& rv = ref_->initializer(v);
+      const RtValue& rv = initValue(v);
       if (!rv.isTensor() || rv.tensor->dtype() != DType::Float || rv.tensor->raw.size() != static_cast<size_t>(m) * sizeof(float))
         return false;
       p[i].resize(static_cast<size_t>(m));
@@ -499,8 +540,28 @@ class Specialization {
 
   /// Finds Conv [-> BatchNormalization] [-> Add/Sum(residual)] [-> Relu/Clip] chains whose intermediate values have one
   /// reader and are no graph outputs, and prepares a fused step for each that a kernel takes.
+  /// A kernel to create for a step: its def and what create() reads. Built serially (it may
+  /// make aligned copies of constants), created on any thread (createKernels), then accepted
+  /// serially in plan order (acceptKernel).
+  struct KernelJob {
+    const CpuKernelDef* def = nullptr;
+    cpu::CpuNodeInfo info;
+    std::vector<StaticTensorType> types;  ///< what info.inputs and info.outputs point at
+    std::unique_ptr<CpuKernel> kernel;
+    std::exception_ptr error;  ///< what create() threw, rethrown when accepted
+  };
+
+  /// A Conv chain of planFusions, with the kernel job of its fused step.
+  struct ConvCandidate {
+    cpu::FusedEpilogue epi;
+    std::vector<const Node*> chain;
+    Step step;
+    KernelJob job;
+  };
+
   void planFusions(int threads) {
     const Graph& g = *model_->graph;
+    std::vector<std::unique_ptr<ConvCandidate>> candidates;
     auto soleReader = [](const Value* v) -> const Node* {
       if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
       const Node* r = v->uses()[0].node;
@@ -589,39 +650,87 @@ class Specialization {
         chain.push_back(mul);
       }
       if (chain.empty() || int8Fused(&conv)) continue;
-      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
-      for (const Node* c : chain) taken = taken || absorbed_.count(c) || convFusedAt_.count(c) || int8Fused(c);
-      if (taken) continue;
+      bool int8 = false;
+      for (const Node* c : chain) int8 = int8 || int8Fused(c);
+      if (int8) continue;
       const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
       if (!schema) continue;
-      Step st;
+      auto cand = std::make_unique<ConvCandidate>();
+      cand->epi = std::move(epi);
+      cand->chain = std::move(chain);
+      Step& st = cand->step;
       st.node = &conv;
       st.opset = opsetFor(*model_, conv);
       for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
       while (st.in.size() < 3) st.in.push_back(-1);
       if (residual) st.in.push_back(slotFor(residual));
-      st.out.push_back(slotFor(chain.back()->output(0)));
-      tryFast(st, *schema, threads, &epi);
+      st.out.push_back(slotFor(cand->chain.back()->output(0)));
+      if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
+      candidates.push_back(std::move(cand));
+    }
+    // The kernels of every chain side by side, then the chains taken in graph order.
+    std::vector<KernelJob*> jobs;
+    for (auto& c : candidates) jobs.push_back(&c->job);
+    createKernels(jobs, pool_);
+    for (auto& c : candidates) {
+      bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
+      for (const Node* n : c->chain) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
+      if (taken) continue;
+      Step& st = c->step;
+      acceptKernel(st, c->job);
       if (!st.kernel) continue;
-      st.graphNodes = 1 + static_cast<int>(chain.size());  // for profiles: the Conv and what it absorbed
-      absorbed_.insert(&conv);
-      for (size_t i = 0; i + 1 < chain.size(); ++i) absorbed_.insert(chain[i]);
-      convFusedAt_.emplace(chain.back(), std::move(st));
+      st.graphNodes = 1 + static_cast<int>(c->chain.size());  // for profiles: the Conv and what it absorbed
+      absorbed_.insert(st.node);
+      for (size_t i = 0; i + 1 < c->chain.size(); ++i) absorbed_.insert(c->chain[i]);
+      convFusedAt_.emplace(c->chain.back(), std::move(st));
     }
   }
 
-  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
+  /// With a pool of several threads, the kernels of the nodes that run unfused are created side
+  /// by side before the steps are planned in order (tryFast then takes them from precreated_).
+  void precreateKernels(const Graph& g, int threads) {
+    if (!pool_ || pool_->threads() < 2) return;
+    std::vector<std::pair<const Node*, Step>> steps;
+    for (const auto& n : g.nodes()) {
+      const Node* node = n.get();
+      if (fusedAt_.count(node) || fusedAway_.count(node) || absorbed_.count(node) || convFusedAt_.count(node)) continue;
+      if (!n->subgraphs().empty() || model_->findFunction(n->domain, n->opType, n->overload)) continue;
+      Step st;  // as planNode makes it
+      st.node = node;
+      st.opset = opsetFor(*model_, *n);
+      for (Value* v : n->inputs()) st.in.push_back(v ? slotFor(v) : -1);
+      for (Value* v : n->outputs()) st.out.push_back(v ? slotFor(v) : -1);
+      steps.emplace_back(node, std::move(st));
+    }
+    std::vector<KernelJob*> jobs;
+    for (auto& [node, st] : steps) {
+      const OpSchema* schema = findSchema(node->domain, node->opType, st.opset);
+      if (!schema) continue;
+      KernelJob& job = precreated_[node];
+      if (!kernelJob(st, *schema, threads, nullptr, job)) {
+        precreated_.erase(node);
+        continue;
+      }
+      jobs.push_back(&job);
+    }
+    createKernels(jobs, pool_);
+  }
+
+  /// Fills `job` for step st; false when no fast kernel can take it.
+  bool kernelJob(const Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused, KernelJob& job) {
     const Node& n = *st.node;
-    if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return;
+    if (st.in.empty() || st.in[0] < 0 || !slots_[static_cast<size_t>(st.in[0])].type) return false;
     const CpuKernelDef* def =
         cpu::findCpuKernel(n.domain, n.opType, schema.sinceVersion, slots_[static_cast<size_t>(st.in[0])].type->dtype);
-    if (!def) return;
-    cpu::CpuNodeInfo info;
+    if (!def) return false;
+    cpu::CpuNodeInfo& info = job.info;
     info.node = &n;
     info.opset = st.opset;
     info.sinceVersion = schema.sinceVersion;
     info.threads = threads;
     info.fused = fused;
+    job.def = def;
+    job.types.reserve(st.in.size() + st.out.size());  // no reallocation: info points into it
     for (int s : st.in) {
       if (s < 0) {
         info.inputs.push_back(nullptr);
@@ -629,12 +738,16 @@ class Specialization {
         continue;
       }
       const Slot& sl = slots_[static_cast<size_t>(s)];
-      if (!sl.type) return;
-      info.inputs.push_back(&*sl.type);
+      if (!sl.type) return false;
+      job.types.push_back(*sl.type);
+      info.inputs.push_back(&job.types.back());
       const Value* v = sl.value;
-      info.constants.push_back(v->initializer() && !v->isGraphInput() ? ref_->initializer(v).tensor.get() : nullptr);
+      const Tensor* c = nullptr;
+      if (v->initializer() && !v->isGraphInput())  // the model's own bytes where the kernel reads them at any address
+        c = def->unalignedConstants ? v->initializer() : initValue(v).tensor.get();
+      info.constants.push_back(c);
     }
-    if (st.out.empty() || st.out[0] < 0) return;
+    if (st.out.empty() || st.out[0] < 0) return false;
     const bool dynamic = def->reuse == OutputReuse::Dynamic;  // output types known only when it runs
     for (int s : st.out) {
       if (s < 0 || dynamic) {
@@ -642,19 +755,144 @@ class Specialization {
         continue;
       }
       const Slot& sl = slots_[static_cast<size_t>(s)];
-      if (!sl.type) return;
-      info.outputs.push_back(&*sl.type);
+      if (!sl.type) return false;
+      job.types.push_back(*sl.type);
+      info.outputs.push_back(&job.types.back());
     }
     // Fast kernels have one output (omitted optional ones aside), but Split: its kernel writes
     // every output; others with optional outputs (Mean, Indices, ...) would leave them unwritten.
     bool multiOutput = st.node->opType == "Split" && canonicalDomain(st.node->domain).empty();
     for (size_t k = 1; k < st.out.size(); ++k)
-      if (st.out[k] >= 0 && !multiOutput) return;
-    std::unique_ptr<CpuKernel> k = def->create(info);
-    if (!k) return;
-    st.kernel = std::move(k);
-    st.def = def;
-    st.kernelName = std::string(def->name) + st.kernel->variant();
+      if (st.out[k] >= 0 && !multiOutput) return false;
+    return true;
+  }
+
+  /// Runs job.def->create. The model's own bytes a kernel packed and never reads again leave
+  /// memory at once (dropping file pages is always safe: they are read again if touched), so
+  /// that kernels created side by side do not hold every weight's pages at the same time.
+  static void createKernel(KernelJob& job) {
+    try {
+      job.kernel = job.def->create(job.info);
+    } catch (...) {
+      job.error = std::current_exception();
+      return;
+    }
+    if (!job.kernel || !job.def->unalignedConstants) return;
+    for (size_t i = 0; i < job.info.constants.size(); ++i)
+      if (job.info.constants[i] && !job.kernel->readsInput(i)) job.info.constants[i]->raw.dropMappedPages();
+  }
+
+  /// Creates the jobs' kernels, side by side on the pool's threads when it has several (the
+  /// expensive part of a prepare: packing weights).
+  static void createKernels(std::vector<KernelJob*>& jobs, cpu::ThreadPool* pool) {
+    if (!pool || pool->threads() < 2 || jobs.size() < 2) {
+      for (KernelJob* j : jobs) createKernel(*j);
+      return;
+    }
+    std::atomic<size_t> next{0};
+    pool->parallelFor(pool->threads(), 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)  // each thread takes the next job until none is left
+        for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) createKernel(*jobs[i]);
+    });
+  }
+
+  /// Gives step st the kernel of its job (if create() made one).
+  void acceptKernel(Step& st, KernelJob& job) {
+    if (job.error) std::rethrow_exception(job.error);
+    if (!job.kernel) return;
+    st.kernel = std::move(job.kernel);
+    st.def = job.def;
+    st.kernelName = std::string(st.def->name) + st.kernel->variant();
+    // Weights the kernel packed and never reads again: once every node reading them has such a
+    // kernel, their bytes go now, before the next weights are packed (peak memory).
+    for (size_t i = 0; i < st.in.size(); ++i)
+      if (job.info.constants[i] && !st.kernel->readsInput(i)) consumed(slots_[static_cast<size_t>(st.in[i])].value);
+  }
+
+  void tryFast(Step& st, const OpSchema& schema, int threads, const cpu::FusedEpilogue* fused = nullptr) {
+    if (!fused) {
+      auto it = precreated_.find(st.node);
+      if (it != precreated_.end()) {
+        acceptKernel(st, it->second);
+        precreated_.erase(it);
+        return;
+      }
+    }
+    KernelJob job;
+    if (!kernelJob(st, schema, threads, fused, job)) return;
+    createKernel(job);
+    acceptKernel(st, job);
+  }
+
+  /// One more reader of initializer v took what it needs at prepare (a packing kernel).
+  void consumed(const Value* v) {
+    size_t& n = consumedUses_[v];
+    if (++n < v->uses().size() || v->isGraphOutput() || v->isGraphInput()) return;
+    releaseInitializer(v);
+  }
+
+  /// Drops the plan's value of initializer v: an aligned copy is freed, pages of a mapped model
+  /// file are given back to the kernel (read again if the caller's model touches them), and the
+  /// plan's clone lets go of the bytes (freeing those only the plan had: weights it folded or
+  /// dequantized itself; the caller's model keeps its own reference to the rest).
+  void releaseInitializer(const Value* v) {
+    inits_.erase(v);
+    released_.insert(v);
+    if (Tensor* t = v->initializer()) {
+      t->raw.dropMappedPages();
+      t->setRaw(Buffer());
+    }
+  }
+
+  /// The initializers of the main graph that no run reads (every reader is a kernel that packed
+  /// them, or was fused away keeping a copy of what it needed) are released; the others get
+  /// their run-time values now (runs only read inits_).
+  void releaseUnreadInitializers() {
+    // read: 1 by kernels that take any address only, 2 by something that needs aligned bytes
+    std::vector<char> read(slots_.size(), 0);
+    for (const Step& st : steps_) {
+      for (size_t k = 0; k < st.in.size(); ++k) {
+        if (st.in[k] < 0 || (st.kernel && !st.kernel->readsInput(k))) continue;
+        char& r = read[static_cast<size_t>(st.in[k])];
+        r = std::max<char>(r, st.kernel && st.kernel->readsInputUnaligned(k) ? 1 : 2);
+      }
+      for (int s : st.outerReads) read[static_cast<size_t>(s)] = 2;
+    }
+    for (int s : outputSlots_)
+      if (s >= 0) read[static_cast<size_t>(s)] = 2;
+    // int8 fused steps were made from their nodes' constants: kept as they were
+    for (const auto& f : fused_)
+      for (const Node* n : f.covered)
+        for (const Value* v : n->inputs())
+          if (v && slotOf_.count(v)) read[static_cast<size_t>(slotOf_.at(v))] = 2;
+    auto settle = [&](const Value* v) {
+      char r = read[static_cast<size_t>(slotOf_.at(v))];
+      if (r == 2 || v->isGraphInput() || v->isGraphOutput()) {
+        initValue(v);
+      } else if (r == 1) {  // the model's bytes in place (model_ holds them), unless made already
+        const Tensor* t = v->initializer();
+        if (!t) {
+          initValue(v);
+        } else if (!inits_.count(v)) {
+          inits_.emplace(v, RtValue::ofTensor(std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t)));
+          t->raw.dropMappedPages();  // creation read them all; runs page in what they read (the rows gathered)
+        }
+      } else {
+        releaseInitializer(v);
+      }
+    };
+    for (const Value* v : model_->graph->initializers()) settle(v);
+    for (const Value* v : model_->graph->sparseInitializers()) settle(v);
+  }
+
+  /// The value of initializer v of the main graph: its bytes in place, or an aligned copy (made
+  /// once, when first asked for at prepare); sparse ones densified.
+  const RtValue& initValue(const Value* v) const {
+    auto it = inits_.find(v);
+    if (it != inits_.end()) return it->second;
+    if (released_.count(v))  // every reader packed it: nothing may ask for it again
+      fail(ErrorKind::Internal, "cpu executor: initializer '{}' was asked for after its readers packed it", v->name());
+    return inits_.emplace(v, runtimeInitializer(v)).first->second;
   }
 
   // ---- executor fusions: several nodes become one step of a fast kernel ----
@@ -691,7 +929,7 @@ class Specialization {
         sl.type->numElements() != 1)
       return std::nullopt;
     float f;
-    std::memcpy(&f, ref_->initializer(sl.value).tensor->raw.data(), sizeof f);
+    std::memcpy(&f, initValue(sl.value).tensor->raw.data(), sizeof f);
     return f;
   }
 
@@ -757,7 +995,7 @@ class Specialization {
         sl.type->numElements() != n)
       return std::nullopt;
     std::vector<float> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), ref_->initializer(sl.value).tensor->raw.data(), v.size() * sizeof(float));
+    std::memcpy(v.data(), initValue(sl.value).tensor->raw.data(), v.size() * sizeof(float));
     return v;
   }
 
@@ -852,7 +1090,7 @@ class Specialization {
           if (bs && bs->type && bs->type->dtype == DType::Float && bs->value->initializer() && !bs->value->isGraphInput() &&
               !outDims.empty() && bs->type->numElements() == outDims.back() &&
               slots_[static_cast<size_t>(steps_[static_cast<size_t>(add)].out[0])].type->dims == outDims) {
-            const Tensor& t = *ref_->initializer(bs->value).tensor;
+            const Tensor& t = *initValue(bs->value).tensor;
             std::vector<float> bias(static_cast<size_t>(outDims.back()));
             std::memcpy(bias.data(), t.raw.data(), bias.size() * sizeof(float));
             if (st.kernel->fuseBias(bias.data(), static_cast<int64_t>(bias.size()))) {
@@ -1027,6 +1265,13 @@ class Specialization {
   int graphOptLevel_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<RefNodeRunner> ref_;
+  /// Main-graph initializer values (initValue); after prepare, those runs read. Only prepare
+  /// adds or removes entries (runs read them, several at once).
+  mutable std::unordered_map<const Value*, RtValue> inits_;
+  std::unordered_map<const Value*, size_t> consumedUses_;  ///< readers of a weight that packed it
+  std::unordered_set<const Value*> released_;               ///< initializers whose bytes the plan let go
+  cpu::ThreadPool* pool_ = nullptr;  ///< the plan's pool while the constructor runs (kernels made side by side)
+  std::unordered_map<const Node*, KernelJob> precreated_;  ///< kernels made before planNode asks (precreateKernels)
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;
@@ -1222,8 +1467,7 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
                                          std::mt19937_64& rng, cpu::ThreadPool* pool, RunProfile* profile) const {
   RunState state(*this, rng, pool);
   const Graph& g = *model_->graph;
-  for (Value* v : g.initializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
-  for (Value* v : g.sparseInitializers()) state.setHeld(slotOf_.at(v), ref_->initializer(v));
+  for (const auto& [v, rv] : inits_) state.setHeld(slotOf_.at(v), rv);
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     auto it = inputs.find(original.inputs()[i].value->name());
     if (it != inputs.end()) state.setHeld(inputSlots_[i], alignedInput(it->second));
@@ -1278,7 +1522,7 @@ std::shared_ptr<const CpuBody::Entry> CpuBody::entry(const Key& key) const {
       ins[i].typeOverride.reset();
       dims[ins[i].value->name()] = key[i].second;
     }
-    e->plan = std::make_shared<const Specialization>(*e->model, dims, threads_, graphOptLevel_);
+    e->plan = std::make_shared<const Specialization>(*e->model, dims, threads_, graphOptLevel_, nullptr);  // planned mid-run: kernels made inline
     if (spdlog::should_log(spdlog::level::debug))
       spdlog::debug("cpu executor: body '{}' planned in {:.2f} ms: {}", body_.name,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), e->plan->describe());
@@ -1333,7 +1577,7 @@ class CpuPlan : public Plan {
     // Either way, a node without a kernel fails now, as on ref: the reference machinery
     // resolves every node when it is built.
     if (allStatic) specialization(dims);
-    else RefNodeRunner check(m);
+    else RefNodeRunner check(m, false);
   }
 
   std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override { return runImpl(inputs, nullptr); }
@@ -1371,7 +1615,7 @@ class CpuPlan : public Plan {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(dims);
     if (it != cache_.end()) return it->second;
-    auto sp = std::make_shared<const Specialization>(model_, dims, threads_, graphOptLevel_);
+    auto sp = std::make_shared<const Specialization>(model_, dims, threads_, graphOptLevel_, pool_.get());
     cache_.emplace(dims, sp);
     return sp;
   }

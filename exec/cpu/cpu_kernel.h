@@ -51,8 +51,9 @@ struct FusedEpilogue {
 };
 
 /// What a kernel is created from. `inputs`/`outputs` hold nullptr for omitted values; every
-/// present one has a concrete type (outputs of OutputReuse::Dynamic kernels: nullptr). `constants[i]` is input i's constant value (an
-/// initializer), else nullptr.
+/// present one has a concrete type (outputs of OutputReuse::Dynamic kernels: nullptr).
+/// `constants[i]` is input i's constant value (an initializer), else nullptr; its bytes are
+/// aligned to 16 unless the kernel's def says `unalignedConstants`.
 struct CpuNodeInfo {
   const Node* node = nullptr;
   int64_t opset = 0;        ///< opset of the node's domain imported by the model
@@ -112,6 +113,20 @@ class CpuKernel {
   /// everything else. Return false when this kernel cannot (the nodes then stay apart).
   virtual bool fuseBias(const float* bias, int64_t n) { return false; }
   virtual bool fuseActivation(VecUnary act) { return false; }
+  /// Whether compute() reads input i (its pointer in CpuComputeArgs::inputs). False only for a
+  /// constant input the kernel copied (packed) at creation and keeps no pointer into: the plan
+  /// then releases the initializer's bytes (and passes nullptr for it).
+  virtual bool readsInput(size_t i) const {
+    (void)i;
+    return true;
+  }
+  /// Whether compute() reads input i with memcpy-safe accesses only (bytes at any address): an
+  /// initializer read at run time is then given in place, where the model file put it, instead
+  /// of as an aligned copy (an embedding table: only the rows gathered are ever paged in).
+  virtual bool readsInputUnaligned(size_t i) const {
+    (void)i;
+    return false;
+  }
 };
 
 /// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.
@@ -134,6 +149,10 @@ struct CpuKernelDef {
   OutputReuse reuse;
   /// The kernel for this node, with its constant inputs prepacked; nullptr to decline.
   std::unique_ptr<CpuKernel> (*create)(const CpuNodeInfo& info);
+  /// create() reads CpuNodeInfo::constants with memcpy-safe accesses only (bytes at any
+  /// address): the plan then gives it the model's own initializer bytes, with no aligned copy.
+  /// Otherwise (the default) every constant's bytes are aligned to 16.
+  bool unalignedConstants = false;
 };
 
 /// The fast kernels of this build (cpu_kernels.cpp), in lookup order.

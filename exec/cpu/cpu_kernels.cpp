@@ -13,13 +13,13 @@ constexpr int kLast = 1 << 20;  // "every later version": bumped when a new sche
 // Binary elementwise ops before version 7 had their own `broadcast`/`axis` attributes: left to
 // the reference kernels. DType::Undefined on a view means any element type.
 constexpr CpuKernelDef kKernels[] = {
-    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul},
-    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm},
+    {"", "MatMul", 1, kLast, DType::Float, "cpu.matmul.f32", OutputReuse::None, createMatMul, true},
+    {"", "Gemm", 7, kLast, DType::Float, "cpu.gemm.f32", OutputReuse::None, createGemm, true},
     {"", "Cast", 6, kLast, DType::Float16, "cpu.cast.f16.f32", OutputReuse::None, createCast},
     {"", "Cast", 6, kLast, DType::BFloat16, "cpu.cast.bf16.f32", OutputReuse::None, createCast},
     {"", "Cast", 6, kLast, DType::Float, "cpu.cast.f32.half", OutputReuse::None, createCast},
     {"com.microsoft", "MatMulNBits", 1, kLast, DType::Float, "cpu.ms.matmulnbits.f32", OutputReuse::None, createMatMulNBits},
-    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast},
+    {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast, true},
     {"", "ConvTranspose", 1, kLast, DType::Float, "cpu.convtranspose.f32", OutputReuse::None, createConvTranspose},
     {"", "Add", 7, kLast, DType::Float, "cpu.add.f32", OutputReuse::InPlace, createAdd},
     {"", "Sub", 7, kLast, DType::Float, "cpu.sub.f32", OutputReuse::InPlace, createSub},
@@ -49,7 +49,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "LayerNormalization", 17, kLast, DType::Float, "cpu.layernorm.f32", OutputReuse::InPlace, createLayerNorm},
     {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
     {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
-    {"", "Gather", 1, kLast, DType::Undefined, "cpu.gather.copy", OutputReuse::None, createGather},
+    {"", "Gather", 1, kLast, DType::Undefined, "cpu.gather.copy", OutputReuse::None, createGather, true},
     {"", "Slice", 1, kLast, DType::Undefined, "cpu.slice.copy", OutputReuse::None, createSlice},
     {"", "Concat", 4, kLast, DType::Undefined, "cpu.concat.copy", OutputReuse::None, createConcat},
     {"", "Split", 2, kLast, DType::Undefined, "cpu.split.copy", OutputReuse::None, createSplit},

@@ -42,7 +42,7 @@ void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc
         for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * nr + cols, d + kk * nr + nr, 0.f);
       for (int64_t jj = 0; jj < cols; ++jj) {
         const float* s = b + (j + jj) * ldb + k0;
-        for (int64_t kk = 0; kk < kc; ++kk) d[kk * nr + jj] = s[kk];
+        for (int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr + jj, s + kk, sizeof(float));  // s: any address
       }
     }
   }
@@ -211,18 +211,14 @@ int64_t gemmKc(int64_t k, int64_t kcMax) {
   return ceilDiv(k, blocks);
 }
 
-void PackedB::Free::operator()(float* p) const { std::free(p); }
-
 PackedB::PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax)
     : nr_(nr), k_(k), n_(n), kc_(gemmKc(k, kcMax)), panels_(ceilDiv(n, nr)) {
   size_ = std::max<int64_t>(1, k * panels_ * nr);
-  const size_t bytes = static_cast<size_t>(roundUp(size_ * static_cast<int64_t>(sizeof(float)), 64));
-  data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-  if (!data_) throw std::bad_alloc();
+  data_.resize(static_cast<size_t>(size_));  // every element is written below
   const int64_t kBlocks = k == 0 ? 0 : ceilDiv(k, kc_);
   for (int64_t pb = 0; pb < kBlocks; ++pb) {
     const int64_t k0 = pb * kc_;
-    packBBlock(b, ldb, transB, k0, std::min(kc_, k - k0), 0, n, nr, data_.get() + k0 * panels_ * nr);
+    packBBlock(b, ldb, transB, k0, std::min(kc_, k - k0), 0, n, nr, data_.data() + k0 * panels_ * nr);
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
+#include "exec/cpu/prefaulted.h"
 #include "exec/cpu/thread_pool.h"
 #include "exec/cpu/vec.h"
 
@@ -47,7 +48,8 @@ int64_t gemmKc(int64_t k, int64_t kcMax);
 class PackedB {
  public:
   /// Packs op(B) [k, n] of B (row-major, leading dimension ldb; transB: B is [n, k]) for the
-  /// panels of `nr` columns and K blocks of gemmKc(k, kcMax).
+  /// panels of `nr` columns and K blocks of gemmKc(k, kcMax). B's floats are read with memcpy:
+  /// `b` may sit at any address (a model file's bytes).
   PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n, int nr, int64_t kcMax);
   int nr() const { return nr_; }
   int64_t k() const { return k_; }
@@ -55,17 +57,15 @@ class PackedB {
   int64_t kc() const { return kc_; }
   /// Panel jp of K block p (its depth: min(kc, k - p * kc)).
   const float* panel(int64_t p, int64_t jp) const {
-    return data_.get() + p * kc_ * panels_ * nr_ + jp * std::min(kc_, k_ - p * kc_) * nr_;
+    return data_.data() + p * kc_ * panels_ * nr_ + jp * std::min(kc_, k_ - p * kc_) * nr_;
   }
   size_t bytes() const { return static_cast<size_t>(size_) * sizeof(float); }
 
  private:
-  struct Free {
-    void operator()(float* p) const;
-  };
+
   int nr_;
   int64_t k_, n_, kc_, panels_, size_ = 0;
-  std::unique_ptr<float[], Free> data_;
+  PackedFloats data_;
 };
 
 /// The epilogue of a GEMM, in the order applied: + C's prior contents (accumulateC: the caller

@@ -22,6 +22,7 @@
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/prefaulted.h"
 
 namespace onnxtool::cpu {
 
@@ -86,7 +87,7 @@ class PackedConvKernel : public CpuKernel {
     nc_ = std::max<int64_t>(mk.nr, (131072 / std::max<int64_t>(kc_, 1)) / mk.nr * mk.nr);
     nc_ = std::min(nc_, roundUp(std::max<int64_t>(pix_, 1), mk.nr));
     // W_g[mg, K] -> panels[group][mPanels][K][MR], rows past mg zero.
-    packedW_.assign(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr), 0.f);
+    packedW_.resize(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr));  // zeros (prefaulted.h)
     for (int64_t grp = 0; grp < g.group; ++grp)
       for (int64_t r = 0; r < mg_; ++r) {
         const float* src = weights + (grp * mg_ + r) * kdim_;
@@ -116,6 +117,8 @@ class PackedConvKernel : public CpuKernel {
 
   double flops() const override { return 2.0 * g_.n * g_.m * kdim_ * pix_; }
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
+  /// The weights (input 1) were packed at creation; the bias too when folded into ownBias.
+  bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias.empty()); }
   std::string variant() const override { return variant_; }
 
   /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
@@ -236,7 +239,7 @@ class PackedConvKernel : public CpuKernel {
   int threads_;
   bool pointwise_ = false;
   int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
-  std::vector<float> packedW_;
+  PackedFloats packedW_;
 };
 
 /// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a
@@ -263,6 +266,8 @@ class DepthwiseConvKernel : public CpuKernel {
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
+  /// The weights (input 1) were packed at creation; the bias too when folded into ownBias.
+  bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias.empty()); }
   std::string variant() const override { return variant_; }
 
   /// Planes (image, channel) [begin, end); `padded` holds planeFloats_ floats.

@@ -107,6 +107,7 @@ class MatMulKernel : public CpuKernel {
     gemm(cfg_, p, args.pool, threads_, static_cast<float*>(args.workspace));
   }
   double flops() const override { return 2.0 * static_cast<double>(aOff_.size()) * m_ * n_ * k_; }
+  bool readsInput(size_t i) const override { return i != 1 || !packed_; }  // a constant B is packed
   bool fuseBias(const float* bias, int64_t n) override {
     if (!fused_.bias.empty() || fused_.act != VecUnary::Count || n != n_) return false;
     fused_.bias.assign(bias, bias + n);
@@ -151,14 +152,13 @@ std::vector<float> constantFloats(const Tensor* t, int64_t n) {
   return v;
 }
 
-/// The floats of a constant tensor of `n` elements, read in place when its bytes are aligned
-/// (the executor views initializers so too), else copied into `copy`; nullptr when `t` is not a
-/// float tensor of n elements or n is 0.
-const float* constantView(const Tensor* t, int64_t n, std::vector<float>& copy) {
+/// The floats of a constant tensor of `n` elements for PackedB, in place at whatever address
+/// they are (a model file's bytes may sit anywhere: PackedB reads them with memcpy, so MatMul
+/// and Gemm take unalignedConstants); nullptr when `t` is not a float tensor of n elements or n
+/// is 0.
+const float* constantForPacking(const Tensor* t, int64_t n) {
   if (!t || n == 0 || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return nullptr;
-  if (reinterpret_cast<uintptr_t>(t->raw.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(t->raw.data());
-  copy = constantFloats(t, n);
-  return copy.data();
+  return reinterpret_cast<const float*>(t->raw.data());
 }
 
 }  // namespace
@@ -174,10 +174,9 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   int64_t batches = 1;
   for (size_t i = 0; i < batchRank; ++i) batches *= y[i];
   if (b.size() == 2) {
-    std::vector<float> copy;
     const float* constB = nullptr;
     if (info.constants.size() > 1 && info.constants[1]) {
-      constB = constantView(info.constants[1], k * n, copy);
+      constB = constantForPacking(info.constants[1], k * n);
       if (!constB && k * n > 0) return nullptr;
     }
     return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, constB, info.threads);
@@ -331,6 +330,8 @@ class GemmKernel : public CpuKernel {
     gemm(cfg_, p, args.pool, threads_, ws);
   }
   double flops() const override { return 2.0 * m_ * n_ * k_; }
+  /// A constant B is packed, a constant C folded into the kernel's own vectors.
+  bool readsInput(size_t i) const override { return (i != 1 || !packed_) && (i != 2 || !constC_); }
   bool fuseBias(const float* bias, int64_t n) override {
     // Only where C is absent or a constant along N (the bias then adds to it).
     if (!fused_.bias.empty() || fused_.act != VecUnary::Count || n != n_) return false;
@@ -411,10 +412,9 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
     if (cDims.size() == 2 && !((cDims[0] == 1 || cDims[0] == m) && (cDims[1] == 1 || cDims[1] == n2))) return nullptr;
     if (cDims.size() == 1 && !(cDims[0] == 1 || cDims[0] == n2)) return nullptr;
   }
-  std::vector<float> copy;
   const float* constB = nullptr;
   if (info.constants.size() > 1 && info.constants[1]) {
-    constB = constantView(info.constants[1], k * n2, copy);
+    constB = constantForPacking(info.constants[1], k * n2);
     if (!constB && k * n2 > 0) return nullptr;
   }
   const Tensor* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;

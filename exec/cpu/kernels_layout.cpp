@@ -127,6 +127,7 @@ class GatherKernel : public CpuKernel {
         std::memcpy(y + static_cast<size_t>(o * count_ + j) * rowBytes_,
                     x + static_cast<size_t>(o * dim_ + index(j)) * rowBytes_, rowBytes_);
   }
+  bool readsInputUnaligned(size_t i) const override { return i == 0; }  // rows copied by memcpy
 
  private:
   const Node& node_;

@@ -24,6 +24,7 @@
 #include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_winograd.h"
 #include "exec/cpu/cpu_kernel.h"
+#include "exec/cpu/prefaulted.h"
 
 namespace onnxtool::cpu {
 
@@ -74,7 +75,7 @@ class WinogradConvKernel : public CpuKernel {
     // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero; one row panel at a time through
     // `t` ([c][row][xi], in cache), so that the stores into U run in order (scattered ones made
     // this transform a third of ResNet-50's prepare).
-    u_.assign(static_cast<size_t>(36 * kpad_ * g.c), 0.f);
+    u_.resize(static_cast<size_t>(36 * kpad_ * g.c));  // zeros (prefaulted.h)
     std::vector<float> t(static_cast<size_t>(g.c * mr * 36));
     for (int64_t kp = 0; kp < kPanels_; ++kp) {
       const int64_t rows = std::min<int64_t>(mr, g.m - kp * mr);
@@ -117,6 +118,10 @@ class WinogradConvKernel : public CpuKernel {
   }
 
   double flops() const override { return 2.0 * g_.n * g_.m * g_.c * 9 * g_.oh * g_.ow; }
+  /// The direct fallback reads the weights' own bytes (rawWeights_: input 1 as the plan's model
+  /// holds it, cpu.conv taking unalignedConstants) with memcpy: the plan keeps them, in place.
+  bool readsInput(size_t i) const override { return i != 2 || ownBias_.empty(); }
+  bool readsInputUnaligned(size_t i) const override { return i == 1; }
   std::string variant() const override { return variant_; }
 
  private:
@@ -279,7 +284,7 @@ class WinogradConvKernel : public CpuKernel {
   int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tbTile_, tbPhase_, tcols_;
   const uint8_t* rawWeights_;  ///< the initializer's bytes (the direct fallback's weights)
   std::vector<float> scale_;    ///< a folded BatchNormalization's per-channel scale, or empty
-  std::vector<float> u_;
+  PackedFloats u_;
 };
 
 }  // namespace

@@ -159,6 +159,8 @@ void checkAttributeTensors(const std::vector<Attribute>& attrs, const std::strin
 
 }  // namespace
 
+RtValue runtimeInitializer(const Value* v) { return initializerValue(v); }
+
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();
   const std::string& name = e.value->name();
@@ -194,7 +196,7 @@ void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
 
 class RefNodeRunner::Impl {
  public:
-  explicit Impl(const Model& m) : model_(m) {
+  Impl(const Model& m, bool mainGraphInitializers) : model_(m), mainGraphInitializers_(mainGraphInitializers) {
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     // Resolve every kernel now so that an unsupported op fails before running.
     resolveGraph(*m.graph, nullptr);
@@ -267,8 +269,10 @@ class RefNodeRunner::Impl {
       checkModelSparse(*v->sparseInitializer(), fmt::format("sparse initializer '{}'", v->name()));
     // Made once here (aligned copies, densified sparse tensors), so runs only read them and
     // several threads may run at once.
-    for (Value* v : g.initializers()) initCache_.emplace(v, initializerValue(v));
-    for (Value* v : g.sparseInitializers()) initCache_.emplace(v, initializerValue(v));
+    if (mainGraphInitializers_ || &g != model_.graph.get()) {
+      for (Value* v : g.initializers()) initCache_.emplace(v, initializerValue(v));
+      for (Value* v : g.sparseInitializers()) initCache_.emplace(v, initializerValue(v));
+    }
     for (const Node* n : p.sched.nodes) {
       int64_t opset = opsetFor(*n, within);
       p.opsets.push_back(opset);
@@ -368,13 +372,14 @@ class RefNodeRunner::Impl {
   const RtValue& cachedInitializer(const Value* v) const { return initCache_.at(v); }
 
   const Model& model_;
+  bool mainGraphInitializers_;
   std::unordered_map<const Value*, RtValue> initCache_;
   std::unordered_map<const Graph*, Prepared> prepared_;
 };
 
-RefNodeRunner::RefNodeRunner(const Model& model) {
+RefNodeRunner::RefNodeRunner(const Model& model, bool mainGraphInitializers) {
   registerRefKernels();
-  impl_ = std::make_unique<Impl>(model);
+  impl_ = std::make_unique<Impl>(model, mainGraphInitializers);
 }
 RefNodeRunner::~RefNodeRunner() = default;
 
@@ -394,7 +399,7 @@ namespace {
 
 class RefPlan : public Plan {
  public:
-  RefPlan(const Model& m, const PrepareOptions& o) : impl_(m) {
+  RefPlan(const Model& m, const PrepareOptions& o) : impl_(m, true) {
     if (o.seed) rng_.seed(*o.seed);
     else rng_.seed(std::random_device{}());
   }

@@ -28,7 +28,9 @@ class RefNodeRunner {
   /// Values of the enclosing graph a body reads (outer scope), or nullptr when unknown.
   using OuterLookup = std::function<const RtValue*(const Value*)>;
 
-  explicit RefNodeRunner(const Model& model);
+  /// `mainGraphInitializers` false: the caller keeps the main graph's initializer values itself
+  /// (`cpu`), so none are made here and initializer() knows only those of subgraphs.
+  explicit RefNodeRunner(const Model& model, bool mainGraphInitializers = true);
   ~RefNodeRunner();
   RefNodeRunner(const RefNodeRunner&) = delete;
   RefNodeRunner& operator=(const RefNodeRunner&) = delete;
@@ -47,6 +49,11 @@ class RefNodeRunner {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+/// The run-time value of initializer `v` (dense or sparse): its tensor viewed in place when its
+/// bytes are aligned for the kernels, else an aligned copy (the mapped file pages it replaces are
+/// dropped); sparse initializers densified.
+RtValue runtimeInitializer(const Value* v);
 
 /// Checks a run-time value given for graph input `e` (kind, element type, rank and static dims,
 /// data size); throws Error(InvalidInput) naming the input.

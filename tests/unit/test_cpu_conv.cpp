@@ -88,7 +88,8 @@ struct Builder {
   void output(const std::string& name) { m->graph->addOutput(vals.at(name)); }
 };
 
-/// Runs on ref and on cpu at 1 and 2 threads: outputs equal within rtol/atol (NaN equals NaN);
+/// Runs on ref and on cpu at 1 and 2 threads: outputs equal within rtol/atol (NaN equals NaN),
+/// the same kernels and fusions at both (at 2 the plan creates kernels side by side on its pool);
 /// returns the kernel names that ran on cpu (at 1 thread).
 std::vector<std::string> checkAgainstRef(const Model& m, const std::map<std::string, RtValue>& feeds, double rtol = 1e-4,
                                          double atol = 1e-4) {
@@ -107,8 +108,10 @@ std::vector<std::string> checkAgainstRef(const Model& m, const std::map<std::str
       INFO("threads " << threads << ": " << r.message);
       CHECK(r.ok);
     }
-    if (threads == 1)
-      for (const auto& n : prof.nodes) kernels.push_back(n.kernel + (n.fallback ? " (fallback)" : ""));
+    std::vector<std::string> ran;
+    for (const auto& n : prof.nodes) ran.push_back(n.kernel + (n.fallback ? " (fallback)" : ""));
+    if (threads == 1) kernels = ran;
+    else CHECK(ran == kernels);
   }
   return kernels;
 }

@@ -232,3 +232,20 @@ TEST_CASE("gemm: NaN and Inf propagate through the packed kernels", "[cpu][gemm]
       }
   }
 }
+
+TEST_CASE("PackedFloats: fresh buffers are zero and 64-byte aligned, small or mapped, and keep what is written", "[cpu][gemm]") {
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{300000}, size_t{700000}}) {  // below and above the 1 MiB mapping size
+    INFO("n = " << n);
+    for (int round = 0; round < 2; ++round) {  // the second gets memory the first gave back
+      PackedFloats v;
+      v.resize(n);
+      CHECK(reinterpret_cast<uintptr_t>(v.data()) % 64 == 0);
+      size_t nonzero = 0;
+      for (float x : v) nonzero += x != 0.f;
+      CHECK(nonzero == 0);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 7) + 1.f;
+      PackedFloats moved = std::move(v);
+      CHECK(moved[n - 1] == static_cast<float>((n - 1) % 7) + 1.f);
+    }
+  }
+}

@@ -666,6 +666,84 @@ TEST_CASE("cpu prepare and run leave the caller's model untouched", "[cpu][plan]
   CHECK(m->graph->inputs()[0].type().shape.dims[0].isParam());
 }
 
+TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run kept, the caller's model intact",
+          "[cpu][plan]") {
+  // W1 is read by a packing MatMul only (the plan drops its bytes), W2 also by a fast Transpose
+  // and W3 also by a reference fallback (ReduceSum) at run time: both must stay, as must W4, read
+  // by a fallback only (never asked for while kernels were made); W5 is a transposed Gemm B,
+  // packed and dropped too; W6 is an embedding table read in place by Gather. Every weight
+  // sits at an odd address, as a model file's bytes may (the plan reads aligned copies).
+  auto m = std::make_unique<Model>();
+  m->irVersion = 8;
+  m->opsetImports = {{"", 17, {}}};
+  m->graph = std::make_unique<Graph>();
+  Graph* g = m->graph.get();
+  Value* x = g->createValue("x");
+  TypeInfo ti;
+  ti.kind = TypeInfo::Kind::Tensor;
+  ti.elemType = static_cast<int32_t>(DType::Float);
+  ti.shape.hasRank = true;
+  ti.shape.dims = {Dim::ofValue(5), Dim::ofValue(8)};
+  x->setType(ti);
+  g->addInput(x);
+  std::mt19937 rng(11);
+  std::vector<std::vector<uint8_t>> before;
+  std::vector<const uint8_t*> where;
+  Value* w[6];
+  for (int i = 0; i < 6; ++i) {
+    Tensor t = randomTensor(i == 4 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}, rng);
+    t.name = "W" + std::to_string(i + 1);
+    auto owner = std::make_shared<std::string>(t.raw.size() + 1, '\0');
+    std::memcpy(owner->data() + 1, t.raw.data(), t.raw.size());
+    t.setRaw(Buffer::borrow(owner, reinterpret_cast<const uint8_t*>(owner->data()) + 1, t.raw.size()));
+    REQUIRE_FALSE(t.raw.isAligned(4));
+    before.emplace_back(t.raw.data(), t.raw.data() + t.raw.size());
+    where.push_back(t.raw.data());
+    w[i] = g->addInitializer(std::move(t));
+  }
+  for (int i = 0; i < 3; ++i) g->addOutput(g->addNode("MatMul", {x, w[i]}, {"mm" + std::to_string(i + 1)})->output(0));
+  g->addOutput(g->addNode("Transpose", {w[1]}, {"t2"})->output(0));
+  g->addOutput(g->addNode("ReduceSum", {w[2]}, {"s3"})->output(0));
+  g->addOutput(g->addNode("ReduceSum", {w[3]}, {"s4"})->output(0));
+  Node* gemm = g->addNode("Gemm", {x, w[4]}, {"g5"});
+  gemm->setAttr(Attribute::ofInt("transB", 1));
+  g->addOutput(gemm->output(0));
+  Value* ids = g->createValue("ids");
+  TypeInfo it;
+  it.kind = TypeInfo::Kind::Tensor;
+  it.elemType = static_cast<int32_t>(DType::Int64);
+  it.shape.hasRank = true;
+  it.shape.dims = {Dim::ofValue(3)};
+  ids->setType(it);
+  g->addInput(ids);
+  g->addOutput(g->addNode("Gather", {w[5], ids}, {"emb"})->output(0));
+  std::mt19937 frng(5);
+  std::map<std::string, RtValue> feeds{{"x", RtValue::ofTensor(randomTensor({5, 8}, frng))},
+                                       {"ids", RtValue::ofTensor(i64({3}, {7, 0, -1}))}};
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int level : {0, 3}) {
+    INFO("-O" << level);
+    PrepareOptions po;
+    po.graphOptLevel = level;
+    po.threads = 1;
+    auto plan = makeExecutor("cpu")->prepare(*m, po);
+    for (int run = 0; run < 2; ++run) {
+      RunProfile prof;
+      expectSame(plan->runProfiled(feeds, prof), want);
+      size_t fallbacks = 0;
+      for (const NodeRun& r : prof.nodes) fallbacks += r.fallback;
+      CHECK(fallbacks == 2);  // the ReduceSums (graph outputs: never folded)
+    }
+    for (int i = 0; i < 6; ++i) {  // the caller's weights: the same bytes at the same place
+      const Tensor& t = *w[i]->initializer();
+      CHECK(t.raw.data() == where[static_cast<size_t>(i)]);
+      CHECK(std::vector<uint8_t>(t.raw.data(), t.raw.data() + t.raw.size()) == before[static_cast<size_t>(i)]);
+    }
+  }
+  // the ref executor (and a second plan) still read the caller's model as it was
+  expectSame(makeExecutor("cpu")->prepare(*m, rawGraph())->run(feeds), want);
+}
+
 TEST_CASE("cloneModel copies graphs and shares weight bytes", "[ir]") {
   auto m = chainModel();
   auto c = cloneModel(*m);

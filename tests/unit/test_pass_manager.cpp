@@ -200,6 +200,30 @@ TEST_CASE("dedupe-initializers and eliminate-unused-initializers", "[passes]") {
   CHECK(n2->input(1) == a);
 }
 
+TEST_CASE("dedupe-initializers compares big tensors in full, not only their sampled bytes", "[passes]") {
+  // The fingerprint reads the start, middle and end of a tensor: tensors equal there but not
+  // elsewhere must stay apart, and equal ones must merge.
+  auto m = newModel();
+  Graph& g = *m->graph;
+  Value* x = input(g, "x", {1000});
+  std::vector<float> base(1000);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<float>(i);
+  std::vector<float> other = base;
+  other[250] = -1.f;  // outside the sampled windows (bytes 0-127, 1936-2063, 3872-3999)
+  Value* a = g.addInitializer(Tensor::fromFloats("a", {1000}, base));
+  Value* b = g.addInitializer(Tensor::fromFloats("b", {1000}, other));
+  Value* c = g.addInitializer(Tensor::fromFloats("c", {1000}, base));
+  Node* n1 = g.addNode("Add", {x, a}, {"t1"});
+  Node* n2 = g.addNode("Add", {n1->output(0), b}, {"t2"});
+  Node* n3 = g.addNode("Add", {n2->output(0), c}, {"y"});
+  g.addOutput(n3->output(0));
+  runPipeline(*m, parsePipeline("dedupe-initializers,eliminate-unused-initializers"));
+  CHECK(g.initializers().size() == 2);
+  CHECK(n1->input(1) == a);
+  CHECK(n2->input(1) == b);
+  CHECK(n3->input(1) == a);
+}
+
 TEST_CASE("bisect stops after N rewrites and disable skips a pass", "[passes]") {
   auto build = [] {
     auto m = newModel();
