@@ -87,7 +87,8 @@ QuantScheme schemeOf(const QuantizeOptions& o) {
       if (op != "MatMul" && op != "Gemm" && op != "Gather")
         fail(ErrorKind::InvalidInput, "--op-types {}: not an op --int4 quantizes (MatMul, Gemm, Gather)", op);
   if (o.symmetric && !o.int4) fail(ErrorKind::InvalidInput, "--symmetric applies to --int4 (--int8 weights are symmetric; see --symmetric-activations)");
-  if (o.smoothQuant && !o.isStatic) fail(ErrorKind::InvalidInput, "--smooth-quant needs --static (it is calibrated)");
+  if (o.smoothQuant && !o.isStatic && o.calibration.empty())
+    fail(ErrorKind::InvalidInput, "--smooth-quant is calibrated: it needs --static, or --dynamic with --calibration DATA");
   QuantRequest r;
   r.target = o.target == "ort" ? QuantTarget::Ort : o.target == "trt" ? QuantTarget::Trt : QuantTarget::Generic;
   r.dynamic = o.dynamic;
@@ -260,7 +261,8 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput, "--block-size {}: expected a power of 2, 16 or more", o.blockSize);
   if (o.isStatic && o.calibration.empty())
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
-  if (!o.isStatic && !o.calibration.empty()) fail(ErrorKind::InvalidInput, "--calibration applies to --static");
+  if (!o.isStatic && !o.calibration.empty() && !(o.dynamic && o.smoothQuant))
+    fail(ErrorKind::InvalidInput, "--calibration applies to --static, and to --dynamic with --smooth-quant");
   if (!o.isStatic && o.format == "qoperator")
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
@@ -368,6 +370,10 @@ int runQuantize(const QuantizeOptions& o) {
     r = quantizeInt4(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
   } else {
+    if (o.smoothQuant) {  // only where a LayerNormalization writes the activation (see smooth_quant.h)
+      auto samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
+      smooth = smoothQuant(*model, samples, o.alpha, scheme, o.minElements, /*normOutputsOnly=*/true);
+    }
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
     qo.scheme = scheme;
@@ -461,8 +467,8 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "Static quantization in the QDQ format: QuantizeLinear/DequantizeLinear around the activations "
                 "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel (opset 13+)");
   sub->add_option("--calibration", o->calibration,
-                  "With --static: a folder of test_data_set_*/input_*.pb or of .npz files (a sample each), or one .npz "
-                  "whose arrays have a leading sample axis")
+                  "With --static (or --dynamic --smooth-quant): a folder of test_data_set_*/input_*.pb or of .npz files "
+                  "(a sample each), or one .npz whose arrays have a leading sample axis")
       ->type_name("DATA");
   sub->add_option("--calibration-samples", o->calibrationSamples, "Use at most N calibration samples (default: all)")
       ->check(nonNegative());
@@ -523,7 +529,8 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->check(CLI::IsMember({"generic", "ort", "trt"}));
   sub->add_flag("--smooth-quant", o->smoothQuant,
                 "With --static: migrate activation outliers into the weights first (per input channel j, "
-                "s_j = max|X_j|^alpha / max|W_j|^(1-alpha), folded into LayerNormalization or an explicit Mul)");
+                "s_j = max|X_j|^alpha / max|W_j|^(1-alpha), folded into LayerNormalization or an explicit Mul); with "
+                "--dynamic --calibration DATA: the same for the activations LayerNormalization writes");
   sub->add_option("--alpha", o->alpha, "With --smooth-quant: the migration strength in [0, 1] (default 0.5)")
       ->check(CLI::Range(0.0, 1.0));
   // --fp16/--bf16 and the accuracy report.

@@ -54,7 +54,7 @@ void weightRowMax(const Layer& l, std::vector<double>& out) {
 }  // namespace
 
 SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::string, RtValue>>& samples, double alpha,
-                              const QuantScheme& scheme, int64_t minElements) {
+                              const QuantScheme& scheme, int64_t minElements, bool normOutputsOnly) {
   SmoothQuantReport report;
   if (!(alpha >= 0 && alpha <= 1)) fail(ErrorKind::InvalidInput, "--alpha {}: expected a value in [0, 1]", alpha);
   if (!model.graph) return report;
@@ -73,6 +73,12 @@ SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::stri
     bool cols = gemm && n->attrInt("transB", 0) != 0;
     Value* x = n->input(0);
     if (x->type().isTensor() && x->type().elemType != 0 && x->type().dtype() != DType::Float) continue;
+    if (normOutputsOnly) {
+      const Node* p = x->producer();
+      if (!p || !p->isDomain("") || (p->opType != "LayerNormalization" && p->opType != "RMSNormalization") ||
+          p->output(0) != x)
+        continue;
+    }
     auto& layers = groups[x];
     if (layers.empty()) order.push_back(x);
     layers.push_back({n, w, cols, cols ? w->dims[1] : w->dims[0]});

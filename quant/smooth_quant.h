@@ -32,9 +32,13 @@ struct SmoothQuantReport {
 
 /// Smooths the main graph in place (see above); `samples` feed the per-channel calibration on the
 /// cpu executor. Nodes the scheme leaves float (--op-types, --exclude) and weights with
-/// fewer than `minElements` elements are left as they are. Throws Error(InvalidInput) when alpha
-/// is outside [0, 1].
+/// fewer than `minElements` elements are left as they are. With `normOutputsOnly`, only
+/// activations that a LayerNormalization/RMSNormalization writes are smoothed (the inputs of a
+/// transformer's Q/K/V and first FFN layer, whose outliers sit in the same few channels for every
+/// token, as in the SmoothQuant paper); elsewhere (a GELU output, the attention context) outliers
+/// come from single tokens, which a per-channel factor cannot flatten: it only coarsens the
+/// weights. Throws Error(InvalidInput) when alpha is outside [0, 1].
 SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::string, RtValue>>& samples, double alpha,
-                              const QuantScheme& scheme, int64_t minElements = 16);
+                              const QuantScheme& scheme, int64_t minElements = 16, bool normOutputsOnly = false);
 
 }  // namespace onnxtool

