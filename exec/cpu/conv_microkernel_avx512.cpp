@@ -1,7 +1,8 @@
 // conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
 // conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators (per k step two loads of B and
-// twelve broadcasts of A), or 8 x 32 where it pads the rows less; 4, 2 and 1 rows for skinny
-// GEMMs (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX-512 through
+// twelve broadcasts of A), or 8 x 32 where it pads the rows less; every row count from 1 to 14
+// (28 accumulators) for skinny GEMMs and the pixel-major convolution's panels and their tails
+// (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX-512 through
 // __attribute__((target)) only: called when activeIsa() is Avx512.
 #include "exec/cpu/conv_microkernels.h"
 
@@ -68,7 +69,7 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
     const float* ak = a + k * kMr;
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
       __m512 av = _mm512_set1_ps(ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
@@ -186,11 +187,11 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
 RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
-  if (mr <= 1) return {1, kNr, kernel1x32, Isa::Avx512};
-  if (mr <= 2) return {2, kNr, kernelMx32<2>, Isa::Avx512};
-  if (mr <= 4) return {4, kNr, kernelMx32<4>, Isa::Avx512};
-  if (mr <= 8) return {8, kNr, kernelMx32<8>, Isa::Avx512};
-  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+  static constexpr GemmMicroKernel kByRows[] = {kernel1x32,      kernelMx32<2>,  kernelMx32<3>,  kernelMx32<4>,  kernelMx32<5>,
+                                                kernelMx32<6>,   kernelMx32<7>,  kernelMx32<8>,  kernelMx32<9>,  kernelMx32<10>,
+                                                kernelMx32<11>,  kernelMx32<12>, kernelMx32<13>, kernelMx32<14>};
+  const int rows = mr < 1 ? 1 : mr > 14 ? 14 : mr;
+  return {rows, kNr, kByRows[rows - 1], Isa::Avx512};
 }
 
 #else

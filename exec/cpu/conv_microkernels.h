@@ -49,8 +49,8 @@ GemmMicroKernelInfo gemmMicroKernelPortable();
 /// The micro-kernel of activeIsa() for a matrix of m rows.
 GemmMicroKernelInfo activeGemmMicroKernel(int64_t m = 12);
 /// The kernel of at least `mr` rows (the smallest the path has, up to its largest tile; same NR
-/// as the path's main kernel): 1 (GEMV), 2, 4, then 8/12 (AVX-512) or 6 (AVX2). The portable
-/// path has one 4 x 16 kernel (gemm.cpp).
+/// as the path's main kernel): every count from 1 (GEMV) to 14 on AVX-512, 1 to 6 on AVX2. The
+/// portable path has one 4 x 16 kernel (gemm.cpp).
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr);
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr);
 GemmMicroKernelInfo gemmMicroKernelRowsPortable(int mr);

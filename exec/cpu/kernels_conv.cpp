@@ -4,6 +4,12 @@
 //     the ISA's micro-kernel (conv_microkernels.h); the column matrix is never materialised:
 //     each KC x NC block of it is packed straight from the image into NR-column panels (for a
 //     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
+//   - cpu.conv.f32.gemm.px, the same product transposed for small output maps (pixelMajor()):
+//     Y_g^T[OH*OW, M/g] = X_col^T * W_g^T, rows = output pixels in panels of any count (AVX-512:
+//     14 rows, the tail exact: 49 = 14 + 14 + 14 + 7), columns = output channels in NR panels of
+//     W_g^T packed once (the next panel prefetched while one computes: small maps read each weight
+//     from L3 or memory for few pixels); the product then goes transposed into NCHW through the
+//     epilogue;
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
 //     output rows, vectorised over output pixels;
 //   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
@@ -13,6 +19,7 @@
 // Work is split over output pixels ([begin, end) ranges: the unit a thread pool hands out).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -20,6 +27,7 @@
 
 #include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_microkernels.h"
+#include "exec/cpu/gemm.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 
@@ -69,16 +77,57 @@ GemmMicroKernelInfo activeGemmMicroKernel(int64_t m) {
 
 namespace {
 
+/// The kernel of at least `rows` rows of path `isa` (conv_microkernels.h).
+GemmMicroKernelInfo rowsKernel(Isa isa, int rows) {
+  switch (isa) {
+    case Isa::Avx512: return gemmMicroKernelRowsAvx512(rows);
+    case Isa::Avx2: return gemmMicroKernelRowsAvx2(rows);
+    case Isa::Portable: break;
+  }
+  return gemmMicroKernelRowsPortable(rows);
+}
+
+/// Whether the packed kernel computes a convolution of this geometry pixel-major (rows = output
+/// pixels, columns = output channels) rather than channel-major (`cm`: the channel-major
+/// micro-kernel): where that pads the register tiles less, with the transposing store counted
+/// against it. ONNXTOOL_CONV_LAYOUT=channel|pixel forces one (tests, measurements).
+bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
+  const int64_t mg = g.m / g.group, pix = g.oh * g.ow, k = g.c / g.group * g.kh * g.kw;
+  if (mg == 0 || pix == 0 || k == 0) return false;
+  const char* env = std::getenv("ONNXTOOL_CONV_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "channel") return false;
+  if (mode == "pixel") return true;
+  const GemmMicroKernelInfo pm = rowsKernel(cm.isa, 14);
+  // Cycles per k step of a tile of r rows: r (the FMA ports), but at least 4 when the FMA
+  // latency bounds it (few accumulators); the GEMV kernel interleaves four chains.
+  auto rowsCost = [&](int64_t r) -> double {
+    if (r <= 0) return 0;
+    const int kr = rowsKernel(cm.isa, static_cast<int>(r)).mr;
+    return kr == 1 ? 2.0 : std::max(kr, 4);
+  };
+  const double pixCost = static_cast<double>(pix / pm.mr) * pm.mr + rowsCost(pix % pm.mr);
+  const double pmCost = static_cast<double>(roundUp(mg, pm.nr)) * pixCost * (1.0 + 32.0 / static_cast<double>(k));
+  const double cmCost = static_cast<double>(roundUp(mg, cm.mr)) * static_cast<double>(roundUp(pix, cm.nr));
+  return pmCost < cmCost;
+}
+
 class PackedConvKernel : public CpuKernel {
  public:
-  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, std::string suffix, int threads)
-      : g_(g), ep_(ep), mk_(mk), variant_(".gemm." + std::string(isaName(mk.isa)) + suffix), threads_(std::max(threads, 1)) {
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, std::string suffix,
+                   int threads)
+      : g_(g), ep_(ep), mk_(mk), variant_((pixelMajor ? ".gemm.px." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
+        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
     kdim_ = cg_ * g.kh * g.kw;
     pix_ = g.oh * g.ow;
-    mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
     pointwise_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
+    if (pixelMajor_) {
+      initPixelMajor(weights);
+      return;
+    }
+    mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
     // K blocks of at most ~320, equal sizes; N blocks so that a packed KC x NC block of the
     // column matrix stays in L2 (~512 KiB).
     int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 319) / 320);
@@ -95,16 +144,31 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
-  /// Per thread: the packed KC x NC block and one gathered row of NC pixels.
-  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * (kc_ + 1) * nc_) * sizeof(float); }
+  /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
+  /// packed pixel panels, a gathered row, and the block's transposed product).
+  size_t workspaceBytes() const override {
+    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_)) * sizeof(float);
+  }
 
   /// Threads split the output pixels (in NR multiples) when there are enough of them, else the
-  /// MR-row panels of the weights (each thread then packs the same columns).
+  /// MR-row panels of the weights (each thread then packs the same columns). Pixel-major: the
+  /// channel panels (each thread streams its own part of the weights), unless there are too few
+  /// of them.
   void compute(const CpuComputeArgs& args) const override {
     float* ws = static_cast<float*>(args.workspace);
-    const int64_t wsPart = (kc_ + 1) * nc_;
     // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
     const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
+    if (pixelMajor_) {
+      if (cPanels_ >= 2 * threads || pix_ < 2 * pmMk_.mr * threads) {
+        parallelRanges(args.pool, threads, cPanels_, 1,
+                       [&](int64_t b, int64_t e, int part) { computePixelMajor(args, 0, pix_, b, e, ws + part * pmWsFloats_); });
+      } else {
+        parallelRanges(args.pool, threads, pix_, pmMk_.mr,
+                       [&](int64_t b, int64_t e, int part) { computePixelMajor(args, b, e, 0, cPanels_, ws + part * pmWsFloats_); });
+      }
+      return;
+    }
+    const int64_t wsPart = (kc_ + 1) * nc_;
     if (pix_ >= 4 * mk_.nr * threads || mPanels_ < 2 * threads) {
       parallelRanges(args.pool, threads, pix_, mk_.nr,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
@@ -165,7 +229,138 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
+  /// Pixel-major: output pixels [p0, p1) and channel panels [j0, j1) of every image and group;
+  /// `ws` holds pmWsFloats_ floats.
+  void computePixelMajor(const CpuComputeArgs& args, int64_t p0, int64_t p1, int64_t j0, int64_t j1, float* ws) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int mr = pmMk_.mr, nr = pmMk_.nr;
+    float* packed = ws;
+    float* row = ws + pmPackedFloats_;
+    float* t = row + pmRowFloats_;
+    const int64_t ldt = (j1 - j0) * nr;
+    TileEpilogue te;  // the raw product: the epilogue runs on the transposed store
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+        const PackedB& wt = packedWT_[static_cast<size_t>(grp)];
+        for (int64_t pb = p0; pb < p1; pb += pmBlock_) {
+          const int64_t rows = std::min(pmBlock_, p1 - pb), rPanels = (rows + mr - 1) / mr;
+          const int tailRows = static_cast<int>(rows - (rPanels - 1) * mr);
+          const GemmMicroKernelInfo& tail = pmByRows_[static_cast<size_t>(tailRows - 1)];
+          for (int64_t kb = 0, kbi = 0; kb < kdim_; kb += wt.kc(), ++kbi) {
+            const int64_t kc = std::min(wt.kc(), kdim_ - kb);
+            packPixels(xg, kb, kc, pb, rows, tail.mr, packed, row);
+            te.accumulate = kb > 0;
+            const bool lastK = kb + kc >= kdim_;
+            for (int64_t jp = j0; jp < j1; ++jp) {
+              const float* bPanel = wt.panel(kbi, jp);
+              const int cols = static_cast<int>(std::min<int64_t>(nr, mg_ - jp * nr));
+              // The next weight panel, fetched in slices while this one computes (as gemm.cpp).
+              const float* next = jp + 1 < j1 ? wt.panel(kbi, jp + 1) : !lastK ? wt.panel(kbi + 1, j0) : nullptr;
+              const int64_t nextFloats = jp + 1 < j1 ? kc * nr : !lastK ? std::min(wt.kc(), kdim_ - kb - kc) * nr : 0;
+              const int64_t slice = (((nextFloats + 15) / 16 + rPanels - 1) / rPanels) * 16;
+              for (int64_t ip = 0; ip < rPanels; ++ip) {
+                if (next)
+                  for (int64_t f = ip * slice; f < std::min(nextFloats, (ip + 1) * slice); f += 16) __builtin_prefetch(next + f, 0, 2);
+                const bool isTail = ip == rPanels - 1;
+                const GemmMicroKernelInfo& k = isTail ? tail : pmMk_;
+                k.kernel(kc, packed + ip * mr * kc, bPanel, t + ip * mr * ldt + (jp - j0) * nr, ldt, isTail ? tailRows : mr, cols, te);
+              }
+            }
+          }
+          storeTransposed(t, ldt, rows, j0 * nr, std::min(mg_, j1 * nr), bias ? bias + grp * mg_ : nullptr,
+                          res ? res + yOff + pb : nullptr, y + yOff + pb);
+        }
+      }
+  }
+
  private:
+  /// Pixel-major set-up: W_g^T packed per group, the pixel panels' kernels, the pixel block.
+  void initPixelMajor(const float* weights) {
+    pmMk_ = rowsKernel(mk_.isa, mk_.isa == Isa::Avx512 ? 14 : mk_.isa == Isa::Avx2 ? 6 : 4);
+    for (int r = 1; r <= pmMk_.mr; ++r) pmByRows_.push_back(rowsKernel(mk_.isa, r));
+    cPanels_ = (mg_ + pmMk_.nr - 1) / pmMk_.nr;
+    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels.
+    for (int64_t grp = 0; grp < g_.group; ++grp)
+      packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, 256);
+    const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
+    // Pixel blocks: the transposed product (block x channels) within ~512 KiB of L2 and the
+    // packed pixels (block x kc) within ~256 KiB; equal blocks in whole panels.
+    const int64_t ldt = std::max<int64_t>(1, cPanels_ * pmMk_.nr);
+    int64_t block = std::max<int64_t>(pmMk_.mr, std::min(131072 / ldt, 65536 / kc) / pmMk_.mr * pmMk_.mr);
+    block = std::min(block, std::max<int64_t>(pix_, 1));
+    const int64_t blocks = (std::max<int64_t>(pix_, 1) + block - 1) / block;
+    pmBlock_ = roundUp((std::max<int64_t>(pix_, 1) + blocks - 1) / blocks, pmMk_.mr);
+    pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
+    pmRowFloats_ = roundUp(pmBlock_, 16);
+    pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + roundUp(pmBlock_ * ldt, 16);
+  }
+
+  /// Packs rows [kb, kb + kc) of the column matrix and its output pixels [pb, pb + rows) as
+  /// pixel panels (MR rows, k-major, the last of `tailMr` rows, rows past `rows` zero): the
+  /// transposed column matrix, the A of the pixel-major product.
+  void packPixels(const float* xg, int64_t kb, int64_t kc, int64_t pb, int64_t rows, int tailMr, float* packed, float* row) const {
+    const int64_t mr = pmMk_.mr, rPanels = (rows + mr - 1) / mr, khw = g_.kh * g_.kw;
+    const int64_t tailRows = rows - (rPanels - 1) * mr;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      const int64_t k = kb + kk;
+      const float* src;
+      if (pointwise_) {
+        src = xg + k * g_.h * g_.w + pb;
+      } else {
+        const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+        fillRow(xg + ch * g_.h * g_.w, ki, kj, pb / g_.ow, pb % g_.ow, rows, row);
+        src = row;
+      }
+      for (int64_t ip = 0; ip + 1 < rPanels; ++ip)
+        std::memcpy(packed + ip * mr * kc + kk * mr, src + ip * mr, static_cast<size_t>(mr) * sizeof(float));
+      float* d = packed + (rPanels - 1) * mr * kc + kk * tailMr;
+      std::memcpy(d, src + (rPanels - 1) * mr, static_cast<size_t>(tailRows) * sizeof(float));
+      std::fill(d + tailRows, d + tailMr, 0.f);
+    }
+  }
+
+  /// y[c][p] = epilogue(t[p][c - c0] + bias[c]) for channels [c0, c1) and pixels [0, rows) of a
+  /// pixel block (y, res: the block's first pixel of the group's first channel; rows of pix_).
+  void storeTransposed(const float* t, int64_t ldt, int64_t rows, int64_t c0, int64_t c1, const float* bias, const float* res,
+                       float* y) const {
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    constexpr int64_t kCb = 16;
+    for (int64_t cb = c0; cb < c1; cb += kCb) {
+      const int64_t cn = std::min(kCb, c1 - cb);
+      float b[kCb] = {};
+      if (bias)
+        for (int64_t cc = 0; cc < cn; ++cc) b[cc] = bias[cb + cc];
+      const float* tc = t + (cb - c0);
+      float* yc = y + cb * pix_;
+      if (cn == kCb) {
+        for (int64_t p = 0; p < rows; ++p)
+          for (int64_t cc = 0; cc < kCb; ++cc) yc[cc * pix_ + p] = tc[p * ldt + cc] + b[cc];
+      } else {
+        for (int64_t p = 0; p < rows; ++p)
+          for (int64_t cc = 0; cc < cn; ++cc) yc[cc * pix_ + p] = tc[p * ldt + cc] + b[cc];
+      }
+      for (int64_t cc = 0; cc < cn; ++cc) {
+        float* yr = yc + cc * pix_;
+        if (res) {
+          const float* rr = res + (cb + cc) * pix_;
+          for (int64_t p = 0; p < rows; ++p) yr[p] += rr[p];
+        }
+        if (ep_.clamp)  // max then min, as Clip; NaN stays NaN
+          for (int64_t p = 0; p < rows; ++p) {
+            float v = yr[p];
+            v = v < ep_.lo ? ep_.lo : v;
+            yr[p] = v > ep_.hi ? ep_.hi : v;
+          }
+        if (act) act(yr, yr, rows);
+      }
+    }
+  }
+
   /// Packs rows [kb, kb + kc) and output pixels [nb, nb + nc) of the (virtual) column matrix of
   /// one image's group into NR-column panels, k-major, columns past nc zero. Each row is first
   /// gathered whole into `row` (output row by output row: copies and zero fills, no per-element
@@ -234,9 +429,16 @@ class PackedConvKernel : public CpuKernel {
   GemmMicroKernelInfo mk_;
   std::string variant_;
   int threads_;
+  bool pixelMajor_ = false;
   bool pointwise_ = false;
-  int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
+  int64_t cg_, mg_, kdim_, pix_, mPanels_ = 0, kc_ = 0, nc_ = 0;
   std::vector<float> packedW_;
+  // Pixel-major: the pixel panels' kernel and one per tail row count, W_g^T per group, channel
+  // panels, pixels per block, workspace floats per thread (packed pixels, a row, the product).
+  GemmMicroKernelInfo pmMk_{};
+  std::vector<GemmMicroKernelInfo> pmByRows_;
+  std::vector<PackedB> packedWT_;
+  int64_t cPanels_ = 0, pmBlock_ = 0, pmPackedFloats_ = 0, pmRowFloats_ = 0, pmWsFloats_ = 0;
 };
 
 /// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a
@@ -384,7 +586,8 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
   if (!k) {
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(g.m / g.group), suffix, info.threads);
+    const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, pixelMajor(g, mk), suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }
