@@ -31,6 +31,10 @@
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace onnxtool::cpu {
 
 namespace {
@@ -159,7 +163,7 @@ class PackedConvKernel : public CpuKernel {
     // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
     const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
     if (pixelMajor_) {
-      if (cPanels_ >= 2 * threads || pix_ < 2 * pmMk_.mr * threads) {
+      if (splitChannels(threads)) {
         parallelRanges(args.pool, threads, cPanels_, 1,
                        [&](int64_t b, int64_t e, int part) { computePixelMajor(args, 0, pix_, b, e, ws + part * pmWsFloats_); });
       } else {
@@ -212,10 +216,16 @@ class PackedConvKernel : public CpuKernel {
               const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
               const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
               te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+              // The next weight panel, fetched in slices while this one computes: with few
+              // pixels each weight is used for few FMAs, read from L3 or memory.
+              const float* next = mp + 1 < mpEnd ? a + kdim_ * mr : nullptr;
+              const int64_t nextFloats = kc * mr, slice = (((nextFloats + 15) / 16 + nPanels - 1) / nPanels) * 16;
               for (int64_t jp = 0; jp < nPanels; ++jp) {
                 const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
                 const int64_t off = yOff + mp * mr * pix_ + nb + jp * nr;
                 te.residual = res ? res + off : nullptr;
+                if (next)
+                  for (int64_t f = jp * slice; f < std::min(nextFloats, (jp + 1) * slice); f += 16) __builtin_prefetch(next + f, 0, 2);
                 mk_.kernel(kc, a, packed + jp * kc * nr, y + off, pix_, rows, cols, te);
               }
               if (te.last && ep_.act != VecUnary::Count)  // the panel's rows of this pixel block, still in cache
@@ -229,6 +239,24 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
+  /// Pixel-major, `threads` > 1: whether threads split the channel panels (each streams its part
+  /// of the weights) rather than the pixel panels (each reads all of them): the split that
+  /// balances the parts better (in channels or pixels, not padding), channels on a near tie or
+  /// when the weights are large (above ~1 MiB).
+  bool splitChannels(int threads) const {
+    if (threads <= 1) return true;
+    auto largestPart = [&](int64_t units, int64_t unitSize, int64_t total) {  // as parallelRanges splits
+      const int64_t parts = std::clamp<int64_t>(units, 1, threads);
+      int64_t largest = 0;
+      for (int64_t part = 0; part < parts; ++part)
+        largest = std::max(largest, std::min(total, units * (part + 1) / parts * unitSize) - units * part / parts * unitSize);
+      return static_cast<double>(largest) / (static_cast<double>(total) / threads);
+    };
+    const double byChannels = largestPart(cPanels_, pmMk_.nr, mg_);
+    const double byPixels = largestPart((pix_ + pmMk_.mr - 1) / pmMk_.mr, pmMk_.mr, pix_);
+    return byChannels <= byPixels * 1.1 || g_.group * mg_ * kdim_ > 262144;
+  }
+
   /// Pixel-major: output pixels [p0, p1) and channel panels [j0, j1) of every image and group;
   /// `ws` holds pmWsFloats_ floats.
   void computePixelMajor(const CpuComputeArgs& args, int64_t p0, int64_t p1, int64_t j0, int64_t j1, float* ws) const {
@@ -240,7 +268,7 @@ class PackedConvKernel : public CpuKernel {
     float* packed = ws;
     float* row = ws + pmPackedFloats_;
     float* t = row + pmRowFloats_;
-    const int64_t ldt = (j1 - j0) * nr;
+    const int64_t ldt = (j1 - j0) * nr + 16;  // not a multiple of 4 KiB: the tile's rows in distinct L1 sets
     TileEpilogue te;  // the raw product: the epilogue runs on the transposed store
     for (int64_t img = 0; img < g_.n; ++img)
       for (int64_t grp = 0; grp < g_.group; ++grp) {
@@ -290,7 +318,7 @@ class PackedConvKernel : public CpuKernel {
     const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
     // Pixel blocks: the transposed product (block x channels) within ~512 KiB of L2 and the
     // packed pixels (block x kc) within ~256 KiB; equal blocks in whole panels.
-    const int64_t ldt = std::max<int64_t>(1, cPanels_ * pmMk_.nr);
+    const int64_t ldt = cPanels_ * pmMk_.nr + 16;
     int64_t block = std::max<int64_t>(pmMk_.mr, std::min(131072 / ldt, 65536 / kc) / pmMk_.mr * pmMk_.mr);
     block = std::min(block, std::max<int64_t>(pix_, 1));
     const int64_t blocks = (std::max<int64_t>(pix_, 1) + block - 1) / block;
@@ -298,6 +326,13 @@ class PackedConvKernel : public CpuKernel {
     pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
     pmRowFloats_ = roundUp(pmBlock_, 16);
     pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + roundUp(pmBlock_ * ldt, 16);
+  }
+
+  /// dst[ip * kMr * kc + i] = src[ip * kMr + i] for i < kMr, ip < panels: one row of k of
+  /// `panels` pixel panels.
+  template <int kMr>
+  static void copyPanels(const float* src, int64_t panels, int64_t kc, float* dst) {
+    for (int64_t ip = 0; ip < panels; ++ip) std::memcpy(dst + ip * kMr * kc, src + ip * kMr, kMr * sizeof(float));
   }
 
   /// Packs rows [kb, kb + kc) of the column matrix and its output pixels [pb, pb + rows) as
@@ -316,8 +351,13 @@ class PackedConvKernel : public CpuKernel {
         fillRow(xg + ch * g_.h * g_.w, ki, kj, pb / g_.ow, pb % g_.ow, rows, row);
         src = row;
       }
-      for (int64_t ip = 0; ip + 1 < rPanels; ++ip)
-        std::memcpy(packed + ip * mr * kc + kk * mr, src + ip * mr, static_cast<size_t>(mr) * sizeof(float));
+      // Whole panels in copies of a constant size (the main kernels' row counts).
+      if (mr == 14) copyPanels<14>(src, rPanels - 1, kc, packed + kk * 14);
+      else if (mr == 6) copyPanels<6>(src, rPanels - 1, kc, packed + kk * 6);
+      else if (mr == 4) copyPanels<4>(src, rPanels - 1, kc, packed + kk * 4);
+      else
+        for (int64_t ip = 0; ip + 1 < rPanels; ++ip)
+          std::memcpy(packed + ip * mr * kc + kk * mr, src + ip * mr, static_cast<size_t>(mr) * sizeof(float));
       float* d = packed + (rPanels - 1) * mr * kc + kk * tailMr;
       std::memcpy(d, src + (rPanels - 1) * mr, static_cast<size_t>(tailRows) * sizeof(float));
       std::fill(d + tailRows, d + tailMr, 0.f);
@@ -325,39 +365,48 @@ class PackedConvKernel : public CpuKernel {
   }
 
   /// y[c][p] = epilogue(t[p][c - c0] + bias[c]) for channels [c0, c1) and pixels [0, rows) of a
-  /// pixel block (y, res: the block's first pixel of the group's first channel; rows of pix_).
+  /// pixel block (y, res: the block's first pixel of the group's first channel; rows of pix_):
+  /// 4 x 4 SSE transposes (the x86-64 baseline) with bias, residual and clamp, the tails scalar;
+  /// then the activation over each finished row.
   void storeTransposed(const float* t, int64_t ldt, int64_t rows, int64_t c0, int64_t c1, const float* bias, const float* res,
                        float* y) const {
-    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
-    constexpr int64_t kCb = 16;
-    for (int64_t cb = c0; cb < c1; cb += kCb) {
-      const int64_t cn = std::min(kCb, c1 - cb);
-      float b[kCb] = {};
-      if (bias)
-        for (int64_t cc = 0; cc < cn; ++cc) b[cc] = bias[cb + cc];
-      const float* tc = t + (cb - c0);
-      float* yc = y + cb * pix_;
-      if (cn == kCb) {
-        for (int64_t p = 0; p < rows; ++p)
-          for (int64_t cc = 0; cc < kCb; ++cc) yc[cc * pix_ + p] = tc[p * ldt + cc] + b[cc];
-      } else {
-        for (int64_t p = 0; p < rows; ++p)
-          for (int64_t cc = 0; cc < cn; ++cc) yc[cc * pix_ + p] = tc[p * ldt + cc] + b[cc];
+    auto finish = [&](float v, int64_t c, int64_t p) {
+      if (bias) v += bias[c];
+      if (res) v += res[c * pix_ + p];
+      if (ep_.clamp) {  // max then min, as Clip; NaN stays NaN
+        v = v < ep_.lo ? ep_.lo : v;
+        v = v > ep_.hi ? ep_.hi : v;
       }
-      for (int64_t cc = 0; cc < cn; ++cc) {
-        float* yr = yc + cc * pix_;
-        if (res) {
-          const float* rr = res + (cb + cc) * pix_;
-          for (int64_t p = 0; p < rows; ++p) yr[p] += rr[p];
+      y[c * pix_ + p] = v;
+    };
+    int64_t c = c0;
+#if defined(__SSE2__)
+    const __m128 lo = _mm_set1_ps(ep_.lo), hi = _mm_set1_ps(ep_.hi);
+    for (; c + 4 <= c1; c += 4) {
+      const float* tc = t + (c - c0);
+      __m128 b[4];
+      for (int r = 0; r < 4; ++r) b[r] = _mm_set1_ps(bias ? bias[c + r] : 0.f);
+      int64_t p = 0;
+      for (; p + 4 <= rows; p += 4) {
+        __m128 r0 = _mm_loadu_ps(tc + p * ldt), r1 = _mm_loadu_ps(tc + (p + 1) * ldt), r2 = _mm_loadu_ps(tc + (p + 2) * ldt),
+               r3 = _mm_loadu_ps(tc + (p + 3) * ldt);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_i: channel c + i at pixels p .. p + 3
+        __m128 v[4] = {_mm_add_ps(r0, b[0]), _mm_add_ps(r1, b[1]), _mm_add_ps(r2, b[2]), _mm_add_ps(r3, b[3])};
+        for (int r = 0; r < 4; ++r) {
+          if (res) v[r] = _mm_add_ps(v[r], _mm_loadu_ps(res + (c + r) * pix_ + p));
+          if (ep_.clamp) v[r] = _mm_min_ps(hi, _mm_max_ps(lo, v[r]));  // returns v when v is NaN (the second operand)
+          _mm_storeu_ps(y + (c + r) * pix_ + p, v[r]);
         }
-        if (ep_.clamp)  // max then min, as Clip; NaN stays NaN
-          for (int64_t p = 0; p < rows; ++p) {
-            float v = yr[p];
-            v = v < ep_.lo ? ep_.lo : v;
-            yr[p] = v > ep_.hi ? ep_.hi : v;
-          }
-        if (act) act(yr, yr, rows);
       }
+      for (; p < rows; ++p)
+        for (int64_t r = 0; r < 4; ++r) finish(tc[p * ldt + r], c + r, p);
+    }
+#endif
+    for (; c < c1; ++c)
+      for (int64_t p = 0; p < rows; ++p) finish(t[p * ldt + (c - c0)], c, p);
+    if (ep_.act != VecUnary::Count) {
+      void (*act)(const float*, float*, int64_t) = vecKernels().unary[static_cast<int>(ep_.act)];
+      for (c = c0; c < c1; ++c) act(y + c * pix_, y + c * pix_, rows);
     }
   }
 
