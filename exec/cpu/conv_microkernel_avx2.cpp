@@ -34,7 +34,13 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
   // Twelve named accumulators (an array of them made GCC spill inside the loop: 16 ymm in all).
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
          c41 = c00, c50 = c00, c51 = c00;
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
     const float* ak = a + k * kMr;
     __m256 av = _mm256_broadcast_ss(ak + 0);
@@ -105,7 +111,13 @@ ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float*
                               const TileEpilogue& ep) {
   __m256 acc[kRows][2];
   for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
 #pragma GCC unroll 5
     for (int i = 0; i < kRows; ++i) {

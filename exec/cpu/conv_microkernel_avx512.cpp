@@ -66,7 +66,13 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
                                 const TileEpilogue& ep) {
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
     const float* ak = a + k * kMr;
 #pragma GCC unroll 14

@@ -30,6 +30,11 @@ struct TileEpilogue {
   int64_t ldr = 0;
   bool clamp = false;
   float lo = 0, hi = 0;
+  /// Lines (64 bytes) from `prefetch` on that the kernel fetches towards L2 while it runs, two
+  /// per k step (the next panel of a streamed operand; the GEMV kernels fetch their own B
+  /// instead), or none.
+  const float* prefetch = nullptr;
+  int64_t prefetchLines = 0;
 };
 
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
