@@ -329,6 +329,19 @@ class PackedConvKernel : public CpuKernel {
     pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
     pmRowFloats_ = roundUp(pmBlock_, 16);
     pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + roundUp(pmBlock_ * ldt, 16);
+    // Small maps: per kernel tap, the input offset of every output pixel in its channel's plane
+    // (-1: padding), so that packing a row of the column matrix is one gather (fillRow's
+    // per-output-row bounds cost more than the copy when rows are 7 or 14 pixels).
+    if (!pointwise_ && pix_ * g_.kh * g_.kw <= 65536 && g_.h * g_.w < (int64_t{1} << 31)) {
+      tapOffsets_.resize(static_cast<size_t>(g_.kh * g_.kw * pix_));
+      for (int64_t ki = 0; ki < g_.kh; ++ki)
+        for (int64_t kj = 0; kj < g_.kw; ++kj)
+          for (int64_t p = 0; p < pix_; ++p) {
+            const int64_t iy = p / g_.ow * g_.sh - g_.padT + ki * g_.dh, ix = p % g_.ow * g_.sw - g_.padL + kj * g_.dw;
+            tapOffsets_[static_cast<size_t>((ki * g_.kw + kj) * pix_ + p)] =
+                iy >= 0 && iy < g_.h && ix >= 0 && ix < g_.w ? static_cast<int32_t>(iy * g_.w + ix) : -1;
+          }
+    }
   }
 
   /// dst[ip * kMr * kc + i] = src[ip * kMr + i] for i < kMr, ip < panels: one row of k of
@@ -349,6 +362,11 @@ class PackedConvKernel : public CpuKernel {
       const float* src;
       if (pointwise_) {
         src = xg + k * g_.h * g_.w + pb;
+      } else if (!tapOffsets_.empty()) {  // small maps: the tap's offsets, no per-row bounds
+        const float* plane = xg + (k / khw) * g_.h * g_.w;
+        const int32_t* off = tapOffsets_.data() + (k % khw) * pix_ + pb;
+        for (int64_t p = 0; p < rows; ++p) row[p] = off[p] >= 0 ? plane[off[p]] : 0.f;
+        src = row;
       } else {
         const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
         fillRow(xg + ch * g_.h * g_.w, ki, kj, pb / g_.ow, pb % g_.ow, rows, row);
@@ -490,6 +508,7 @@ class PackedConvKernel : public CpuKernel {
   GemmMicroKernelInfo pmMk_{};
   std::vector<GemmMicroKernelInfo> pmByRows_;
   std::vector<PackedB> packedWT_;
+  std::vector<int32_t> tapOffsets_;  ///< [kh * kw][pix]: see initPixelMajor
   int64_t cPanels_ = 0, pmBlock_ = 0, pmPackedFloats_ = 0, pmRowFloats_ = 0, pmWsFloats_ = 0;
 };
 
