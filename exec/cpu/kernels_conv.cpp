@@ -445,7 +445,13 @@ class PackedConvKernel : public CpuKernel {
       if (pointwise_) {  // 1x1, stride 1, no padding: the input row is the column row
         const float* src = xg + k * g_.h * g_.w + nb;
         const int64_t full = nc / nr;
-        for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
+        // Copies of a constant size (inline moves, not a libc call per panel row).
+        if (nr == 32)
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * 32, src + jp * 32, 32 * sizeof(float));
+        else if (nr == 16)
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * 16, src + jp * 16, 16 * sizeof(float));
+        else
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
         if (full < nPanels) {
           const int64_t tail = nc - full * nr;
           std::memcpy(dst + full * kc * nr, src + full * nr, static_cast<size_t>(tail) * sizeof(float));
