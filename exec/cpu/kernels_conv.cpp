@@ -271,7 +271,11 @@ class PackedConvKernel : public CpuKernel {
     float* packed = ws;
     float* row = ws + pmPackedFloats_;
     float* t = row + pmRowFloats_;
-    const int64_t ldt = (j1 - j0) * nr + 16;  // not a multiple of 4 KiB: the tile's rows in distinct L1 sets
+    // The product's rows: all the part's channels while K takes several blocks, else one panel
+    // (each panel is stored transposed as soon as it is final, while it is in L1); not a
+    // multiple of 4 KiB, so that a tile's rows fall in distinct L1 sets.
+    const bool oneBlock = packedWT_.front().kc() >= kdim_;
+    const int64_t ldt = (oneBlock ? nr : (j1 - j0) * nr) + 16;
     TileEpilogue te;  // the raw product: the epilogue runs on the transposed store
     for (int64_t img = 0; img < g_.n; ++img)
       for (int64_t grp = 0; grp < g_.group; ++grp) {
@@ -290,6 +294,7 @@ class PackedConvKernel : public CpuKernel {
             for (int64_t jp = j0; jp < j1; ++jp) {
               const float* bPanel = wt.panel(kbi, jp);
               const int cols = static_cast<int>(std::min<int64_t>(nr, mg_ - jp * nr));
+              float* tp = t + (oneBlock ? 0 : (jp - j0) * nr);
               // The next weight panel, fetched in slices by the kernels while this one computes.
               const float* next = jp + 1 < j1 ? wt.panel(kbi, jp + 1) : !lastK ? wt.panel(kbi + 1, j0) : nullptr;
               const int64_t nextFloats = jp + 1 < j1 ? kc * nr : !lastK ? std::min(wt.kc(), kdim_ - kb - kc) * nr : 0;
@@ -299,12 +304,13 @@ class PackedConvKernel : public CpuKernel {
                 te.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;
                 const bool isTail = ip == rPanels - 1;
                 const GemmMicroKernelInfo& k = isTail ? tail : pmMk_;
-                k.kernel(kc, packed + ip * mr * kc, bPanel, t + ip * mr * ldt + (jp - j0) * nr, ldt, isTail ? tailRows : mr, cols, te);
+                k.kernel(kc, packed + ip * mr * kc, bPanel, tp + ip * mr * ldt, ldt, isTail ? tailRows : mr, cols, te);
               }
+              if (lastK)
+                storeTransposed(tp, ldt, rows, jp * nr, jp * nr + cols, bias ? bias + grp * mg_ : nullptr, res ? res + yOff + pb : nullptr,
+                                y + yOff + pb);
             }
           }
-          storeTransposed(t, ldt, rows, j0 * nr, std::min(mg_, j1 * nr), bias ? bias + grp * mg_ : nullptr,
-                          res ? res + yOff + pb : nullptr, y + yOff + pb);
         }
       }
   }
@@ -321,7 +327,7 @@ class PackedConvKernel : public CpuKernel {
     const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
     // Pixel blocks: the transposed product (block x channels) within ~1 MiB of L2 and the
     // packed pixels (block x kc) within ~256 KiB; equal blocks in whole panels.
-    const int64_t ldt = cPanels_ * pmMk_.nr + 16;
+    const int64_t ldt = (kc >= kdim_ ? pmMk_.nr : cPanels_ * pmMk_.nr) + 16;  // as computePixelMajor
     int64_t block = std::max<int64_t>(pmMk_.mr, std::min(262144 / ldt, 65536 / kc) / pmMk_.mr * pmMk_.mr);
     block = std::min(block, std::max<int64_t>(pix_, 1));
     const int64_t blocks = (std::max<int64_t>(pix_, 1) + block - 1) / block;
