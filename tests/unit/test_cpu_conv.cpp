@@ -343,6 +343,7 @@ TEST_CASE("cpu packed Conv splits either layout across threads and matches the r
       {1, 512, 14, 14, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // two channel panels: threads split the pixels
       {1, 160, 14, 14, 480, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // a 14x14 pointwise expansion
       {2, 96, 7, 7, 320, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // batch 2
+      {1, 200, 28, 14, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // K in one block, threads split the pixels
   };
   for (const char* layout : {"channel", "pixel", "auto"}) {
     ScopedEnv forced("ONNXTOOL_CONV_LAYOUT", layout);
