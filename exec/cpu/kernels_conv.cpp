@@ -368,11 +368,18 @@ class PackedConvKernel : public CpuKernel {
       const float* src;
       if (pointwise_) {
         src = xg + k * g_.h * g_.w + pb;
-      } else if (!tapOffsets_.empty()) {  // small maps: the tap's offsets, no per-row bounds
+      } else if (!tapOffsets_.empty()) {  // small maps: the tap's offsets straight into the panels
         const float* plane = xg + (k / khw) * g_.h * g_.w;
         const int32_t* off = tapOffsets_.data() + (k % khw) * pix_ + pb;
-        for (int64_t p = 0; p < rows; ++p) row[p] = off[p] >= 0 ? plane[off[p]] : 0.f;
-        src = row;
+        for (int64_t ip = 0; ip < rPanels; ++ip) {
+          const bool last = ip == rPanels - 1;
+          float* d = packed + ip * mr * kc + kk * (last ? tailMr : mr);
+          const int32_t* o = off + ip * mr;
+          const int64_t n = last ? tailRows : mr;
+          for (int64_t i = 0; i < n; ++i) d[i] = o[i] >= 0 ? plane[o[i]] : 0.f;
+          if (last) std::fill(d + n, d + tailMr, 0.f);
+        }
+        continue;
       } else {
         const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
         fillRow(xg + ch * g_.h * g_.w, ki, kj, pb / g_.ow, pb % g_.ow, rows, row);
