@@ -320,6 +320,20 @@ class PackedConvKernel : public CpuKernel {
               const float* next = jp + 1 < j1 ? wt.panel(kbi, jp + 1) : !lastK ? wt.panel(kbi + 1, j0) : nullptr;
               const int64_t nextFloats = jp + 1 < j1 ? kc * nr : !lastK ? std::min(wt.kc(), kdim_ - kb - kc) * nr : 0;
               const int64_t slice = (((nextFloats + 15) / 16 + rPanels - 1) / rPanels) * 16;
+              if (pix_ == 1) {  // one pixel (a 1x1 map): its product row is the output, the epilogue in the kernel's store
+                float* yc = y + yOff + jp * nr;
+                TileEpilogue direct;
+                direct.accumulate = kb > 0;
+                direct.last = lastK;
+                direct.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
+                direct.residual = res ? res + yOff + jp * nr : nullptr;
+                direct.clamp = ep_.clamp;
+                direct.lo = ep_.lo;
+                direct.hi = ep_.hi;
+                tail.kernel(kc, packed, bPanel, yc, nr, 1, cols, direct);
+                if (lastK && ep_.act != VecUnary::Count) vecKernels().unary[static_cast<int>(ep_.act)](yc, yc, cols);
+                continue;
+              }
               for (int64_t ip = 0; ip < rPanels; ++ip) {
                 te.prefetch = next ? next + ip * slice : nullptr;
                 te.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;

@@ -310,6 +310,8 @@ TEST_CASE("cpu packed Conv in both layouts matches the reference kernel on small
       {1, 3, 20, 20, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     // a stem: 3 input channels, stride 2
       {1, 320, 7, 7, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // K = 320 in one block, M tail
       {1, 2, 100, 90, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // a large map: several pixel blocks, rows gathered per output row
+      {1, 600, 1, 1, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // one pixel (squeeze-excitation), K across blocks
+      {1, 24, 3, 3, 50, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},      // one output pixel from a 3x3 window
   };
   const EpilogueCase epilogues[] = {
       {false, false, false, ""},          {true, false, false, "relu"},      {true, true, false, "clip"},
