@@ -121,6 +121,14 @@ ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int6
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (; i + 17 <= n; i += 16)
       _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * i), even, _mm512_loadu_ps(src + 2 * i + 16)));
+    if (i < n) {  // the last 1 to 16: masked loads of src[2i .. 2(n-1)] only (masked-off lanes never fault)
+      const int rest = static_cast<int>(n - i), count = 2 * rest - 1;
+      const __mmask16 k0 = count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+      const __mmask16 k1 = count > 16 ? __mmask16((1u << (count - 16)) - 1) : __mmask16(0);
+      const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(k0, src + 2 * i), even, _mm512_maskz_loadu_ps(k1, src + 2 * i + 16));
+      _mm512_mask_storeu_ps(dst + i, __mmask16((1u << rest) - 1), v);
+      i = n;
+    }
   }
   for (; i < n; ++i) dst[i] = src[i * sw];
 }

@@ -566,6 +566,26 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
   }
 }
 
+TEST_CASE("every ISA's strided row gather (im2col of strided convolutions) matches a scalar gather", "[cpu][conv]") {
+  using namespace onnxtool::cpu;
+  std::vector<RowOps> paths{rowOpsPortable()};
+  if (detectedIsa() >= Isa::Avx2) paths.push_back(rowOpsAvx2());
+  if (detectedIsa() >= Isa::Avx512) paths.push_back(rowOpsAvx512());
+  std::mt19937 rng(63);
+  for (const RowOps& ops : paths)
+    for (int64_t sw : {1, 2, 3})
+      for (int64_t n = 1; n <= 70; ++n) {
+        // The source holds exactly the elements read: the vector paths must not load past it
+        // (masked loads for the tail).
+        auto src = randomFloats(static_cast<size_t>((n - 1) * sw + 1), rng);
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.f);
+        ops.gatherStrided(got.data(), src.data(), n, sw);
+        INFO("sw " << sw << " n " << n);
+        for (int64_t i = 0; i < n; ++i) CHECK(got[static_cast<size_t>(i)] == src[static_cast<size_t>(i * sw)]);
+        CHECK(got[static_cast<size_t>(n)] == -7.f);  // nothing written past n
+      }
+}
+
 TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric windows", "[cpu][pool]") {
   std::mt19937 rng(25);
   int ran = 0;
