@@ -44,6 +44,11 @@ struct GemmMicroKernelInfo {
   int mr, nr;
   GemmMicroKernel kernel;
   Isa isa;
+  /// The same tile stored transposed, or null where the path has none: element (i, j) goes to
+  /// c[j * ldc + i] (accumulate reads it there; bias[i] is per row, colBias[j] per column, the
+  /// residual at residual[j * ldr + i]). The pixel-major convolution (rows = output pixels)
+  /// stores its tiles straight into NCHW through it.
+  GemmMicroKernel transposed = nullptr;
 };
 
 /// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count

@@ -334,6 +334,28 @@ class PackedConvKernel : public CpuKernel {
                 if (lastK && ep_.act != VecUnary::Count) vecKernels().unary[static_cast<int>(ep_.act)](yc, yc, cols);
                 continue;
               }
+              if (pmMk_.transposed) {  // tiles stored transposed straight into NCHW, the epilogue in the store
+                TileEpilogue td;
+                td.accumulate = kb > 0;
+                td.last = lastK;
+                td.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
+                td.ldr = pix_;
+                td.clamp = ep_.clamp;
+                td.lo = ep_.lo;
+                td.hi = ep_.hi;
+                float* yc = y + yOff + jp * nr * pix_ + pb;
+                for (int64_t ip = 0; ip < rPanels; ++ip) {
+                  td.prefetch = next ? next + ip * slice : nullptr;
+                  td.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;
+                  td.residual = res ? res + yOff + jp * nr * pix_ + pb + ip * mr : nullptr;
+                  const bool isTail = ip == rPanels - 1;
+                  const GemmMicroKernelInfo& k = isTail ? tail : pmMk_;
+                  k.transposed(kc, packed + ip * mr * kc, bPanel, yc + ip * mr, pix_, isTail ? tailRows : mr, cols, td);
+                }
+                if (lastK && ep_.act != VecUnary::Count)
+                  for (int j = 0; j < cols; ++j) vecKernels().unary[static_cast<int>(ep_.act)](yc + j * pix_, yc + j * pix_, rows);
+                continue;
+              }
               for (int64_t ip = 0; ip < rPanels; ++ip) {
                 te.prefetch = next ? next + ip * slice : nullptr;
                 te.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;
@@ -360,16 +382,17 @@ class PackedConvKernel : public CpuKernel {
     for (int64_t grp = 0; grp < g_.group; ++grp)
       packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, 256);
     const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
-    // Pixel blocks: the transposed product (block x channels) within ~1 MiB of L2 and the
-    // packed pixels (block x kc) within ~256 KiB; equal blocks in whole panels.
+    // Pixel blocks: the packed pixels (block x kc) within ~256 KiB and, without a transposing
+    // kernel, the product (block x channels) within ~1 MiB of L2; equal blocks in whole panels.
     const int64_t ldt = (kc >= kdim_ ? pmMk_.nr : cPanels_ * pmMk_.nr) + 16;  // as computePixelMajor
-    int64_t block = std::max<int64_t>(pmMk_.mr, std::min(262144 / ldt, 65536 / kc) / pmMk_.mr * pmMk_.mr);
+    const int64_t byProduct = pmMk_.transposed ? 65536 / kc : 262144 / ldt;
+    int64_t block = std::max<int64_t>(pmMk_.mr, std::min(byProduct, 65536 / kc) / pmMk_.mr * pmMk_.mr);
     block = std::min(block, std::max<int64_t>(pix_, 1));
     const int64_t blocks = (std::max<int64_t>(pix_, 1) + block - 1) / block;
     pmBlock_ = roundUp((std::max<int64_t>(pix_, 1) + blocks - 1) / blocks, pmMk_.mr);
     pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
     pmRowFloats_ = roundUp(pmBlock_, 16);
-    pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + roundUp(pmBlock_ * ldt, 16);
+    pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + (pmMk_.transposed ? 0 : roundUp(pmBlock_ * ldt, 16));
     // Threads packing the pixel panels together (compute): one image and group, one pixel
     // block, several K blocks, the panels of all of K within ~2 MiB.
     const int64_t allPanels = kdim_ * roundUp(pix_, pmMk_.mr);

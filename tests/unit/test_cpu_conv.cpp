@@ -559,6 +559,35 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                 else if (std::isinf(want)) CHECK(got == want);
                 else CHECK(got == Approx(want).epsilon(1e-4).margin(1e-4));
               }
+            if (!mk.transposed) continue;
+            // The transposed store: element (i, j) at ct[j * ldt + i], the residual likewise.
+            const int64_t ldt = mk.mr + 3;
+            auto ct0 = randomFloats(static_cast<size_t>(mk.nr * ldt), rng, true), rest = randomFloats(static_cast<size_t>(mk.nr * ldt), rng);
+            auto ct = ct0;
+            TileEpilogue et = ep;
+            et.residual = ep.residual ? rest.data() : nullptr;
+            et.ldr = ldt;
+            mk.transposed(kc, a.data(), b.data(), ct.data(), ldt, m, n, et);
+            for (int64_t j = 0; j < mk.nr; ++j)
+              for (int64_t i = 0; i < ldt; ++i) {
+                float want = ct0[static_cast<size_t>(j * ldt + i)];
+                if (i < m && j < n) {
+                  double s = 0;
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  if (et.accumulate) s += want;
+                  if (et.bias) s += bias[static_cast<size_t>(i)];
+                  if (et.colBias) s += colBias[static_cast<size_t>(j)];
+                  if (et.residual) s += rest[static_cast<size_t>(j * ldt + i)];
+                  if (et.clamp) s = std::min<double>(std::max<double>(s, et.lo), et.hi);
+                  want = static_cast<float>(s);
+                }
+                float got = ct[static_cast<size_t>(j * ldt + i)];
+                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant "
+                                        << variant << " at " << i << "," << j);
+                if (std::isnan(want)) CHECK(std::isnan(got));
+                else if (std::isinf(want)) CHECK(got == want);
+                else CHECK(got == Approx(want).epsilon(1e-4).margin(1e-4));
+              }
           }
         }
       }
