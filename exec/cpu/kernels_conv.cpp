@@ -94,9 +94,11 @@ GemmMicroKernelInfo rowsKernel(Isa isa, int rows) {
 /// Whether the packed kernel computes a convolution of this geometry pixel-major (rows = output
 /// pixels, columns = output channels) rather than channel-major (`cm`: the channel-major
 /// micro-kernel): where that pads the register tiles less, with the transposing store counted
-/// against it (about 90 k steps of a 16-lane tile row per output, measured on ResNet-50's and
-/// MobileNetV2's 1x1 convolutions at 14x14 and 7x7 with their weights cold, AVX-512: pixel-major
-/// is 10-20% faster on layer4's, ~8% on layer3's 1024 -> 256, 15% slower on its 256 -> 1024).
+/// against it: about 60 k steps of a tile row per output with AVX-512's transposing kernels, 90
+/// (scaled to the vector width) through the product buffer and SSE transposes of the other paths
+/// (measured on ResNet-50's and MobileNetV2's convolutions at 14x14 and 7x7 with their weights
+/// cold: pixel-major is 10-25% faster on layer4's, ~8% on layer3's 1024 -> 256, 5-10% slower on
+/// its 256 -> 1024 and 20-30% slower at K = 64 or 96).
 /// ONNXTOOL_CONV_LAYOUT=channel|pixel forces one (tests, measurements).
 bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
   const int64_t mg = g.m / g.group, pix = g.oh * g.ow, k = g.c / g.group * g.kh * g.kw;
@@ -114,7 +116,8 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
     return kr == 1 ? 2.0 : std::max(kr, 4);
   };
   const double pixCost = static_cast<double>(pix / pm.mr) * pm.mr + rowsCost(pix % pm.mr);
-  const double pmCost = static_cast<double>(roundUp(mg, pm.nr)) * pixCost * (1.0 + 90.0 * pm.nr / 32 / static_cast<double>(k));
+  const double perOutput = pm.transposed ? 60.0 : 90.0 * pm.nr / 32;
+  const double pmCost = static_cast<double>(roundUp(mg, pm.nr)) * pixCost * (1.0 + perOutput / static_cast<double>(k));
   const double cmCost = static_cast<double>(roundUp(mg, cm.mr)) * static_cast<double>(roundUp(pix, cm.nr));
   return pmCost < cmCost;
 }
