@@ -8,8 +8,8 @@
 //     Y_g^T[OH*OW, M/g] = X_col^T * W_g^T, rows = output pixels in panels of any count (AVX-512:
 //     14 rows, the tail exact: 49 = 14 + 14 + 14 + 7), columns = output channels in NR panels of
 //     W_g^T packed once (the next panel prefetched while one computes: small maps read each weight
-//     from L3 or memory for few pixels); the product then goes transposed into NCHW through the
-//     epilogue;
+//     from L3 or memory for few pixels); the tiles go transposed into NCHW through the epilogue
+//     (AVX-512: transposing micro-kernels; the other paths: a product buffer and SSE transposes);
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
 //     output rows, vectorised over output pixels;
 //   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
@@ -283,7 +283,8 @@ class PackedConvKernel : public CpuKernel {
 
   /// Pixel-major: output pixels [p0, p1) and channel panels [j0, j1) of every image and group;
   /// `ws` holds pmWsFloats_ floats.
-  /// `prepacked`: every K block of the pixel panels, packed beforehand (sharedPanels()), or null.
+  /// `prepacked`: every K block of the pixel panels, packed beforehand by all threads together
+  /// (compute(), sharedPanelsFloats_), or null.
   void computePixelMajor(const CpuComputeArgs& args, int64_t p0, int64_t p1, int64_t j0, int64_t j1, float* ws,
                          const float* prepacked = nullptr) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
