@@ -1,5 +1,5 @@
 // conv_microkernel_avx2.cpp: the AVX2+FMA SGEMM micro-kernel of the convolution kernels (see
-// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators; 4, 2 and 1 rows for skinny GEMMs
+// conv_microkernels.h): a 6 x 16 tile in 12 ymm accumulators; 5, 4, 3, 2 and 1 rows for skinny GEMMs and tails
 // (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX2 through
 // __attribute__((target)) only: called when activeIsa() is Avx2.
 #include "exec/cpu/conv_microkernels.h"
@@ -34,7 +34,13 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
   // Twelve named accumulators (an array of them made GCC spill inside the loop: 16 ymm in all).
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
          c41 = c00, c50 = c00, c51 = c00;
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
     const float* ak = a + k * kMr;
     __m256 av = _mm256_broadcast_ss(ak + 0);
@@ -99,15 +105,21 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
   }
 }
 
-/// Up to four rows (skinny GEMMs): the tile through memory and the scalar epilogue.
+/// Up to five rows (skinny GEMMs, tails): the tile through memory and the scalar epilogue.
 template <int kRows>
 ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
   __m256 acc[kRows][2];
   for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
-#pragma GCC unroll 4
+#pragma GCC unroll 5
     for (int i = 0; i < kRows; ++i) {
       const __m256 av = _mm256_broadcast_ss(a + k * kRows + i);
       acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
@@ -227,7 +239,9 @@ RowOps rowOpsAvx2() { return {gatherStridedScalar, lrnRow075, depthwisePlane, ma
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x16, Isa::Avx2};
   if (mr <= 2) return {2, kNr, kernelMx16<2>, Isa::Avx2};
+  if (mr <= 3) return {3, kNr, kernelMx16<3>, Isa::Avx2};
   if (mr <= 4) return {4, kNr, kernelMx16<4>, Isa::Avx2};
+  if (mr <= 5) return {5, kNr, kernelMx16<5>, Isa::Avx2};
   return {kMr, kNr, kernel6x16, Isa::Avx2};
 }
 

@@ -1,7 +1,8 @@
 // conv_microkernel_avx512.cpp: the AVX-512 SGEMM micro-kernel of the convolution kernels (see
 // conv_microkernels.h): a 12 x 32 tile in 24 zmm accumulators (per k step two loads of B and
-// twelve broadcasts of A), or 8 x 32 where it pads the rows less; 4, 2 and 1 rows for skinny
-// GEMMs (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX-512 through
+// twelve broadcasts of A), or 8 x 32 where it pads the rows less; every row count from 1 to 14
+// (28 accumulators) for skinny GEMMs and the pixel-major convolution's panels and their tails
+// (the 1-row GEMV kernel sums k in four interleaved chains). Compiled for AVX-512 through
 // __attribute__((target)) only: called when activeIsa() is Avx512.
 #include "exec/cpu/conv_microkernels.h"
 
@@ -9,9 +10,10 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12's _mm512_max_ps/_mm512_min_ps pass an undefined vector as the (unused) merge source,
-// which -Wmaybe-uninitialized reports inside the header.
+// GCC 12's _mm512_max_ps/_mm512_min_ps (and _mm512_unpack*_ps) pass an undefined vector as the
+// (unused) merge source, which -Wmaybe-uninitialized (-Wuninitialized) reports inside the header.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace onnxtool::cpu {
 
@@ -65,10 +67,16 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
                                 const TileEpilogue& ep) {
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
   for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
     __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
     const float* ak = a + k * kMr;
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
       __m512 av = _mm512_set1_ps(ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
@@ -78,6 +86,79 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
   // Columns n..31 are masked off; rows m..kMr-1 are not stored.
   const __mmask16 k0 = mask0(n), k1 = mask1(n);
   for (int i = 0; i < m && i < kMr; ++i) storeRow(c + i * ldc, i, acc[i][0], acc[i][1], k0, k1, ep);
+}
+
+/// r[j] lane i = r[i] lane j (16 x 16): pairs of rows interleaved, then 64-bit pairs (each
+/// 128-bit lane then holds a column's 4 rows of a group of 4 rows), then 4 x 4 128-bit lanes.
+ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + c], lane L: column 4L + c of rows g .. g + 3
+    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+  }
+  for (int c = 0; c < 4; ++c) {  // column 4L + c: lane G from u[4G + c] lane L
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+/// kernelMx32 storing the tile transposed (GemmMicroKernelInfo::transposed): each 16-column half
+/// of the kMr x 32 accumulators transposed in registers, then column j's m rows stored (masked)
+/// at c + j * ldc through the epilogue.
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep) {
+  static_assert(kMr <= 16);
+  __m512 acc[kMr][2];
+  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(ep.prefetch);
+  const int64_t pfSteps = ep.prefetch ? (ep.prefetchLines + 1) / 2 : 0;
+  for (int64_t k = 0; k < kc; ++k) {
+    if (k < pfSteps) {
+      _mm_prefetch(pf + k * 128, _MM_HINT_T1);
+      _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
+    }
+    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    const float* ak = a + k * kMr;
+#pragma GCC unroll 14
+    for (int i = 0; i < kMr; ++i) {
+      __m512 av = _mm512_set1_ps(ak[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  const int rows = m < kMr ? m : kMr;
+  const __mmask16 km = rows >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
+  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  for (int h = 0; h < 2 && h * 16 < n; ++h) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < kMr ? acc[i][h] : _mm512_setzero_ps();
+    transpose16(r);  // r[j]: column h * 16 + j, rows in lanes
+    const int cols = n - h * 16 < 16 ? n - h * 16 : 16;
+    for (int j = 0; j < cols; ++j) {
+      const int col = h * 16 + j;
+      float* cj = c + col * ldc;
+      __m512 v = r[j];
+      if (ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(km, cj));
+      if (ep.last) {
+        if (ep.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(km, ep.bias));
+        if (ep.colBias) v = _mm512_add_ps(v, _mm512_set1_ps(ep.colBias[col]));
+        if (ep.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(km, ep.residual + col * ep.ldr));
+        if (ep.clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));  // NaN stays NaN (the second operand)
+      }
+      _mm512_mask_storeu_ps(cj, km, v);
+    }
+  }
 }
 
 /// One row (GEMV): four independent accumulator pairs over k (k mod 4), summed at the end, so
@@ -114,6 +195,14 @@ ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int6
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (; i + 17 <= n; i += 16)
       _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * i), even, _mm512_loadu_ps(src + 2 * i + 16)));
+    if (i < n) {  // the last 1 to 16: masked loads of src[2i .. 2(n-1)] only (masked-off lanes never fault)
+      const int rest = static_cast<int>(n - i), count = 2 * rest - 1;
+      const __mmask16 k0 = count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+      const __mmask16 k1 = count > 16 ? __mmask16((1u << (count - 16)) - 1) : __mmask16(0);
+      const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(k0, src + 2 * i), even, _mm512_maskz_loadu_ps(k1, src + 2 * i + 16));
+      _mm512_mask_storeu_ps(dst + i, __mmask16((1u << rest) - 1), v);
+      i = n;
+    }
   }
   for (; i < n; ++i) dst[i] = src[i * sw];
 }
@@ -186,11 +275,14 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
 RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
-  if (mr <= 1) return {1, kNr, kernel1x32, Isa::Avx512};
-  if (mr <= 2) return {2, kNr, kernelMx32<2>, Isa::Avx512};
-  if (mr <= 4) return {4, kNr, kernelMx32<4>, Isa::Avx512};
-  if (mr <= 8) return {8, kNr, kernelMx32<8>, Isa::Avx512};
-  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+  static constexpr GemmMicroKernel kByRows[] = {kernel1x32,      kernelMx32<2>,  kernelMx32<3>,  kernelMx32<4>,  kernelMx32<5>,
+                                                kernelMx32<6>,   kernelMx32<7>,  kernelMx32<8>,  kernelMx32<9>,  kernelMx32<10>,
+                                                kernelMx32<11>,  kernelMx32<12>, kernelMx32<13>, kernelMx32<14>};
+  static constexpr GemmMicroKernel kByRowsT[] = {kernelMx32T<1>,  kernelMx32T<2>,  kernelMx32T<3>,  kernelMx32T<4>,  kernelMx32T<5>,
+                                                 kernelMx32T<6>,  kernelMx32T<7>,  kernelMx32T<8>,  kernelMx32T<9>,  kernelMx32T<10>,
+                                                 kernelMx32T<11>, kernelMx32T<12>, kernelMx32T<13>, kernelMx32T<14>};
+  const int rows = mr < 1 ? 1 : mr > 14 ? 14 : mr;
+  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1]};
 }
 
 #else

@@ -30,6 +30,11 @@ struct TileEpilogue {
   int64_t ldr = 0;
   bool clamp = false;
   float lo = 0, hi = 0;
+  /// Lines (64 bytes) from `prefetch` on that the kernel fetches towards L2 while it runs, two
+  /// per k step (the next panel of a streamed operand; the GEMV kernels fetch their own B
+  /// instead), or none.
+  const float* prefetch = nullptr;
+  int64_t prefetchLines = 0;
 };
 
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
@@ -39,6 +44,11 @@ struct GemmMicroKernelInfo {
   int mr, nr;
   GemmMicroKernel kernel;
   Isa isa;
+  /// The same tile stored transposed, or null where the path has none: element (i, j) goes to
+  /// c[j * ldc + i] (accumulate reads it there; bias[i] is per row, colBias[j] per column, the
+  /// residual at residual[j * ldr + i]). The pixel-major convolution (rows = output pixels)
+  /// stores its tiles straight into NCHW through it.
+  GemmMicroKernel transposed = nullptr;
 };
 
 /// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count
@@ -49,8 +59,8 @@ GemmMicroKernelInfo gemmMicroKernelPortable();
 /// The micro-kernel of activeIsa() for a matrix of m rows.
 GemmMicroKernelInfo activeGemmMicroKernel(int64_t m = 12);
 /// The kernel of at least `mr` rows (the smallest the path has, up to its largest tile; same NR
-/// as the path's main kernel): 1 (GEMV), 2, 4, then 8/12 (AVX-512) or 6 (AVX2). The portable
-/// path has one 4 x 16 kernel (gemm.cpp).
+/// as the path's main kernel): every count from 1 (GEMV) to 14 on AVX-512, 1 to 6 on AVX2. The
+/// portable path has one 4 x 16 kernel (gemm.cpp).
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr);
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr);
 GemmMicroKernelInfo gemmMicroKernelRowsPortable(int mr);

@@ -4,6 +4,12 @@
 //     the ISA's micro-kernel (conv_microkernels.h); the column matrix is never materialised:
 //     each KC x NC block of it is packed straight from the image into NR-column panels (for a
 //     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
+//   - cpu.conv.f32.gemm.px, the same product transposed for small output maps (pixelMajor()):
+//     Y_g^T[OH*OW, M/g] = X_col^T * W_g^T, rows = output pixels in panels of any count (AVX-512:
+//     14 rows, the tail exact: 49 = 14 + 14 + 14 + 7), columns = output channels in NR panels of
+//     W_g^T packed once (the next panel prefetched while one computes: small maps read each weight
+//     from L3 or memory for few pixels); the tiles go transposed into NCHW through the epilogue
+//     (AVX-512: transposing micro-kernels; the other paths: a product buffer and SSE transposes);
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
 //     output rows, vectorised over output pixels;
 //   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
@@ -13,6 +19,7 @@
 // Work is split over output pixels ([begin, end) ranges: the unit a thread pool hands out).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -20,9 +27,14 @@
 
 #include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_microkernels.h"
+#include "exec/cpu/gemm.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/prefaulted.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace onnxtool::cpu {
 
@@ -70,16 +82,63 @@ GemmMicroKernelInfo activeGemmMicroKernel(int64_t m) {
 
 namespace {
 
+/// The kernel of at least `rows` rows of path `isa` (conv_microkernels.h).
+GemmMicroKernelInfo rowsKernel(Isa isa, int rows) {
+  switch (isa) {
+    case Isa::Avx512: return gemmMicroKernelRowsAvx512(rows);
+    case Isa::Avx2: return gemmMicroKernelRowsAvx2(rows);
+    case Isa::Portable: break;
+  }
+  return gemmMicroKernelRowsPortable(rows);
+}
+
+/// Whether the packed kernel computes a convolution of this geometry pixel-major (rows = output
+/// pixels, columns = output channels) rather than channel-major (`cm`: the channel-major
+/// micro-kernel): where that pads the register tiles less, with the transposing store counted
+/// against it: about 60 k steps of a tile row per output with AVX-512's transposing kernels, 90
+/// (scaled to the vector width) through the product buffer and SSE transposes of the other paths
+/// (measured on ResNet-50's and MobileNetV2's convolutions at 14x14 and 7x7 with their weights
+/// cold: pixel-major is 10-25% faster on layer4's, ~8% on layer3's 1024 -> 256, 5-10% slower on
+/// its 256 -> 1024 and 20-30% slower at K = 64 or 96).
+/// ONNXTOOL_CONV_LAYOUT=channel|pixel forces one (tests, measurements).
+bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
+  const int64_t mg = g.m / g.group, pix = g.oh * g.ow, k = g.c / g.group * g.kh * g.kw;
+  if (mg == 0 || pix == 0 || k == 0) return false;
+  const char* env = std::getenv("ONNXTOOL_CONV_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "channel") return false;
+  if (mode == "pixel") return true;
+  const GemmMicroKernelInfo pm = rowsKernel(cm.isa, 14);
+  // Cycles per k step of a tile of r rows: r (the FMA ports), but at least 4 when the FMA
+  // latency bounds it (few accumulators); the GEMV kernel interleaves four chains.
+  auto rowsCost = [&](int64_t r) -> double {
+    if (r <= 0) return 0;
+    const int kr = rowsKernel(cm.isa, static_cast<int>(r)).mr;
+    return kr == 1 ? 2.0 : std::max(kr, 4);
+  };
+  const double pixCost = static_cast<double>(pix / pm.mr) * pm.mr + rowsCost(pix % pm.mr);
+  const double perOutput = pm.transposed ? 60.0 : 90.0 * pm.nr / 32;
+  const double pmCost = static_cast<double>(roundUp(mg, pm.nr)) * pixCost * (1.0 + perOutput / static_cast<double>(k));
+  const double cmCost = static_cast<double>(roundUp(mg, cm.mr)) * static_cast<double>(roundUp(pix, cm.nr));
+  return pmCost < cmCost;
+}
+
 class PackedConvKernel : public CpuKernel {
  public:
-  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, std::string suffix, int threads)
-      : g_(g), ep_(ep), mk_(mk), variant_(".gemm." + std::string(isaName(mk.isa)) + suffix), threads_(std::max(threads, 1)) {
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, std::string suffix,
+                   int threads)
+      : g_(g), ep_(ep), mk_(mk), variant_((pixelMajor ? ".gemm.px." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
+        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
     kdim_ = cg_ * g.kh * g.kw;
     pix_ = g.oh * g.ow;
-    mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
     pointwise_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
+    if (pixelMajor_) {
+      initPixelMajor(weights);
+      return;
+    }
+    mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
     // K blocks of at most ~320, equal sizes; N blocks so that a packed KC x NC block of the
     // column matrix stays in L2 (~512 KiB).
     int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 319) / 320);
@@ -96,16 +155,49 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
-  /// Per thread: the packed KC x NC block and one gathered row of NC pixels.
-  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * (kc_ + 1) * nc_) * sizeof(float); }
+  /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
+  /// packed pixel panels, a gathered row, and the block's transposed product).
+  size_t workspaceBytes() const override {
+    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_) * sizeof(float);
+  }
 
   /// Threads split the output pixels (in NR multiples) when there are enough of them, else the
-  /// MR-row panels of the weights (each thread then packs the same columns).
+  /// MR-row panels of the weights (each thread then packs the same columns). Pixel-major: the
+  /// channel panels (each thread streams its own part of the weights), unless there are too few
+  /// of them.
   void compute(const CpuComputeArgs& args) const override {
     float* ws = static_cast<float*>(args.workspace);
-    const int64_t wsPart = (kc_ + 1) * nc_;
     // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
     const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
+    if (pixelMajor_) {
+      if (sharedPanelsFloats_ > 0 && threads > 1 && splitChannels(threads)) {
+        // One image and group, one pixel block: the threads pack the pixel panels of all of K
+        // together (each its K blocks), then split the channel panels, instead of each packing
+        // them all (1/8 to 1/6 of a 7x7 map's work).
+        float* shared = ws + threads_ * pmWsFloats_;
+        const float* x = static_cast<const float*>(args.inputs[0]);
+        const int64_t kc = packedWT_.front().kc(), kBlocks = (kdim_ + kc - 1) / kc, rPanels = (pix_ + pmMk_.mr - 1) / pmMk_.mr;
+        const int tailMr = pmByRows_[static_cast<size_t>(pix_ - (rPanels - 1) * pmMk_.mr - 1)].mr;
+        parallelRanges(args.pool, threads, kBlocks, 1, [&](int64_t b, int64_t e, int part) {
+          float* row = ws + part * pmWsFloats_ + pmPackedFloats_;
+          for (int64_t kbi = b; kbi < e; ++kbi)
+            packPixels(x, kbi * kc, std::min(kc, kdim_ - kbi * kc), 0, pix_, tailMr, shared + kbi * kc * rPanels * pmMk_.mr, row);
+        });
+        parallelRanges(args.pool, threads, cPanels_, 1, [&](int64_t b, int64_t e, int part) {
+          computePixelMajor(args, 0, pix_, b, e, ws + part * pmWsFloats_, shared);
+        });
+        return;
+      }
+      if (splitChannels(threads)) {
+        parallelRanges(args.pool, threads, cPanels_, 1,
+                       [&](int64_t b, int64_t e, int part) { computePixelMajor(args, 0, pix_, b, e, ws + part * pmWsFloats_); });
+      } else {
+        parallelRanges(args.pool, threads, pix_, pmMk_.mr,
+                       [&](int64_t b, int64_t e, int part) { computePixelMajor(args, b, e, 0, cPanels_, ws + part * pmWsFloats_); });
+      }
+      return;
+    }
+    const int64_t wsPart = (kc_ + 1) * nc_;
     if (pix_ >= 4 * mk_.nr * threads || mPanels_ < 2 * threads) {
       parallelRanges(args.pool, threads, pix_, mk_.nr,
                      [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
@@ -151,10 +243,16 @@ class PackedConvKernel : public CpuKernel {
               const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
               const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
               te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+              // The next weight panel, fetched in slices while this one computes: with few
+              // pixels each weight is used for few FMAs, read from L3 or memory.
+              const float* next = mp + 1 < mpEnd ? a + kdim_ * mr : nullptr;
+              const int64_t nextFloats = kc * mr, slice = (((nextFloats + 15) / 16 + nPanels - 1) / nPanels) * 16;
               for (int64_t jp = 0; jp < nPanels; ++jp) {
                 const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
                 const int64_t off = yOff + mp * mr * pix_ + nb + jp * nr;
                 te.residual = res ? res + off : nullptr;
+                te.prefetch = next ? next + jp * slice : nullptr;
+                te.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - jp * slice, slice)) / 16 : 0;
                 mk_.kernel(kc, a, packed + jp * kc * nr, y + off, pix_, rows, cols, te);
               }
               if (te.last && ep_.act != VecUnary::Count)  // the panel's rows of this pixel block, still in cache
@@ -168,7 +266,253 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
+  /// Pixel-major, `threads` > 1: whether threads split the channel panels (each streams its part
+  /// of the weights) rather than the pixel panels (each reads all of them): the split that
+  /// balances the parts better (in channels or pixels, not padding), channels on a near tie or
+  /// when the weights are large (above ~1 MiB).
+  bool splitChannels(int threads) const {
+    if (threads <= 1) return true;
+    auto largestPart = [&](int64_t units, int64_t unitSize, int64_t total) {  // as parallelRanges splits
+      const int64_t parts = std::clamp<int64_t>(units, 1, threads);
+      int64_t largest = 0;
+      for (int64_t part = 0; part < parts; ++part)
+        largest = std::max(largest, std::min(total, units * (part + 1) / parts * unitSize) - units * part / parts * unitSize);
+      return static_cast<double>(largest) / (static_cast<double>(total) / threads);
+    };
+    const double byChannels = largestPart(cPanels_, pmMk_.nr, mg_);
+    const double byPixels = largestPart((pix_ + pmMk_.mr - 1) / pmMk_.mr, pmMk_.mr, pix_);
+    return byChannels <= byPixels * 1.1 || g_.group * mg_ * kdim_ > 262144;
+  }
+
+  /// Pixel-major: output pixels [p0, p1) and channel panels [j0, j1) of every image and group;
+  /// `ws` holds pmWsFloats_ floats.
+  /// `prepacked`: every K block of the pixel panels, packed beforehand by all threads together
+  /// (compute(), sharedPanelsFloats_), or null.
+  void computePixelMajor(const CpuComputeArgs& args, int64_t p0, int64_t p1, int64_t j0, int64_t j1, float* ws,
+                         const float* prepacked = nullptr) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int mr = pmMk_.mr, nr = pmMk_.nr;
+    float* packed = ws;
+    float* row = ws + pmPackedFloats_;
+    float* t = row + pmRowFloats_;
+    // The product's rows: all the part's channels while K takes several blocks, else one panel
+    // (each panel is stored transposed as soon as it is final, while it is in L1); not a
+    // multiple of 4 KiB, so that a tile's rows fall in distinct L1 sets.
+    const bool oneBlock = packedWT_.front().kc() >= kdim_;
+    const int64_t ldt = (oneBlock ? nr : (j1 - j0) * nr) + 16;
+    TileEpilogue te;  // the raw product: the epilogue runs on the transposed store
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+        const PackedB& wt = packedWT_[static_cast<size_t>(grp)];
+        for (int64_t pb = p0; pb < p1; pb += pmBlock_) {
+          const int64_t rows = std::min(pmBlock_, p1 - pb), rPanels = (rows + mr - 1) / mr;
+          const int tailRows = static_cast<int>(rows - (rPanels - 1) * mr);
+          const GemmMicroKernelInfo& tail = pmByRows_[static_cast<size_t>(tailRows - 1)];
+          for (int64_t kb = 0, kbi = 0; kb < kdim_; kb += wt.kc(), ++kbi) {
+            const int64_t kc = std::min(wt.kc(), kdim_ - kb);
+            if (prepacked) packed = const_cast<float*>(prepacked) + kb * rPanels * mr;
+            else packPixels(xg, kb, kc, pb, rows, tail.mr, packed, row);
+            te.accumulate = kb > 0;
+            const bool lastK = kb + kc >= kdim_;
+            for (int64_t jp = j0; jp < j1; ++jp) {
+              const float* bPanel = wt.panel(kbi, jp);
+              const int cols = static_cast<int>(std::min<int64_t>(nr, mg_ - jp * nr));
+              float* tp = t + (oneBlock ? 0 : (jp - j0) * nr);
+              // The next weight panel, fetched in slices by the kernels while this one computes.
+              const float* next = jp + 1 < j1 ? wt.panel(kbi, jp + 1) : !lastK ? wt.panel(kbi + 1, j0) : nullptr;
+              const int64_t nextFloats = jp + 1 < j1 ? kc * nr : !lastK ? std::min(wt.kc(), kdim_ - kb - kc) * nr : 0;
+              const int64_t slice = (((nextFloats + 15) / 16 + rPanels - 1) / rPanels) * 16;
+              if (pix_ == 1) {  // one pixel (a 1x1 map): its product row is the output, the epilogue in the kernel's store
+                float* yc = y + yOff + jp * nr;
+                TileEpilogue direct;
+                direct.accumulate = kb > 0;
+                direct.last = lastK;
+                direct.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
+                direct.residual = res ? res + yOff + jp * nr : nullptr;
+                direct.clamp = ep_.clamp;
+                direct.lo = ep_.lo;
+                direct.hi = ep_.hi;
+                tail.kernel(kc, packed, bPanel, yc, nr, 1, cols, direct);
+                if (lastK && ep_.act != VecUnary::Count) vecKernels().unary[static_cast<int>(ep_.act)](yc, yc, cols);
+                continue;
+              }
+              if (pmMk_.transposed) {  // tiles stored transposed straight into NCHW, the epilogue in the store
+                TileEpilogue td;
+                td.accumulate = kb > 0;
+                td.last = lastK;
+                td.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
+                td.ldr = pix_;
+                td.clamp = ep_.clamp;
+                td.lo = ep_.lo;
+                td.hi = ep_.hi;
+                float* yc = y + yOff + jp * nr * pix_ + pb;
+                for (int64_t ip = 0; ip < rPanels; ++ip) {
+                  td.prefetch = next ? next + ip * slice : nullptr;
+                  td.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;
+                  td.residual = res ? res + yOff + jp * nr * pix_ + pb + ip * mr : nullptr;
+                  const bool isTail = ip == rPanels - 1;
+                  const GemmMicroKernelInfo& k = isTail ? tail : pmMk_;
+                  k.transposed(kc, packed + ip * mr * kc, bPanel, yc + ip * mr, pix_, isTail ? tailRows : mr, cols, td);
+                }
+                if (lastK && ep_.act != VecUnary::Count)
+                  for (int j = 0; j < cols; ++j) vecKernels().unary[static_cast<int>(ep_.act)](yc + j * pix_, yc + j * pix_, rows);
+                continue;
+              }
+              for (int64_t ip = 0; ip < rPanels; ++ip) {
+                te.prefetch = next ? next + ip * slice : nullptr;
+                te.prefetchLines = next ? std::max<int64_t>(0, std::min(nextFloats - ip * slice, slice)) / 16 : 0;
+                const bool isTail = ip == rPanels - 1;
+                const GemmMicroKernelInfo& k = isTail ? tail : pmMk_;
+                k.kernel(kc, packed + ip * mr * kc, bPanel, tp + ip * mr * ldt, ldt, isTail ? tailRows : mr, cols, te);
+              }
+              if (lastK)
+                storeTransposed(tp, ldt, rows, jp * nr, jp * nr + cols, bias ? bias + grp * mg_ : nullptr, res ? res + yOff + pb : nullptr,
+                                y + yOff + pb);
+            }
+          }
+        }
+      }
+  }
+
  private:
+  /// Pixel-major set-up: W_g^T packed per group, the pixel panels' kernels, the pixel block.
+  void initPixelMajor(const float* weights) {
+    pmMk_ = rowsKernel(mk_.isa, mk_.isa == Isa::Avx512 ? 14 : mk_.isa == Isa::Avx2 ? 6 : 4);
+    for (int r = 1; r <= pmMk_.mr; ++r) pmByRows_.push_back(rowsKernel(mk_.isa, r));
+    cPanels_ = (mg_ + pmMk_.nr - 1) / pmMk_.nr;
+    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels.
+    for (int64_t grp = 0; grp < g_.group; ++grp)
+      packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, 256);
+    const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
+    // Pixel blocks: the packed pixels (block x kc) within ~256 KiB and, without a transposing
+    // kernel, the product (block x channels) within ~1 MiB of L2; equal blocks in whole panels.
+    const int64_t ldt = (kc >= kdim_ ? pmMk_.nr : cPanels_ * pmMk_.nr) + 16;  // as computePixelMajor
+    const int64_t byProduct = pmMk_.transposed ? 65536 / kc : 262144 / ldt;
+    int64_t block = std::max<int64_t>(pmMk_.mr, std::min(byProduct, 65536 / kc) / pmMk_.mr * pmMk_.mr);
+    block = std::min(block, std::max<int64_t>(pix_, 1));
+    const int64_t blocks = (std::max<int64_t>(pix_, 1) + block - 1) / block;
+    pmBlock_ = roundUp((std::max<int64_t>(pix_, 1) + blocks - 1) / blocks, pmMk_.mr);
+    pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
+    pmRowFloats_ = roundUp(pmBlock_, 16);
+    pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + (pmMk_.transposed ? 0 : roundUp(pmBlock_ * ldt, 16));
+    // Threads packing the pixel panels together (compute): one image and group, one pixel
+    // block, several K blocks, the panels of all of K within ~2 MiB.
+    const int64_t allPanels = kdim_ * roundUp(pix_, pmMk_.mr);
+    if (threads_ > 1 && g_.n * g_.group == 1 && pix_ <= pmBlock_ && kdim_ > kc && allPanels <= 524288) sharedPanelsFloats_ = allPanels;
+    // Small maps: per kernel tap, the input offset of every output pixel in its channel's plane
+    // (-1: padding), so that packing a row of the column matrix is one gather (fillRow's
+    // per-output-row bounds cost more than the copy when rows are 7 or 14 pixels).
+    if (!pointwise_ && pix_ * g_.kh * g_.kw <= 65536 && g_.h * g_.w < (int64_t{1} << 31)) {
+      tapOffsets_.resize(static_cast<size_t>(g_.kh * g_.kw * pix_));
+      for (int64_t ki = 0; ki < g_.kh; ++ki)
+        for (int64_t kj = 0; kj < g_.kw; ++kj)
+          for (int64_t p = 0; p < pix_; ++p) {
+            const int64_t iy = p / g_.ow * g_.sh - g_.padT + ki * g_.dh, ix = p % g_.ow * g_.sw - g_.padL + kj * g_.dw;
+            tapOffsets_[static_cast<size_t>((ki * g_.kw + kj) * pix_ + p)] =
+                iy >= 0 && iy < g_.h && ix >= 0 && ix < g_.w ? static_cast<int32_t>(iy * g_.w + ix) : -1;
+          }
+    }
+  }
+
+  /// dst[ip * kMr * kc + i] = src[ip * kMr + i] for i < kMr, ip < panels: one row of k of
+  /// `panels` pixel panels.
+  template <int kMr>
+  static void copyPanels(const float* src, int64_t panels, int64_t kc, float* dst) {
+    for (int64_t ip = 0; ip < panels; ++ip) std::memcpy(dst + ip * kMr * kc, src + ip * kMr, kMr * sizeof(float));
+  }
+
+  /// Packs rows [kb, kb + kc) of the column matrix and its output pixels [pb, pb + rows) as
+  /// pixel panels (MR rows, k-major, the last of `tailMr` rows, rows past `rows` zero): the
+  /// transposed column matrix, the A of the pixel-major product.
+  void packPixels(const float* xg, int64_t kb, int64_t kc, int64_t pb, int64_t rows, int tailMr, float* packed, float* row) const {
+    const int64_t mr = pmMk_.mr, rPanels = (rows + mr - 1) / mr, khw = g_.kh * g_.kw;
+    const int64_t tailRows = rows - (rPanels - 1) * mr;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      const int64_t k = kb + kk;
+      const float* src;
+      if (pointwise_) {
+        src = xg + k * g_.h * g_.w + pb;
+      } else if (!tapOffsets_.empty()) {  // small maps: the tap's offsets straight into the panels
+        const float* plane = xg + (k / khw) * g_.h * g_.w;
+        const int32_t* off = tapOffsets_.data() + (k % khw) * pix_ + pb;
+        for (int64_t ip = 0; ip < rPanels; ++ip) {
+          const bool last = ip == rPanels - 1;
+          float* d = packed + ip * mr * kc + kk * (last ? tailMr : mr);
+          const int32_t* o = off + ip * mr;
+          const int64_t n = last ? tailRows : mr;
+          for (int64_t i = 0; i < n; ++i) d[i] = o[i] >= 0 ? plane[o[i]] : 0.f;
+          if (last) std::fill(d + n, d + tailMr, 0.f);
+        }
+        continue;
+      } else {
+        const int64_t ch = k / khw, ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+        fillRow(xg + ch * g_.h * g_.w, ki, kj, pb / g_.ow, pb % g_.ow, rows, row);
+        src = row;
+      }
+      // Whole panels in copies of a constant size (the main kernels' row counts).
+      if (mr == 14) copyPanels<14>(src, rPanels - 1, kc, packed + kk * 14);
+      else if (mr == 6) copyPanels<6>(src, rPanels - 1, kc, packed + kk * 6);
+      else if (mr == 4) copyPanels<4>(src, rPanels - 1, kc, packed + kk * 4);
+      else
+        for (int64_t ip = 0; ip + 1 < rPanels; ++ip)
+          std::memcpy(packed + ip * mr * kc + kk * mr, src + ip * mr, static_cast<size_t>(mr) * sizeof(float));
+      float* d = packed + (rPanels - 1) * mr * kc + kk * tailMr;
+      std::memcpy(d, src + (rPanels - 1) * mr, static_cast<size_t>(tailRows) * sizeof(float));
+      std::fill(d + tailRows, d + tailMr, 0.f);
+    }
+  }
+
+  /// y[c][p] = epilogue(t[p][c - c0] + bias[c]) for channels [c0, c1) and pixels [0, rows) of a
+  /// pixel block (y, res: the block's first pixel of the group's first channel; rows of pix_):
+  /// 4 x 4 SSE transposes (the x86-64 baseline) with bias, residual and clamp, the tails scalar;
+  /// then the activation over each finished row.
+  void storeTransposed(const float* t, int64_t ldt, int64_t rows, int64_t c0, int64_t c1, const float* bias, const float* res,
+                       float* y) const {
+    auto finish = [&](float v, int64_t c, int64_t p) {
+      if (bias) v += bias[c];
+      if (res) v += res[c * pix_ + p];
+      if (ep_.clamp) {  // max then min, as Clip; NaN stays NaN
+        v = v < ep_.lo ? ep_.lo : v;
+        v = v > ep_.hi ? ep_.hi : v;
+      }
+      y[c * pix_ + p] = v;
+    };
+    int64_t c = c0;
+#if defined(__SSE2__)
+    const __m128 lo = _mm_set1_ps(ep_.lo), hi = _mm_set1_ps(ep_.hi);
+    for (; c + 4 <= c1; c += 4) {
+      const float* tc = t + (c - c0);
+      __m128 b[4];
+      for (int r = 0; r < 4; ++r) b[r] = _mm_set1_ps(bias ? bias[c + r] : 0.f);
+      int64_t p = 0;
+      for (; p + 4 <= rows; p += 4) {
+        __m128 r0 = _mm_loadu_ps(tc + p * ldt), r1 = _mm_loadu_ps(tc + (p + 1) * ldt), r2 = _mm_loadu_ps(tc + (p + 2) * ldt),
+               r3 = _mm_loadu_ps(tc + (p + 3) * ldt);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_i: channel c + i at pixels p .. p + 3
+        __m128 v[4] = {_mm_add_ps(r0, b[0]), _mm_add_ps(r1, b[1]), _mm_add_ps(r2, b[2]), _mm_add_ps(r3, b[3])};
+        for (int r = 0; r < 4; ++r) {
+          if (res) v[r] = _mm_add_ps(v[r], _mm_loadu_ps(res + (c + r) * pix_ + p));
+          if (ep_.clamp) v[r] = _mm_min_ps(hi, _mm_max_ps(lo, v[r]));  // returns v when v is NaN (the second operand)
+          _mm_storeu_ps(y + (c + r) * pix_ + p, v[r]);
+        }
+      }
+      for (; p < rows; ++p)
+        for (int64_t r = 0; r < 4; ++r) finish(tc[p * ldt + r], c + r, p);
+    }
+#endif
+    for (; c < c1; ++c)
+      for (int64_t p = 0; p < rows; ++p) finish(t[p * ldt + (c - c0)], c, p);
+    if (ep_.act != VecUnary::Count) {
+      void (*act)(const float*, float*, int64_t) = vecKernels().unary[static_cast<int>(ep_.act)];
+      for (c = c0; c < c1; ++c) act(y + c * pix_, y + c * pix_, rows);
+    }
+  }
+
   /// Packs rows [kb, kb + kc) and output pixels [nb, nb + nc) of the (virtual) column matrix of
   /// one image's group into NR-column panels, k-major, columns past nc zero. Each row is first
   /// gathered whole into `row` (output row by output row: copies and zero fills, no per-element
@@ -183,7 +527,13 @@ class PackedConvKernel : public CpuKernel {
       if (pointwise_) {  // 1x1, stride 1, no padding: the input row is the column row
         const float* src = xg + k * g_.h * g_.w + nb;
         const int64_t full = nc / nr;
-        for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
+        // Copies of a constant size (inline moves, not a libc call per panel row).
+        if (nr == 32)
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * 32, src + jp * 32, 32 * sizeof(float));
+        else if (nr == 16)
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * 16, src + jp * 16, 16 * sizeof(float));
+        else
+          for (int64_t jp = 0; jp < full; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
         if (full < nPanels) {
           const int64_t tail = nc - full * nr;
           std::memcpy(dst + full * kc * nr, src + full * nr, static_cast<size_t>(tail) * sizeof(float));
@@ -237,9 +587,17 @@ class PackedConvKernel : public CpuKernel {
   GemmMicroKernelInfo mk_;
   std::string variant_;
   int threads_;
+  bool pixelMajor_ = false;
   bool pointwise_ = false;
-  int64_t cg_, mg_, kdim_, pix_, mPanels_, kc_, nc_;
+  int64_t cg_, mg_, kdim_, pix_, mPanels_ = 0, kc_ = 0, nc_ = 0;
   PackedFloats packedW_;
+  // Pixel-major: the pixel panels' kernel and one per tail row count, W_g^T per group, channel
+  // panels, pixels per block, workspace floats per thread (packed pixels, a row, the product).
+  GemmMicroKernelInfo pmMk_{};
+  std::vector<GemmMicroKernelInfo> pmByRows_;
+  std::vector<PackedB> packedWT_;
+  std::vector<int32_t> tapOffsets_;  ///< [kh * kw][pix]: see initPixelMajor
+  int64_t cPanels_ = 0, pmBlock_ = 0, pmPackedFloats_ = 0, pmRowFloats_ = 0, pmWsFloats_ = 0, sharedPanelsFloats_ = 0;
 };
 
 /// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a
@@ -389,7 +747,8 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
   if (!k) {
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), activeGemmMicroKernel(g.m / g.group), suffix, info.threads);
+    const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, pixelMajor(g, mk), suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

@@ -239,6 +239,130 @@ TEST_CASE("cpu Conv large enough to split across threads matches the reference k
   }
 }
 
+namespace {
+
+/// Conv [+ BatchNormalization] [+ Add of a residual input] [+ activation] on a random model:
+/// the chain the executor fuses into one packed convolution.
+struct EpilogueCase {
+  bool bias, bn, residual;
+  std::string act;  ///< "", "relu", "clip", "hardswish", "silu"
+};
+
+Builder fusedConvModel(const ConvCase& k, const EpilogueCase& e, std::mt19937& rng) {
+  Builder b(17);
+  b.input("x", randomTensor({k.n, k.c, k.h, k.w}, rng, true));
+  b.constant("w", randomTensor({k.m, k.c / k.group, k.kh, k.kw}, rng));
+  if (e.bias) b.constant("b", randomTensor({k.m}, rng));
+  b.node("Conv", {"x", "w", e.bias ? "b" : ""}, "c",
+         {testutil::ints("kernel_shape", {k.kh, k.kw}), testutil::ints("strides", {k.sh, k.sw}),
+          testutil::ints("dilations", {k.dh, k.dw}), testutil::ints("pads", {k.pt, k.pl, k.pb, k.pr}),
+          testutil::one("group", k.group)});
+  std::string cur = "c";
+  if (e.bn) {
+    auto variances = randomFloats(static_cast<size_t>(k.m), rng);
+    for (float& v : variances) v = std::fabs(v) + 0.1f;
+    b.constant("bn_s", randomTensor({k.m}, rng));
+    b.constant("bn_b", randomTensor({k.m}, rng));
+    b.constant("bn_m", randomTensor({k.m}, rng));
+    b.constant("bn_v", f32({k.m}, variances));
+    b.node("BatchNormalization", {cur, "bn_s", "bn_b", "bn_m", "bn_v"}, "n", {Attribute::ofFloat("epsilon", 1e-3f)});
+    cur = "n";
+  }
+  if (e.residual) {
+    const int64_t oh = (k.h + k.pt + k.pb - k.dh * (k.kh - 1) - 1) / k.sh + 1, ow = (k.w + k.pl + k.pr - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    b.input("r", randomTensor({k.n, k.m, oh, ow}, rng));
+    b.node("Add", {cur, "r"}, "a");
+    cur = "a";
+  }
+  if (e.act == "relu") {
+    b.node("Relu", {cur}, "y");
+  } else if (e.act == "clip") {
+    b.constant("lo", f32({}, {-0.5f}));
+    b.constant("hi", f32({}, {1.5f}));
+    b.node("Clip", {cur, "lo", "hi"}, "y");
+  } else if (e.act == "hardswish") {
+    b.node("HardSwish", {cur}, "y");
+  } else if (e.act == "silu") {
+    b.node("Sigmoid", {cur}, "s");
+    b.node("Mul", {cur, "s"}, "y");
+  }
+  b.output(e.act.empty() ? cur : "y");
+  return b;
+}
+
+}  // namespace
+
+// Both layouts of the packed GEMM kernel, forced with ONNXTOOL_CONV_LAYOUT: channel-major
+// (rows = output channels) and pixel-major (rows = output pixels, the product transposed into
+// NCHW with the epilogue), on small output maps (1x1, 2x3, 7x7, 14x14), many and odd channel
+// counts (weight panel tails), K across several blocks, strides, pads, dilations, groups, batch 2,
+// and every fused epilogue, at 1 and 2 threads (CTest runs it again per lower ISA path).
+TEST_CASE("cpu packed Conv in both layouts matches the reference kernel on small maps and every epilogue", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  std::mt19937 rng(61);
+  const ConvCase cases[] = {
+      {1, 96, 7, 7, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 7x7: 49 pixels (14 + 14 + 14 + 7), K = 864, M tail
+      {1, 64, 14, 14, 47, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 14x14 pointwise, odd M
+      {1, 130, 1, 1, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // 1x1 map: one pixel
+      {2, 40, 2, 3, 65, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 2x3 map, batch 2
+      {1, 48, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // stride 2 to 7x7
+      {1, 64, 13, 13, 96, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2 (a downsample) to 7x7
+      {1, 32, 9, 8, 40, 3, 3, 1, 1, 2, 2, 2, 1, 2, 3, 1},     // dilated, asymmetric pads
+      {2, 24, 7, 7, 36, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},     // groups
+      {1, 17, 15, 14, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 210 pixels, few channels
+      {1, 3, 20, 20, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     // a stem: 3 input channels, stride 2
+      {1, 320, 7, 7, 45, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // K = 320 in one block, M tail
+      {1, 2, 100, 90, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // a large map: several pixel blocks, rows gathered per output row
+      {1, 600, 1, 1, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // one pixel (squeeze-excitation), K across blocks
+      {1, 24, 3, 3, 50, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},      // one output pixel from a 3x3 window
+  };
+  const EpilogueCase epilogues[] = {
+      {false, false, false, ""},          {true, false, false, "relu"},      {true, true, false, "clip"},
+      {false, true, true, "relu"},        {true, false, true, ""},           {true, true, false, "hardswish"},
+      {false, true, false, "silu"},       {true, false, true, "clip"},
+  };
+  for (const char* layout : {"channel", "pixel"}) {
+    ScopedEnv forced("ONNXTOOL_CONV_LAYOUT", layout);
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      const ConvCase& k = cases[ci];
+      for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+        if ((ci + ei) % 2) continue;  // every case with half of the epilogues, every epilogue with half of the cases
+        Builder b = fusedConvModel(k, epilogues[ei], rng);
+        INFO("layout " << layout << " case " << ci << " epilogue " << ei);
+        auto kernels = checkAgainstRef(*b.m, b.feeds);
+        INFO(joined(kernels));
+        REQUIRE(kernels.size() == 1);  // the whole chain fused into the convolution
+        const bool px = kernels[0].rfind("cpu.conv.f32.gemm.px.", 0) == 0;
+        CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+        CHECK(px == (std::string(layout) == "pixel"));
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu packed Conv splits either layout across threads and matches the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  std::mt19937 rng(62);
+  const ConvCase cases[] = {
+      {1, 256, 7, 7, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // threads split the channel panels; K across blocks
+      {1, 512, 14, 14, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // two channel panels: threads split the pixels
+      {1, 160, 14, 14, 480, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // a 14x14 pointwise expansion
+      {2, 96, 7, 7, 320, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // batch 2
+      {1, 200, 28, 14, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // K in one block, threads split the pixels
+  };
+  for (const char* layout : {"channel", "pixel", "auto"}) {
+    ScopedEnv forced("ONNXTOOL_CONV_LAYOUT", layout);
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      Builder b = fusedConvModel(cases[ci], {true, true, ci % 2 == 0, ci % 2 ? "relu" : "hardswish"}, rng);
+      INFO("layout " << layout << " case " << ci);
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+    }
+  }
+}
+
 TEST_CASE("cpu Conv with weights computed at run time runs on the im2col kernel", "[cpu][conv]") {
   std::mt19937 rng(22);
   Builder b(13);
@@ -387,6 +511,15 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
     kernels.push_back(gemmMicroKernelAvx512(16));
     CHECK(kernels.back().mr == 8);
   }
+  // The row kernels (skinny GEMMs, the pixel-major convolution's panels and their tails): AVX-512
+  // has one of every row count up to 14.
+  for (int r = 1; r <= 14; ++r) {
+    if (detectedIsa() >= Isa::Avx512) {
+      kernels.push_back(gemmMicroKernelRowsAvx512(r));
+      CHECK(kernels.back().mr == r);
+    }
+    if (detectedIsa() >= Isa::Avx2 && r <= 6) kernels.push_back(gemmMicroKernelRowsAvx2(r));
+  }
   std::mt19937 rng(24);
   for (const auto& mk : kernels) {
     for (int64_t kc : {1, 7, 64}) {
@@ -396,12 +529,13 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
           auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * mk.nr), rng);
           const int64_t ldc = mk.nr + 3;
           auto c0 = randomFloats(static_cast<size_t>(mk.mr * ldc), rng, true), res = randomFloats(static_cast<size_t>(mk.mr * ldc), rng);
-          auto bias = randomFloats(static_cast<size_t>(mk.mr), rng);
+          auto bias = randomFloats(static_cast<size_t>(mk.mr), rng), colBias = randomFloats(static_cast<size_t>(mk.nr), rng);
           for (int variant = 0; variant < 3; ++variant) {
             TileEpilogue ep;
             ep.accumulate = variant == 1;
             ep.last = variant != 1;
             ep.bias = variant == 2 ? bias.data() : nullptr;
+            ep.colBias = variant == 2 ? colBias.data() : nullptr;
             ep.residual = variant == 2 ? res.data() : nullptr;
             ep.ldr = ldc;
             ep.clamp = variant == 2;
@@ -416,6 +550,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
                   if (ep.accumulate) s += want;
                   if (ep.bias) s += bias[static_cast<size_t>(i)];
+                  if (ep.colBias) s += colBias[static_cast<size_t>(j)];
                   if (ep.residual) s += res[static_cast<size_t>(i * ldc + j)];
                   if (ep.clamp) s = std::min<double>(std::max<double>(s, ep.lo), ep.hi);
                   want = static_cast<float>(s);
@@ -427,11 +562,60 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                 else if (std::isinf(want)) CHECK(got == want);
                 else CHECK(got == Approx(want).epsilon(1e-4).margin(1e-4));
               }
+            if (!mk.transposed) continue;
+            // The transposed store: element (i, j) at ct[j * ldt + i], the residual likewise.
+            const int64_t ldt = mk.mr + 3;
+            auto ct0 = randomFloats(static_cast<size_t>(mk.nr * ldt), rng, true), rest = randomFloats(static_cast<size_t>(mk.nr * ldt), rng);
+            auto ct = ct0;
+            TileEpilogue et = ep;
+            et.residual = ep.residual ? rest.data() : nullptr;
+            et.ldr = ldt;
+            mk.transposed(kc, a.data(), b.data(), ct.data(), ldt, m, n, et);
+            for (int64_t j = 0; j < mk.nr; ++j)
+              for (int64_t i = 0; i < ldt; ++i) {
+                float want = ct0[static_cast<size_t>(j * ldt + i)];
+                if (i < m && j < n) {
+                  double s = 0;
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  if (et.accumulate) s += want;
+                  if (et.bias) s += bias[static_cast<size_t>(i)];
+                  if (et.colBias) s += colBias[static_cast<size_t>(j)];
+                  if (et.residual) s += rest[static_cast<size_t>(j * ldt + i)];
+                  if (et.clamp) s = std::min<double>(std::max<double>(s, et.lo), et.hi);
+                  want = static_cast<float>(s);
+                }
+                float got = ct[static_cast<size_t>(j * ldt + i)];
+                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant "
+                                        << variant << " at " << i << "," << j);
+                if (std::isnan(want)) CHECK(std::isnan(got));
+                else if (std::isinf(want)) CHECK(got == want);
+                else CHECK(got == Approx(want).epsilon(1e-4).margin(1e-4));
+              }
           }
         }
       }
     }
   }
+}
+
+TEST_CASE("every ISA's strided row gather (im2col of strided convolutions) matches a scalar gather", "[cpu][conv]") {
+  using namespace onnxtool::cpu;
+  std::vector<RowOps> paths{rowOpsPortable()};
+  if (detectedIsa() >= Isa::Avx2) paths.push_back(rowOpsAvx2());
+  if (detectedIsa() >= Isa::Avx512) paths.push_back(rowOpsAvx512());
+  std::mt19937 rng(63);
+  for (const RowOps& ops : paths)
+    for (int64_t sw : {1, 2, 3})
+      for (int64_t n = 1; n <= 70; ++n) {
+        // The source holds exactly the elements read: the vector paths must not load past it
+        // (masked loads for the tail).
+        auto src = randomFloats(static_cast<size_t>((n - 1) * sw + 1), rng);
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.f);
+        ops.gatherStrided(got.data(), src.data(), n, sw);
+        INFO("sw " << sw << " n " << n);
+        for (int64_t i = 0; i < n; ++i) CHECK(got[static_cast<size_t>(i)] == src[static_cast<size_t>(i * sw)]);
+        CHECK(got[static_cast<size_t>(n)] == -7.f);  // nothing written past n
+      }
 }
 
 TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric windows", "[cpu][pool]") {
