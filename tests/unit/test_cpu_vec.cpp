@@ -187,6 +187,10 @@ TEST_CASE("vec row kernels match double loops on every tail length", "[cpu][vec]
         for (size_t i = 0; i < a.size(); ++i) CHECK(y[i] == apply(-2.5f, b[i]));
         CHECK(y.back() == 12345.f);
       }
+      // The sum in double (GlobalAveragePool): a double loop's within double rounding.
+      double total = 0;
+      for (float v : a) total += v;
+      CHECK(vk.sumDouble(a.data(), n) == Approx(total).epsilon(1e-12).margin(1e-12));
     }
   }
 }
