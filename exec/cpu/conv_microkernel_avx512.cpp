@@ -205,6 +205,44 @@ ONNXTOOL_AVX512 void depthwiseRowsT(const DepthwiseRows& a) {
   if (ox < a.ow) depthwiseBlock<1, KH, KW, S>(a, ox);
 }
 
+ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
+  const __mmask16 kc = mask0(a.nch);
+  const __m512i planes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(static_cast<int>(a.h * a.w)));
+  // Pixels in, channels across the lanes.
+  for (int64_t iy = 0; iy < a.h; ++iy) {
+    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 16;
+    const float* src = a.x + iy * a.w;
+    for (int64_t ix = 0; ix < a.w; ++ix)
+      _mm512_store_ps(dst + ix * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), kc, planes, src + ix, 4));
+  }
+  const __m512 vb = a.bias ? _mm512_maskz_loadu_ps(kc, a.bias) : _mm512_setzero_ps();
+  // Eight output pixels at a time: eight independent chains over the taps.
+  for (int64_t o = 0; o < a.pix; o += 8) {
+    __m512 acc[8];
+    const float* base[8];
+    for (int p = 0; p < 8; ++p) acc[p] = vb, base[p] = a.t + a.pixOff[o + p];
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const __m512 wv = _mm512_loadu_ps(a.w16 + k * 16);
+      const int64_t off = a.tapOff[k];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) acc[p] = _mm512_fmadd_ps(wv, _mm512_load_ps(base[p] + off), acc[p]);
+    }
+    for (int p = 0; p < 8; ++p) _mm512_store_ps(a.out + (o + p) * 16, acc[p]);
+  }
+  // Channels back into planes, with the epilogue.
+  const __m512i pixels = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(16));
+  const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
+  for (int c = 0; c < a.nch; ++c)
+    for (int64_t o = 0; o < a.pix; o += 16) {
+      const __mmask16 k = mask0(static_cast<int>(std::min<int64_t>(16, a.pix - o)));
+      __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, pixels, a.out + o * 16 + c, 4);
+      if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, a.res + c * a.pix + o));
+      if (a.clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      _mm512_mask_storeu_ps(a.y + c * a.pix + o, k, v);
+    }
+}
+
 /// The filter shapes of MobileNet/EfficientNet-style models unrolled, the rest general.
 ONNXTOOL_AVX512 void depthwiseRows(const DepthwiseRows& a) {
   if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
@@ -244,7 +282,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
   return {12, kNr, kernelMx32<12>, Isa::Avx512};
 }
-RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, maxPoolPlane}; }
+RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x32, Isa::Avx512};

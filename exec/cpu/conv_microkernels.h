@@ -85,6 +85,31 @@ struct DepthwiseRows {
   float lo, hi;
 };
 
+/// Up to 16 depthwise planes of one image at once, channels in the vector lanes (AVX-512 only:
+/// small planes, where a plane's rows are too short to fill vectors). The planes x + c * h * w
+/// (c < nch) are gathered into t: padded pixel (py, px) at t[(py * pw + px) * 16 + c], zero
+/// where padding (t holds zeros there on entry; only the image is written); each output pixel
+/// o then sums its taps t[pixOff[o] + tapOff[k]] times w16[k * 16 + c] (plus bias[c]) into
+/// out[o * 16 + c]; the planes are gathered back into y + c * oh * ow (+ res likewise,
+/// clamped as DepthwiseRows). pixOff has roundUp(oh * ow, 8) entries (0 past oh * ow), out as
+/// many pixels.
+struct DepthwiseChannels {
+  const float* x;
+  int64_t h, w, padT, padL, pw;  ///< pw: the padded row length of t, in pixels
+  int nch;
+  float* t;
+  const int32_t* tapOff;
+  const int32_t* pixOff;
+  int64_t ntaps, pix;  ///< pix = oh * ow
+  const float* w16;
+  const float* bias;  ///< bias[c] for c < nch, or nullptr
+  float* out;
+  const float* res;
+  float* y;
+  bool clamp;
+  float lo, hi;
+};
+
 inline void depthwiseRowsScalar(const DepthwiseRows& a) {
   for (int r = 0; r < a.nrows; ++r)
     for (int64_t ox = 0; ox < a.ow; ++ox) {
@@ -141,6 +166,8 @@ struct RowOps {
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
   /// Up to kDepthwiseRows output rows of a depthwise convolution (see DepthwiseRows).
   void (*depthwiseRows)(const DepthwiseRows& a);
+  /// Small planes 16 channels at a time (see DepthwiseChannels); nullptr but on AVX-512.
+  void (*depthwiseChannels)(const DepthwiseChannels& a);
   /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane p (row stride pw, the
   /// windows' extent plus 32 * sw floats of slack right of each row and one row below: see
   /// PoolKernel), no NaN in it (the caller checks).

@@ -258,6 +258,11 @@ std::string describe(const ConvCase& k) {
 
 TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
           "[cpu][conv][depthwise]") {
+  // Each path the kernel has: its own choice, output rows forced, 16 channels at a time forced
+  // (AVX-512 only; elsewhere that is the rows path again).
+  const char* path = GENERATE("", "rows", "channels");
+  ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
+  INFO("ONNXTOOL_DEPTHWISE=" << path);
   std::mt19937 rng(61);
   struct Kern {
     int64_t kh, kw;
@@ -328,6 +333,9 @@ TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny pl
 
 TEST_CASE("cpu depthwise Conv applies every fused epilogue: BatchNormalization, residual Add, Relu, Clip, HardSwish, SiLU",
           "[cpu][conv][depthwise][fusion]") {
+  const char* path = GENERATE("", "rows", "channels");
+  ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
+  INFO("ONNXTOOL_DEPTHWISE=" << path);
   std::mt19937 rng(62);
   enum Act { None, Relu, Clip, HardSwish, Silu };
   const ConvCase shapes[] = {
