@@ -250,6 +250,42 @@ ONNXTOOL_AVX2 void depthwiseRowsT(const DepthwiseRows& a) {
   if (ox < a.ow) depthwiseBlock<1, KH, KW, S>(a, ox);
 }
 
+/// 8 channels at a time, as the AVX-512 path's 16 (conv_microkernel_avx512.cpp).
+ONNXTOOL_AVX2 void depthwiseChannels(const DepthwiseChannels& a) {
+  const __m256i kc = laneMask(a.nch);
+  const __m256 kcf = _mm256_castsi256_ps(kc);
+  const __m256i planes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(a.h * a.w)));
+  for (int64_t iy = 0; iy < a.h; ++iy) {
+    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 8;
+    const float* src = a.x + iy * a.w;
+    for (int64_t ix = 0; ix < a.w; ++ix)
+      _mm256_store_ps(dst + ix * 8, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src + ix, planes, kcf, 4));
+  }
+  const __m256 vb = a.bias ? _mm256_maskload_ps(a.bias, kc) : _mm256_setzero_ps();
+  for (int64_t o = 0; o < a.pix; o += 8) {
+    __m256 acc[8];
+    const float* base[8];
+    for (int p = 0; p < 8; ++p) acc[p] = vb, base[p] = a.t + a.pixOff[o + p];
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const __m256 wv = _mm256_loadu_ps(a.wl + k * 8);
+      const int64_t off = a.tapOff[k];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) acc[p] = _mm256_fmadd_ps(wv, _mm256_load_ps(base[p] + off), acc[p]);
+    }
+    for (int p = 0; p < 8; ++p) _mm256_store_ps(a.out + (o + p) * 8, acc[p]);
+  }
+  const __m256i pixels = _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56);
+  const __m256 vlo = _mm256_set1_ps(a.lo), vhi = _mm256_set1_ps(a.hi);
+  for (int c = 0; c < a.nch; ++c)
+    for (int64_t o = 0; o < a.pix; o += 8) {
+      const __m256i k = laneMask(a.pix - o);
+      __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), a.out + o * 8 + c, pixels, _mm256_castsi256_ps(k), 4);
+      if (a.res) v = _mm256_add_ps(v, _mm256_maskload_ps(a.res + c * a.pix + o, k));
+      if (a.clamp) v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+      _mm256_maskstore_ps(a.y + c * a.pix + o, k, v);
+    }
+}
+
 ONNXTOOL_AVX2 void depthwiseRows(const DepthwiseRows& a) {
   if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
     if (a.kh == 3 && a.kw == 3 && a.sh == 1) return depthwiseRowsT<3, 3, 1>(a);
@@ -286,7 +322,7 @@ ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, nullptr, maxPoolPlane}; }
+RowOps rowOpsAvx2() { return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x16, Isa::Avx2};

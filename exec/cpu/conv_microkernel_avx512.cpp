@@ -223,7 +223,7 @@ ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
     const float* base[8];
     for (int p = 0; p < 8; ++p) acc[p] = vb, base[p] = a.t + a.pixOff[o + p];
     for (int64_t k = 0; k < a.ntaps; ++k) {
-      const __m512 wv = _mm512_loadu_ps(a.w16 + k * 16);
+      const __m512 wv = _mm512_loadu_ps(a.wl + k * 16);
       const int64_t off = a.tapOff[k];
 #pragma GCC unroll 8
       for (int p = 0; p < 8; ++p) acc[p] = _mm512_fmadd_ps(wv, _mm512_load_ps(base[p] + off), acc[p]);
@@ -282,7 +282,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
   return {12, kNr, kernelMx32<12>, Isa::Avx512};
 }
-RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, maxPoolPlane}; }
+RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x32, Isa::Avx512};

@@ -85,14 +85,14 @@ struct DepthwiseRows {
   float lo, hi;
 };
 
-/// Up to 16 depthwise planes of one image at once, channels in the vector lanes (AVX-512 only:
-/// small planes, where a plane's rows are too short to fill vectors). The planes x + c * h * w
-/// (c < nch) are gathered into t: padded pixel (py, px) at t[(py * pw + px) * 16 + c], zero
-/// where padding (t holds zeros there on entry; only the image is written); each output pixel
-/// o then sums its taps t[pixOff[o] + tapOff[k]] times w16[k * 16 + c] (plus bias[c]) into
-/// out[o * 16 + c]; the planes are gathered back into y + c * oh * ow (+ res likewise,
-/// clamped as DepthwiseRows). pixOff has roundUp(oh * ow, 8) entries (0 past oh * ow), out as
-/// many pixels.
+/// Up to L depthwise planes of one image at once, channels in the L vector lanes (L = 16 on
+/// AVX-512, 8 on AVX2: RowOps::depthwiseLanes; for small planes, where a plane's rows are too
+/// short to fill vectors). The planes x + c * h * w (c < nch) are gathered into t: padded
+/// pixel (py, px) at t[(py * pw + px) * L + c], zero where padding (t holds zeros there on
+/// entry; only the image is written); each output pixel o then sums its taps t[pixOff[o] +
+/// tapOff[k]] times wl[k * L + c] (plus bias[c]) into out[o * L + c]; the planes are gathered
+/// back into y + c * oh * ow (+ res likewise, clamped as DepthwiseRows). pixOff has
+/// roundUp(oh * ow, 8) entries (0 past oh * ow), out as many pixels; t and out 64-byte aligned.
 struct DepthwiseChannels {
   const float* x;
   int64_t h, w, padT, padL, pw;  ///< pw: the padded row length of t, in pixels
@@ -101,7 +101,7 @@ struct DepthwiseChannels {
   const int32_t* tapOff;
   const int32_t* pixOff;
   int64_t ntaps, pix;  ///< pix = oh * ow
-  const float* w16;
+  const float* wl;
   const float* bias;  ///< bias[c] for c < nch, or nullptr
   float* out;
   const float* res;
@@ -166,8 +166,10 @@ struct RowOps {
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
   /// Up to kDepthwiseRows output rows of a depthwise convolution (see DepthwiseRows).
   void (*depthwiseRows)(const DepthwiseRows& a);
-  /// Small planes 16 channels at a time (see DepthwiseChannels); nullptr but on AVX-512.
+  /// Small planes depthwiseLanes channels at a time (see DepthwiseChannels); nullptr on the
+  /// portable path.
   void (*depthwiseChannels)(const DepthwiseChannels& a);
+  int depthwiseLanes;
   /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane p (row stride pw, the
   /// windows' extent plus 32 * sw floats of slack right of each row and one row below: see
   /// PoolKernel), no NaN in it (the caller checks).

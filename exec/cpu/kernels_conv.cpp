@@ -53,7 +53,7 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
 RowOps rowOpsPortable() {
-  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, maxPoolPlaneScalar};
+  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, 0, maxPoolPlaneScalar};
 }
 
 const RowOps& activeRowOps() {
@@ -255,24 +255,26 @@ class DepthwiseConvKernel : public CpuKernel {
     w_.assign(weights, weights + g.c * g.kh * g.kw);
     const char* env = std::getenv("ONNXTOOL_DEPTHWISE");  // rows | channels: force one path where it can run (tests)
     const std::string force = env ? env : "";
-    // Small planes 16 channels at a time (AVX-512): rows shorter than a vector waste lanes and
-    // per-row work dominates there.
+    // Small planes L channels at a time (L = 16 on AVX-512, 8 on AVX2): rows shorter than a
+    // vector waste lanes and per-row work dominates there.
     const RowOps& ops = activeRowOps();
+    lanes_ = ops.depthwiseLanes;
     const int64_t pix = g.oh * g.ow, taps = g.kh * g.kw;
     chanPw_ = std::max(g.padL + g.w, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
     const int64_t chanPh = std::max(g.padT + g.h, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
-    chanT_ = chanPh * chanPw_ * 16;
-    const int64_t chanBytes = (chanT_ + roundUp(pix, 8) * 16) * static_cast<int64_t>(sizeof(float));
+    chanT_ = chanPh * chanPw_ * lanes_;
+    const int64_t chanBytes = (chanT_ + roundUp(pix, 8) * lanes_) * static_cast<int64_t>(sizeof(float));
     channels_ = ops.depthwiseChannels && force != "rows" && (force == "channels" || g.ow <= 16) && chanBytes <= 131072 && pix > 0;
     if (channels_) {
-      const int64_t blocks = (g.c + 15) / 16;
-      w16_.assign(static_cast<size_t>(blocks * taps * 16), 0.f);
+      const int64_t blocks = (g.c + lanes_ - 1) / lanes_;
+      wl_.assign(static_cast<size_t>(blocks * taps * lanes_), 0.f);
       for (int64_t ch = 0; ch < g.c; ++ch)
-        for (int64_t k = 0; k < taps; ++k) w16_[static_cast<size_t>((ch / 16 * taps + k) * 16 + ch % 16)] = weights[ch * taps + k];
+        for (int64_t k = 0; k < taps; ++k) wl_[static_cast<size_t>((ch / lanes_ * taps + k) * lanes_ + ch % lanes_)] = weights[ch * taps + k];
       for (int64_t ki = 0; ki < g.kh; ++ki)
-        for (int64_t kj = 0; kj < g.kw; ++kj) tapOff_.push_back(static_cast<int32_t>((ki * g.dh * chanPw_ + kj * g.dw) * 16));
+        for (int64_t kj = 0; kj < g.kw; ++kj) tapOff_.push_back(static_cast<int32_t>((ki * g.dh * chanPw_ + kj * g.dw) * lanes_));
       pixOff_.assign(static_cast<size_t>(roundUp(pix, 8)), 0);
-      for (int64_t o = 0; o < pix; ++o) pixOff_[static_cast<size_t>(o)] = static_cast<int32_t>((o / g.ow * g.sh * chanPw_ + o % g.ow * g.sw) * 16);
+      for (int64_t o = 0; o < pix; ++o)
+        pixOff_[static_cast<size_t>(o)] = static_cast<int32_t>((o / g.ow * g.sh * chanPw_ + o % g.ow * g.sw) * lanes_);
       partBytes_ = roundUp(chanBytes, 64);
       return;
     }
@@ -288,7 +290,7 @@ class DepthwiseConvKernel : public CpuKernel {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
     const int threads = g_.n * g_.c * planeWork < 262144 ? 1 : threads_;  // not worth waking a thread below ~250k taps
     if (channels_) {
-      const int64_t blocks = (g_.c + 15) / 16;
+      const int64_t blocks = (g_.c + lanes_ - 1) / lanes_;
       parallelRanges(args.pool, threads, g_.n * blocks, 1, [&](int64_t b, int64_t e, int part) {
         computeChannels(args, b, e, reinterpret_cast<float*>(static_cast<char*>(args.workspace) + part * partBytes_));
       });
@@ -302,14 +304,14 @@ class DepthwiseConvKernel : public CpuKernel {
   std::vector<float> ownBias;  ///< the bias with a folded BatchNormalization, else empty (input 2)
   std::string variant() const override { return variant_; }
 
-  /// Blocks of 16 channels [begin, end) (image-major); `ws` holds the channels-in-lanes padded
+  /// Blocks of lanes_ channels [begin, end) (image-major); `ws` holds the channels-in-lanes padded
   /// input (chanT_ floats), then the outputs likewise.
   void computeChannels(const CpuComputeArgs& args, int64_t begin, int64_t end, float* ws) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    const int64_t pix = g_.oh * g_.ow, taps = g_.kh * g_.kw, blocks = (g_.c + 15) / 16;
+    const int64_t pix = g_.oh * g_.ow, taps = g_.kh * g_.kw, blocks = (g_.c + lanes_ - 1) / lanes_;
     void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
     std::fill(ws, ws + chanT_, 0.f);  // the padding; every block writes the same image pixels
     DepthwiseChannels a{};
@@ -321,10 +323,10 @@ class DepthwiseConvKernel : public CpuKernel {
     a.out = ws + chanT_;
     a.clamp = ep_.clamp, a.lo = ep_.lo, a.hi = ep_.hi;
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t img = u / blocks, ch0 = u % blocks * 16, plane0 = img * g_.c + ch0;
-      a.nch = static_cast<int>(std::min<int64_t>(16, g_.c - ch0));
+      const int64_t img = u / blocks, ch0 = u % blocks * lanes_, plane0 = img * g_.c + ch0;
+      a.nch = static_cast<int>(std::min<int64_t>(lanes_, g_.c - ch0));
       a.x = x + plane0 * g_.h * g_.w;
-      a.w16 = w16_.data() + ch0 * taps;
+      a.wl = wl_.data() + ch0 * taps;
       a.bias = bias ? bias + ch0 : nullptr;
       a.res = res ? res + plane0 * pix : nullptr;
       a.y = y + plane0 * pix;
@@ -412,9 +414,9 @@ class DepthwiseConvKernel : public CpuKernel {
   std::vector<float> w_;
   int64_t span_ = 0, phaseLen_ = 0, rowFloats_ = 0, imageCols_ = 0, partBytes_ = 0;
   bool channels_ = false;
-  std::vector<float> w16_;                 ///< channels_: the filters 16 channels a block, tap-major
+  std::vector<float> wl_;                  ///< channels_: the filters lanes_ channels a block, tap-major
   std::vector<int32_t> tapOff_, pixOff_;  ///< channels_: tap and output pixel offsets into the gathered input
-  int64_t chanPw_ = 0, chanT_ = 0;
+  int64_t lanes_ = 0, chanPw_ = 0, chanT_ = 0;
 };
 
 /// The padding at the start of one spatial axis for auto_pad SAME_UPPER/SAME_LOWER.

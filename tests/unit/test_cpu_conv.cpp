@@ -258,8 +258,8 @@ std::string describe(const ConvCase& k) {
 
 TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
           "[cpu][conv][depthwise]") {
-  // Each path the kernel has: its own choice, output rows forced, 16 channels at a time forced
-  // (AVX-512 only; elsewhere that is the rows path again).
+  // Each path the kernel has: its own choice, output rows forced, channels in the lanes forced
+  // (16 on AVX-512, 8 on AVX2; the portable path has the rows only).
   const char* path = GENERATE("", "rows", "channels");
   ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
   INFO("ONNXTOOL_DEPTHWISE=" << path);
