@@ -223,8 +223,9 @@ ONNXTOOL_AVX2 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
   }
   const __m256 vlo = _mm256_set1_ps(a.lo), vhi = _mm256_set1_ps(a.hi);
   const bool full = ox + 8 * V <= a.ow;
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    if (r >= a.nrows) break;
+    if (r >= a.nrows) continue;  // (not break: a fully unrolled loop keeps acc in registers)
     for (int u = 0; u < V; ++u) {
       __m256 v = acc[r][u];
       float* out = a.y + r * a.ow + ox + 8 * u;

@@ -187,8 +187,9 @@ ONNXTOOL_AVX512 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
   __mmask16 k[V];
   for (int u = 0; u < V; ++u) k[u] = mask0(static_cast<int>(std::min<int64_t>(16, std::max<int64_t>(0, a.ow - ox - 16 * u))));
   const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    if (r >= a.nrows) break;
+    if (r >= a.nrows) continue;  // (not break: a fully unrolled loop keeps acc in registers)
     for (int u = 0; u < V; ++u) {
       __m512 v = acc[r][u];
       if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k[u], a.res + r * a.ow + ox + 16 * u));
