@@ -139,15 +139,16 @@ std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
   return std::make_unique<PoolKernel>(g, max, n.attrInt("count_include_pad", 0) != 0);
 }
 
-/// GlobalAveragePool: each plane summed in double (vec.h sumDouble: vectorised, several
-/// chains), planes split across threads when there is enough to read (~256 KiB a thread).
+/// GlobalAveragePool: each plane summed by vec.h sum (vectorised, several chains, blocks of
+/// float sums added in double), planes split across threads when there is enough to read
+/// (~256 KiB a thread).
 class GlobalAveragePoolKernel : public CpuKernel {
  public:
   GlobalAveragePoolKernel(int64_t planes, int64_t size, int threads) : planes_(planes), size_(size), threads_(std::max(threads, 1)) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    double (*sum)(const float*, int64_t) = vecKernels().sumDouble;
+    double (*sum)(const float*, int64_t) = vecKernels().sum;
     const int64_t grain = std::max<int64_t>(1, 65536 / size_);  // planes per task
     const int threads = planes_ * size_ >= 2 * 65536 ? threads_ : 1;
     parallelRanges(args.pool, threads, planes_, grain, [&](int64_t b, int64_t e, int) {

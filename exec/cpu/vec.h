@@ -59,8 +59,9 @@ struct VecKernels {
   void (*biasAct)(float* y, const float* bias, int64_t n, VecUnary act);
   /// y[i] = max(0, min(1, alpha x[i] + beta)), std::min/std::max order as the reference (NaN gives 1).
   void (*hardSigmoid)(const float* x, float* y, int64_t n, float alpha, float beta);
-  /// x[0] + ... + x[n - 1] accumulated in double (in an order of its own: several chains).
-  double (*sumDouble)(const float* x, int64_t n);
+  /// x[0] + ... + x[n - 1] (GlobalAveragePool): float partial sums of at most 32 elements per
+  /// lane, added in double; error within 32 float roundings of sum |x[i]| (~2e-6 of it).
+  double (*sum)(const float* x, int64_t n);
 };
 
 /// The table of activeIsa().
