@@ -305,6 +305,9 @@ TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny pl
       {1, 3, 6, 9, 3, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 3},     // 1x1 kernel, stride 2 across
       {1, 3, 5, 9, 3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0, 3},     // strides 2 down, 1 across
       {1, 3, 9, 21, 3, 3, 3, 1, 3, 1, 2, 1, 2, 1, 2, 3},    // strides 1 down, 3 across, dilated across
+      {1, 3, 13, 40, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3},   // 1x1 stride 2: input rows no output reads
+      {1, 3, 12, 36, 3, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 3},   // 2x2 stride 2 (even kernel)
+      {1, 3, 11, 50, 3, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 3},   // stride 4, wider than the kernel
   };
   for (const ConvCase& k : fixed) {
     for (bool specials : {false, true}) {
