@@ -199,7 +199,10 @@ ONNXTOOL_AVX2 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
       for (int kj = 0; kj < KW; ++kj) {
         const float* q = row + (kj % S) * a.phaseLen + kj / S;
         __m256 v[V];
-        for (int u = 0; u < V; ++u) v[u] = _mm256_loadu_ps(q + 8 * u);
+        for (int u = 0; u < V; ++u) {
+          v[u] = _mm256_loadu_ps(q + 8 * u);
+          __asm__("" : "+x"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const int ki = j - r * S;
