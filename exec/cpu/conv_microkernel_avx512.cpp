@@ -11,9 +11,10 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12's _mm512_max_ps/_mm512_min_ps pass an undefined vector as the (unused) merge source,
-// which -Wmaybe-uninitialized reports inside the header.
+// GCC 12's _mm512_max_ps/_mm512_min_ps (and _mm512_alignr_epi32) pass an undefined vector as
+// the (unused) merge source, which -W(maybe-)uninitialized reports inside the header.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // likewise _mm512_alignr_epi32
 
 namespace onnxtool::cpu {
 
@@ -158,13 +159,24 @@ ONNXTOOL_AVX512 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
 #pragma GCC unroll 32
     for (int j = 0; j < (R - 1) * S + KH; ++j) {
       const float* row = a.rows[j] + ox;
+      __m512 al[V + 1];  // stride 1: the aligned vectors of the row, the taps shifted out of them
+      if constexpr (S == 1)
+        for (int u = 0; u <= V; ++u) {
+          al[u] = _mm512_loadu_ps(row + 16 * u);
+          __asm__("" : "+v"(al[u]));
+        }
 #pragma GCC unroll 8
       for (int kj = 0; kj < KW; ++kj) {
         const float* q = row + (kj % S) * a.phaseLen + kj / S;
         __m512 v[V];
         for (int u = 0; u < V; ++u) {
-          v[u] = _mm512_loadu_ps(q + 16 * u);
-          __asm__("" : "+v"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
+          if constexpr (S == 1) {
+            v[u] = kj == 0 ? al[u]
+                           : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(al[u + 1]), _mm512_castps_si512(al[u]), kj));
+          } else {
+            v[u] = _mm512_loadu_ps(q + 16 * u);
+            __asm__("" : "+v"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
+          }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
