@@ -4,6 +4,7 @@
 // __attribute__((target)) only: called when activeIsa() is Avx2.
 #include "exec/cpu/conv_microkernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__)
@@ -162,6 +163,17 @@ ONNXTOOL_AVX2 void kernel1x16(int64_t kc, const float* a, const float* b, float*
   storeTileScalar(tile, kNr, c, ldc, m, n, ep);
 }
 
+ONNXTOOL_AVX2 void deinterleave2(const float* src, int64_t n, float* even, float* odd) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(src + i), b = _mm256_loadu_ps(src + i + 8);
+    const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(even + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(odd + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  deinterleave2Scalar(src + i, n - i, even + i / 2, odd + i / 2);
+}
+
 ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m256 b = _mm256_set1_ps(bias), s = _mm256_set1_ps(scale);
   int64_t i = 0;
@@ -175,37 +187,129 @@ ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n
   }
 }
 
-/// Output rows in chunks of 8 columns held in one register over all taps (strides 1 and 2;
-/// larger strides scalar), the row's tail scalar.
-ONNXTOOL_AVX2 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
-                                  const float* res, float* y, bool clamp, float lo, float hi) {
-  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), vb = _mm256_set1_ps(bias);
-  for (int64_t oy = 0; oy < s.oh; ++oy) {
-    const float* rows = p + oy * s.sh * pw;
-    float* out = y + oy * s.ow;
-    int64_t ox = 0;
-    for (; ox + 8 <= s.ow; ox += 8) {
-      __m256 acc = vb;
-      for (int64_t ki = 0; ki < s.kh; ++ki)
-        for (int64_t kj = 0; kj < s.kw; ++kj)
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ki * s.kw + kj]), columns8(rows + ki * s.dh * pw + ox * s.sw + kj * s.dw, s.sw), acc);
-      if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + oy * s.ow + ox));
-      if (clamp) acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc));
-      _mm256_storeu_ps(out + ox, acc);
-    }
-    for (; ox < s.ow; ++ox) {
-      float acc = bias;
-      for (int64_t ki = 0; ki < s.kh; ++ki)
-        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * rows[ki * s.dh * pw + ox * s.sw + kj * s.dw];
-      if (res) acc += res[oy * s.ow + ox];
-      if (clamp) {
-        acc = acc < lo ? lo : acc;
-        acc = acc > hi ? hi : acc;
+/// The lanes of 8 columns from ox that lie before ow, as a maskload/maskstore mask.
+ONNXTOOL_AVX2 inline __m256i laneMask(int64_t left) {
+  const int n = static_cast<int>(std::clamp<int64_t>(left, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// kDepthwiseRows output rows x V vectors of 8 columns from column ox (see DepthwiseRows), as
+/// the AVX-512 path (conv_microkernel_avx512.cpp): KH > 0 a KH x KW filter at stride S, no
+/// dilation, each input vector loaded once for every output row it feeds; KH = 0 any filter.
+template <int V, int KH, int KW, int S>
+ONNXTOOL_AVX2 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
+  constexpr int R = kDepthwiseRows;
+  __m256 acc[R][V];
+  const __m256 vb = _mm256_set1_ps(a.bias);
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < V; ++u) acc[r][u] = vb;
+  if constexpr (KH > 0) {
+#pragma GCC unroll 32
+    for (int j = 0; j < (R - 1) * S + KH; ++j) {
+      const float* row = a.rows[j] + ox;
+#pragma GCC unroll 8
+      for (int kj = 0; kj < KW; ++kj) {
+        const float* q = row + (kj % S) * a.phaseLen + kj / S;
+        __m256 v[V];
+        for (int u = 0; u < V; ++u) {
+          v[u] = _mm256_loadu_ps(q + 8 * u);
+          __asm__("" : "+x"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ki = j - r * S;
+          if (ki < 0 || ki >= KH) continue;
+          const __m256 wv = _mm256_broadcast_ss(a.w + ki * KW + kj);
+          for (int u = 0; u < V; ++u) acc[r][u] = _mm256_fmadd_ps(wv, v[u], acc[r][u]);
+        }
       }
-      out[ox] = acc;
+    }
+  } else {
+    for (int64_t ki = 0; ki < a.kh; ++ki)
+      for (int64_t kj = 0; kj < a.kw; ++kj) {
+        const int64_t t = kj * a.dw, off = (t % a.sw) * a.phaseLen + t / a.sw + ox;
+        const __m256 wv = _mm256_broadcast_ss(a.w + ki * a.kw + kj);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const float* q = a.rows[r * a.sh + ki * a.dh] + off;
+          for (int u = 0; u < V; ++u) acc[r][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(q + 8 * u), acc[r][u]);
+        }
+      }
+  }
+  const __m256 vlo = _mm256_set1_ps(a.lo), vhi = _mm256_set1_ps(a.hi);
+  const bool full = ox + 8 * V <= a.ow;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r >= a.nrows) continue;  // (not break: a fully unrolled loop keeps acc in registers)
+    for (int u = 0; u < V; ++u) {
+      __m256 v = acc[r][u];
+      float* out = a.y + r * a.ow + ox + 8 * u;
+      const float* res = a.res ? a.res + r * a.ow + ox + 8 * u : nullptr;
+      if (full) {
+        if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res));
+        if (a.clamp) v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));  // NaN stays (the second operand)
+        _mm256_storeu_ps(out, v);
+      } else {
+        const __m256i m = laneMask(a.ow - ox - 8 * u);
+        if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res, m));
+        if (a.clamp) v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+        _mm256_maskstore_ps(out, m, v);
+      }
     }
   }
+}
+
+template <int KH, int KW, int S>
+ONNXTOOL_AVX2 void depthwiseRowsT(const DepthwiseRows& a) {
+  int64_t ox = 0;
+  for (; ox + 8 < a.ow; ox += 16) depthwiseBlock<2, KH, KW, S>(a, ox);
+  if (ox < a.ow) depthwiseBlock<1, KH, KW, S>(a, ox);
+}
+
+/// 8 channels at a time, as the AVX-512 path's 16 (conv_microkernel_avx512.cpp).
+ONNXTOOL_AVX2 void depthwiseChannels(const DepthwiseChannels& a) {
+  const __m256i kc = laneMask(a.nch);
+  const __m256 kcf = _mm256_castsi256_ps(kc);
+  const __m256i planes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(a.h * a.w)));
+  for (int64_t iy = 0; iy < a.h; ++iy) {
+    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 8;
+    const float* src = a.x + iy * a.w;
+    for (int64_t ix = 0; ix < a.w; ++ix)
+      _mm256_store_ps(dst + ix * 8, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src + ix, planes, kcf, 4));
+  }
+  const __m256 vb = a.bias ? _mm256_maskload_ps(a.bias, kc) : _mm256_setzero_ps();
+  for (int64_t o = 0; o < a.pix; o += 8) {
+    __m256 acc[8];
+    const float* base[8];
+    for (int p = 0; p < 8; ++p) acc[p] = vb, base[p] = a.t + a.pixOff[o + p];
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const __m256 wv = _mm256_loadu_ps(a.wl + k * 8);
+      const int64_t off = a.tapOff[k];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) acc[p] = _mm256_fmadd_ps(wv, _mm256_load_ps(base[p] + off), acc[p]);
+    }
+    for (int p = 0; p < 8; ++p) _mm256_store_ps(a.out + (o + p) * 8, acc[p]);
+  }
+  const __m256i pixels = _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56);
+  const __m256 vlo = _mm256_set1_ps(a.lo), vhi = _mm256_set1_ps(a.hi);
+  for (int c = 0; c < a.nch; ++c)
+    for (int64_t o = 0; o < a.pix; o += 8) {
+      const __m256i k = laneMask(a.pix - o);
+      __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), a.out + o * 8 + c, pixels, _mm256_castsi256_ps(k), 4);
+      if (a.res) v = _mm256_add_ps(v, _mm256_maskload_ps(a.res + c * a.pix + o, k));
+      if (a.clamp) v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+      _mm256_maskstore_ps(a.y + c * a.pix + o, k, v);
+    }
+}
+
+ONNXTOOL_AVX2 void depthwiseRows(const DepthwiseRows& a) {
+  if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
+    if (a.kh == 3 && a.kw == 3 && a.sh == 1) return depthwiseRowsT<3, 3, 1>(a);
+    if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
+    if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
+    if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+  }
+  depthwiseRowsT<0, 0, 1>(a);
 }
 
 ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
@@ -234,7 +338,7 @@ ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {gatherStridedScalar, lrnRow075, depthwisePlane, maxPoolPlane}; }
+RowOps rowOpsAvx2() { return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x16, Isa::Avx2};

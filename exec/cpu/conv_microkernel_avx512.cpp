@@ -6,12 +6,15 @@
 // __attribute__((target)) only: called when activeIsa() is Avx512.
 #include "exec/cpu/conv_microkernels.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-// GCC 12's _mm512_max_ps/_mm512_min_ps (and _mm512_unpack*_ps) pass an undefined vector as the
-// (unused) merge source, which -Wmaybe-uninitialized (-Wuninitialized) reports inside the header.
+// GCC 12's _mm512_max_ps/_mm512_min_ps (and _mm512_unpack*_ps, _mm512_alignr_epi32) pass an
+// undefined vector as the (unused) merge source, which -W(maybe-)uninitialized reports inside
+// the header.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
@@ -207,6 +210,19 @@ ONNXTOOL_AVX512 void gatherStrided(float* dst, const float* src, int64_t n, int6
   for (; i < n; ++i) dst[i] = src[i * sw];
 }
 
+ONNXTOOL_AVX512 void deinterleave2(const float* src, int64_t n, float* even, float* odd) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t i = 0; i < n; i += 32) {
+    const int64_t left = n - i;
+    const __m512 a = _mm512_maskz_loadu_ps(mask0(static_cast<int>(std::min<int64_t>(left, 16))), src + i);
+    const __m512 b = _mm512_maskz_loadu_ps(mask0(static_cast<int>(std::clamp<int64_t>(left - 16, 0, 16))), src + i + 16);
+    const int ne = static_cast<int>(std::min<int64_t>((left + 1) / 2, 16)), no = static_cast<int>(std::min<int64_t>(left / 2, 16));
+    _mm512_mask_storeu_ps(even + i / 2, mask0(ne), _mm512_permutex2var_ps(a, ie, b));
+    _mm512_mask_storeu_ps(odd + i / 2, mask0(no), _mm512_permutex2var_ps(a, io, b));
+  }
+}
+
 ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m512 b = _mm512_set1_ps(bias), s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
@@ -217,31 +233,130 @@ ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t
   }
 }
 
-/// Output rows in chunks of 16 columns held in one register over all taps; stride 2 takes the
-/// even lanes of 32 consecutive inputs.
-ONNXTOOL_AVX512 void depthwisePlane(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
-                                    const float* res, float* y, bool clamp, float lo, float hi) {
-  if (s.sw > 2) return depthwisePlaneScalar(p, pw, w, s, bias, res, y, clamp, lo, hi);
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
-  for (int64_t oy = 0; oy < s.oh; ++oy) {
-    const float* rows = p + oy * s.sh * pw;
-    for (int64_t ox = 0; ox < s.ow; ox += 16) {
-      const __mmask16 k = s.ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s.ow - ox)) - 1);
-      __m512 acc = vb;
-      for (int64_t ki = 0; ki < s.kh; ++ki) {
-        const float* r = rows + ki * s.dh * pw + ox * s.sw;
-        for (int64_t kj = 0; kj < s.kw; ++kj) {
-          const float* q = r + kj * s.dw;
-          __m512 v = s.sw == 1 ? _mm512_loadu_ps(q) : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16));
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * s.kw + kj]), v, acc);
+/// kDepthwiseRows output rows x V vectors of 16 columns from column ox (see DepthwiseRows),
+/// lanes past ow masked off. KH > 0: a KH x KW filter at stride S both ways, no dilation, known
+/// at compile time: each input vector is loaded once and feeds every output row it is a tap of.
+/// KH = 0: any filter, stride and dilation, one load per tap and output row.
+template <int V, int KH, int KW, int S>
+ONNXTOOL_AVX512 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
+  constexpr int R = kDepthwiseRows;
+  __m512 acc[R][V];
+  const __m512 vb = _mm512_set1_ps(a.bias);
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < V; ++u) acc[r][u] = vb;
+  if constexpr (KH > 0) {
+#pragma GCC unroll 32
+    for (int j = 0; j < (R - 1) * S + KH; ++j) {
+      const float* row = a.rows[j] + ox;
+      __m512 al[V + 1];  // stride 1: the aligned vectors of the row, the taps shifted out of them
+      if constexpr (S == 1)
+        for (int u = 0; u <= V; ++u) {
+          al[u] = _mm512_loadu_ps(row + 16 * u);
+          __asm__("" : "+v"(al[u]));
+        }
+#pragma GCC unroll 8
+      for (int kj = 0; kj < KW; ++kj) {
+        const float* q = row + (kj % S) * a.phaseLen + kj / S;
+        __m512 v[V];
+        for (int u = 0; u < V; ++u) {
+          if constexpr (S == 1) {
+            v[u] = kj == 0 ? al[u]
+                           : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(al[u + 1]), _mm512_castps_si512(al[u]), kj));
+          } else {
+            v[u] = _mm512_loadu_ps(q + 16 * u);
+            __asm__("" : "+v"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
+          }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ki = j - r * S;
+          if (ki < 0 || ki >= KH) continue;
+          const __m512 wv = _mm512_set1_ps(a.w[ki * KW + kj]);
+          for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, v[u], acc[r][u]);
         }
       }
-      if (res) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, res + oy * s.ow + ox));
-      if (clamp) acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc));
-      _mm512_mask_storeu_ps(y + oy * s.ow + ox, k, acc);
+    }
+  } else {
+    for (int64_t ki = 0; ki < a.kh; ++ki)
+      for (int64_t kj = 0; kj < a.kw; ++kj) {
+        const int64_t t = kj * a.dw, off = (t % a.sw) * a.phaseLen + t / a.sw + ox;
+        const __m512 wv = _mm512_set1_ps(a.w[ki * a.kw + kj]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const float* q = a.rows[r * a.sh + ki * a.dh] + off;
+          for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(q + 16 * u), acc[r][u]);
+        }
+      }
+  }
+  __mmask16 k[V];
+  for (int u = 0; u < V; ++u) k[u] = mask0(static_cast<int>(std::min<int64_t>(16, std::max<int64_t>(0, a.ow - ox - 16 * u))));
+  const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r >= a.nrows) continue;  // (not break: a fully unrolled loop keeps acc in registers)
+    for (int u = 0; u < V; ++u) {
+      __m512 v = acc[r][u];
+      if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k[u], a.res + r * a.ow + ox + 16 * u));
+      if (a.clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));  // NaN stays (the second operand)
+      _mm512_mask_storeu_ps(a.y + r * a.ow + ox + 16 * u, k[u], v);
     }
   }
+}
+
+template <int KH, int KW, int S>
+ONNXTOOL_AVX512 void depthwiseRowsT(const DepthwiseRows& a) {
+  int64_t ox = 0;
+  for (; ox + 16 < a.ow; ox += 32) depthwiseBlock<2, KH, KW, S>(a, ox);
+  if (ox < a.ow) depthwiseBlock<1, KH, KW, S>(a, ox);
+}
+
+ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
+  const __mmask16 kc = mask0(a.nch);
+  const __m512i planes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(static_cast<int>(a.h * a.w)));
+  // Pixels in, channels across the lanes.
+  for (int64_t iy = 0; iy < a.h; ++iy) {
+    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 16;
+    const float* src = a.x + iy * a.w;
+    for (int64_t ix = 0; ix < a.w; ++ix)
+      _mm512_store_ps(dst + ix * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), kc, planes, src + ix, 4));
+  }
+  const __m512 vb = a.bias ? _mm512_maskz_loadu_ps(kc, a.bias) : _mm512_setzero_ps();
+  // Eight output pixels at a time: eight independent chains over the taps.
+  for (int64_t o = 0; o < a.pix; o += 8) {
+    __m512 acc[8];
+    const float* base[8];
+    for (int p = 0; p < 8; ++p) acc[p] = vb, base[p] = a.t + a.pixOff[o + p];
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const __m512 wv = _mm512_loadu_ps(a.wl + k * 16);
+      const int64_t off = a.tapOff[k];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) acc[p] = _mm512_fmadd_ps(wv, _mm512_load_ps(base[p] + off), acc[p]);
+    }
+    for (int p = 0; p < 8; ++p) _mm512_store_ps(a.out + (o + p) * 16, acc[p]);
+  }
+  // Channels back into planes, with the epilogue.
+  const __m512i pixels = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(16));
+  const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
+  for (int c = 0; c < a.nch; ++c)
+    for (int64_t o = 0; o < a.pix; o += 16) {
+      const __mmask16 k = mask0(static_cast<int>(std::min<int64_t>(16, a.pix - o)));
+      __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, pixels, a.out + o * 16 + c, 4);
+      if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, a.res + c * a.pix + o));
+      if (a.clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      _mm512_mask_storeu_ps(a.y + c * a.pix + o, k, v);
+    }
+}
+
+/// The filter shapes of MobileNet/EfficientNet-style models unrolled, the rest general.
+ONNXTOOL_AVX512 void depthwiseRows(const DepthwiseRows& a) {
+  if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
+    if (a.kh == 3 && a.kw == 3 && a.sh == 1) return depthwiseRowsT<3, 3, 1>(a);
+    if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
+    if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
+    if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+  }
+  depthwiseRowsT<0, 0, 1>(a);
 }
 
 ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
@@ -272,7 +387,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
   return {12, kNr, kernelMx32<12>, Isa::Avx512};
 }
-RowOps rowOpsAvx512() { return {gatherStrided, lrnRow075, depthwisePlane, maxPoolPlane}; }
+RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane}; }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
   static constexpr GemmMicroKernel kByRows[] = {kernel1x32,      kernelMx32<2>,  kernelMx32<3>,  kernelMx32<4>,  kernelMx32<5>,

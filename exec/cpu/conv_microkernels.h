@@ -69,20 +69,74 @@ struct DepthwiseShape {
   int64_t kh, kw, sh, sw, dh, dw, oh, ow;
 };
 
-/// The scalar depthwise plane (any stride), shared by the ISA paths for strides above 2.
-inline void depthwisePlaneScalar(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias,
-                                 const float* res, float* y, bool clamp, float lo, float hi) {
-  for (int64_t oy = 0; oy < s.oh; ++oy)
-    for (int64_t ox = 0; ox < s.ow; ++ox) {
-      float acc = bias;
-      for (int64_t ki = 0; ki < s.kh; ++ki)
-        for (int64_t kj = 0; kj < s.kw; ++kj) acc += w[ki * s.kw + kj] * p[(oy * s.sh + ki * s.dh) * pw + ox * s.sw + kj * s.dw];
-      if (res) acc += res[oy * s.ow + ox];
-      if (clamp) {
-        acc = acc < lo ? lo : acc;
-        acc = acc > hi ? hi : acc;
+/// Output rows of a depthwise convolution computed together (each loaded input vector serves
+/// every one of them it is a tap of; R x 1-2 vector accumulators hide the FMA latency).
+constexpr int kDepthwiseRows = 4;
+
+/// kDepthwiseRows output rows of one depthwise plane (see DepthwiseConvKernel): the input rows
+/// arrive zero-padded and split by the column stride sw into sw phases, phase q of a padded row
+/// holding its columns q, q + sw, q + 2 sw, ... (phaseLen floats each, phase after phase), so
+/// that every tap of a vector of outputs is one contiguous load at any stride: tap column kj of
+/// output column ox reads phase (kj dw) % sw at (kj dw) / sw + ox. rows[j] is padded input row
+/// (first output row) * sh + j for j < (kDepthwiseRows - 1) * sh + (kh - 1) * dh + 1 (an
+/// all-zero row where that is padding); every phase is readable to roundUp(ow, 32) + (kw - 1) dw
+/// / sw floats. Output row r (< nrows) = bias + sum of taps (+ res row r when res is not null,
+/// rows ow apart as y), clamped to [lo, hi] when `clamp` (a NaN stays NaN).
+struct DepthwiseRows {
+  const float* const* rows;
+  int64_t phaseLen;
+  const float* w;  ///< the filter, kh x kw
+  int64_t kh, kw, sh, sw, dh, dw, ow;
+  int nrows;
+  float bias;
+  const float* res;
+  float* y;
+  bool clamp;
+  float lo, hi;
+};
+
+/// Up to L depthwise planes of one image at once, channels in the L vector lanes (L = 16 on
+/// AVX-512, 8 on AVX2: RowOps::depthwiseLanes; for small planes, where a plane's rows are too
+/// short to fill vectors). The planes x + c * h * w (c < nch) are gathered into t: padded
+/// pixel (py, px) at t[(py * pw + px) * L + c], zero where padding (t holds zeros there on
+/// entry; only the image is written); each output pixel o then sums its taps t[pixOff[o] +
+/// tapOff[k]] times wl[k * L + c] (plus bias[c]) into out[o * L + c]; the planes are gathered
+/// back into y + c * oh * ow (+ res likewise, clamped as DepthwiseRows). pixOff has
+/// roundUp(oh * ow, 8) entries (0 past oh * ow), out as many pixels; t and out 64-byte aligned.
+struct DepthwiseChannels {
+  const float* x;
+  int64_t h, w, padT, padL, pw;  ///< pw: the padded row length of t, in pixels
+  int nch;
+  float* t;
+  const int32_t* tapOff;
+  const int32_t* pixOff;
+  int64_t ntaps, pix;  ///< pix = oh * ow
+  const float* wl;
+  const float* bias;  ///< bias[c] for c < nch, or nullptr
+  float* out;
+  const float* res;
+  float* y;
+  bool clamp;
+  float lo, hi;
+};
+
+inline void depthwiseRowsScalar(const DepthwiseRows& a) {
+  for (int r = 0; r < a.nrows; ++r)
+    for (int64_t ox = 0; ox < a.ow; ++ox) {
+      float acc = a.bias;
+      for (int64_t ki = 0; ki < a.kh; ++ki) {
+        const float* row = a.rows[r * a.sh + ki * a.dh] + ox;
+        for (int64_t kj = 0; kj < a.kw; ++kj) {
+          const int64_t t = kj * a.dw;
+          acc += a.w[ki * a.kw + kj] * row[(t % a.sw) * a.phaseLen + t / a.sw];
+        }
       }
-      y[oy * s.ow + ox] = acc;
+      if (a.res) acc += a.res[r * a.ow + ox];
+      if (a.clamp) {
+        acc = acc < a.lo ? a.lo : acc;
+        acc = acc > a.hi ? a.hi : acc;
+      }
+      a.y[r * a.ow + ox] = acc;
     }
 }
 
@@ -103,20 +157,32 @@ inline void gatherStridedScalar(float* dst, const float* src, int64_t n, int64_t
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i * sw];
 }
 
+inline void deinterleave2Scalar(const float* src, int64_t n, float* even, float* odd) {
+  for (int64_t i = 0; i + 1 < n; i += 2) {
+    even[i / 2] = src[i];
+    odd[i / 2] = src[i + 1];
+  }
+  if (n % 2) even[n / 2] = src[n - 1];
+}
+
 /// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
 struct RowOps {
   /// dst[i] = src[i * sw] for i < n (never reads past src[(n - 1) * sw]).
   void (*gatherStrided)(float* dst, const float* src, int64_t n, int64_t sw);
+  /// even[i] = src[2 i], odd[i] = src[2 i + 1] for the n floats of src (reads and writes
+  /// nothing past them).
+  void (*deinterleave2)(const float* src, int64_t n, float* even, float* odd);
   /// y[i] = x[i] / (bias + scale * t[i])^0.75 for i < n (LRN with beta 0.75).
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
-  /// One depthwise output plane y[oh][ow] from a zero-padded input plane p (row stride pw,
-  /// readable well past each row's last tap: see DepthwiseConvKernel), filter w[kh][kw]:
-  /// y = bias + sum of taps (+ res, same layout as y, when not null), then clamped to [lo, hi]
-  /// when `clamp`.
-  void (*depthwisePlane)(const float* p, int64_t pw, const float* w, const DepthwiseShape& s, float bias, const float* res,
-                         float* y, bool clamp, float lo, float hi);
-  /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane laid out as for
-  /// depthwisePlane (no NaN in it: the caller checks).
+  /// Up to kDepthwiseRows output rows of a depthwise convolution (see DepthwiseRows).
+  void (*depthwiseRows)(const DepthwiseRows& a);
+  /// Small planes depthwiseLanes channels at a time (see DepthwiseChannels); nullptr on the
+  /// portable path.
+  void (*depthwiseChannels)(const DepthwiseChannels& a);
+  int depthwiseLanes;
+  /// One MaxPool output plane y[oh][ow] from a -inf-padded input plane p (row stride pw, the
+  /// windows' extent plus 32 * sw floats of slack right of each row and one row below: see
+  /// PoolKernel), no NaN in it (the caller checks).
   void (*maxPoolPlane)(const float* p, int64_t pw, const DepthwiseShape& s, float* y);
 };
 RowOps rowOpsAvx512();

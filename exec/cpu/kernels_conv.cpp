@@ -11,7 +11,7 @@
 //     from L3 or memory for few pixels); the tiles go transposed into NCHW through the epilogue
 //     (AVX-512: transposing micro-kernels; the other paths: a product buffer and SSE transposes);
 //   - cpu.conv.f32.depthwise: one filter per channel (group = C = M), a direct kernel over
-//     output rows, vectorised over output pixels;
+//     groups of output rows, vectorised over output columns (any stride, dilation and pads);
 //   - cpu.conv.f32.winograd (kernels_winograd.cpp) for the 3x3 stride-1 shapes where
 //     winogradApplies().
 // All run the epilogue the executor may fuse at prepare into the store: + bias, + a residual
@@ -64,7 +64,9 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
-RowOps rowOpsPortable() { return {gatherStridedScalar, lrnRow075Portable, depthwisePlaneScalar, maxPoolPlaneScalar}; }
+RowOps rowOpsPortable() {
+  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, 0, maxPoolPlaneScalar};
+}
 
 const RowOps& activeRowOps() {
   static const RowOps ops = activeIsa() == Isa::Avx512 ? rowOpsAvx512() : activeIsa() == Isa::Avx2 ? rowOpsAvx2() : rowOpsPortable();
@@ -600,26 +602,62 @@ class PackedConvKernel : public CpuKernel {
   int64_t cPanels_ = 0, pmBlock_ = 0, pmPackedFloats_ = 0, pmRowFloats_ = 0, pmWsFloats_ = 0, sharedPanelsFloats_ = 0;
 };
 
-/// Depthwise: one kh x kw filter per channel. Each input plane is copied once into a
-/// zero-padded plane (the window's extent, plus slack right of every row and below the last so
-/// that whole-vector loads of a row's tail stay inside), then the ISA's depthwisePlane runs
-/// without bounds tests.
+/// Depthwise: one kh x kw filter per channel, direct, kDepthwiseRows output rows at a time
+/// (RowOps::depthwiseRows). Each input row is read once per plane into a small ring of padded
+/// rows, split by the column stride into phases (see DepthwiseRows: every tap a contiguous
+/// load), just before the first output rows that need it; padding rows are one shared zero row.
+/// Planes (image, channel) split across threads; the activation epilogue (HardSwish, SiLU) runs
+/// on each group of output rows while they are in L1.
 class DepthwiseConvKernel : public CpuKernel {
  public:
   DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix, int threads)
       : g_(g), ep_(ep), variant_(".depthwise" + suffix), threads_(std::max(threads, 1)) {
     w_.assign(weights, weights + g.c * g.kh * g.kw);
-    shape_ = {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.oh, g.ow};
-    ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
-    pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
-    planeFloats_ = (ph_ + 1) * pw_;
+    const char* env = std::getenv("ONNXTOOL_DEPTHWISE");  // rows | channels: force one path where it can run (tests)
+    const std::string force = env ? env : "";
+    // Small planes L channels at a time (L = 16 on AVX-512, 8 on AVX2): rows shorter than a
+    // vector waste lanes and per-row work dominates there.
+    const RowOps& ops = activeRowOps();
+    lanes_ = ops.depthwiseLanes;
+    const int64_t pix = g.oh * g.ow, taps = g.kh * g.kw;
+    chanPw_ = std::max(g.padL + g.w, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+    const int64_t chanPh = std::max(g.padT + g.h, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+    chanT_ = chanPh * chanPw_ * lanes_;
+    const int64_t chanBytes = (chanT_ + roundUp(pix, 8) * lanes_) * static_cast<int64_t>(sizeof(float));
+    channels_ = ops.depthwiseChannels && force != "rows" && (force == "channels" || g.ow <= 16) && chanBytes <= 131072 && pix > 0;
+    if (channels_) {
+      const int64_t blocks = (g.c + lanes_ - 1) / lanes_;
+      wl_.assign(static_cast<size_t>(blocks * taps * lanes_), 0.f);
+      for (int64_t ch = 0; ch < g.c; ++ch)
+        for (int64_t k = 0; k < taps; ++k) wl_[static_cast<size_t>((ch / lanes_ * taps + k) * lanes_ + ch % lanes_)] = weights[ch * taps + k];
+      for (int64_t ki = 0; ki < g.kh; ++ki)
+        for (int64_t kj = 0; kj < g.kw; ++kj) tapOff_.push_back(static_cast<int32_t>((ki * g.dh * chanPw_ + kj * g.dw) * lanes_));
+      pixOff_.assign(static_cast<size_t>(roundUp(pix, 8)), 0);
+      for (int64_t o = 0; o < pix; ++o)
+        pixOff_[static_cast<size_t>(o)] = static_cast<int32_t>((o / g.ow * g.sh * chanPw_ + o % g.ow * g.sw) * lanes_);
+      partBytes_ = roundUp(chanBytes, 64);
+      return;
+    }
+    span_ = (kDepthwiseRows - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+    phaseLen_ = roundUp(roundUp(g.ow, 32) + (g.kw - 1) * g.dw / g.sw, 16);
+    rowFloats_ = g.sw * phaseLen_;
+    // Image columns a row keeps: those inside the phases (the rest no output reads).
+    imageCols_ = std::clamp<int64_t>(rowFloats_ - g.padL, 0, g.w);
+    partBytes_ = roundUp(static_cast<int64_t>((span_ + 1) * rowFloats_ * sizeof(float) + span_ * sizeof(float*)), 64);
   }
-  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * planeFloats_) * sizeof(float); }
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * partBytes_); }
   void compute(const CpuComputeArgs& args) const override {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
     const int threads = g_.n * g_.c * planeWork < 262144 ? 1 : threads_;  // not worth waking a thread below ~250k taps
+    if (channels_) {
+      const int64_t blocks = (g_.c + lanes_ - 1) / lanes_;
+      parallelRanges(args.pool, threads, g_.n * blocks, 1, [&](int64_t b, int64_t e, int part) {
+        computeChannels(args, b, e, reinterpret_cast<float*>(static_cast<char*>(args.workspace) + part * partBytes_));
+      });
+      return;
+    }
     parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int part) {
-      computeRange(args, b, e, static_cast<float*>(args.workspace) + part * planeFloats_);
+      computeRange(args, b, e, static_cast<char*>(args.workspace) + part * partBytes_);
     });
   }
   double flops() const override { return 2.0 * g_.n * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
@@ -628,39 +666,119 @@ class DepthwiseConvKernel : public CpuKernel {
   bool readsInput(size_t i) const override { return i != 1 && (i != 2 || ownBias.empty()); }
   std::string variant() const override { return variant_; }
 
-  /// Planes (image, channel) [begin, end); `padded` holds planeFloats_ floats.
-  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, float* padded) const {
+  /// Blocks of lanes_ channels [begin, end) (image-major); `ws` holds the channels-in-lanes padded
+  /// input (chanT_ floats), then the outputs likewise.
+  void computeChannels(const CpuComputeArgs& args, int64_t begin, int64_t end, float* ws) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t pix = g_.oh * g_.ow, taps = g_.kh * g_.kw, blocks = (g_.c + lanes_ - 1) / lanes_;
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    std::fill(ws, ws + chanT_, 0.f);  // the padding; every block writes the same image pixels
+    DepthwiseChannels a{};
+    a.h = g_.h, a.w = g_.w, a.padT = g_.padT, a.padL = g_.padL, a.pw = chanPw_;
+    a.t = ws;
+    a.tapOff = tapOff_.data();
+    a.pixOff = pixOff_.data();
+    a.ntaps = taps, a.pix = pix;
+    a.out = ws + chanT_;
+    a.clamp = ep_.clamp, a.lo = ep_.lo, a.hi = ep_.hi;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t img = u / blocks, ch0 = u % blocks * lanes_, plane0 = img * g_.c + ch0;
+      a.nch = static_cast<int>(std::min<int64_t>(lanes_, g_.c - ch0));
+      a.x = x + plane0 * g_.h * g_.w;
+      a.wl = wl_.data() + ch0 * taps;
+      a.bias = bias ? bias + ch0 : nullptr;
+      a.res = res ? res + plane0 * pix : nullptr;
+      a.y = y + plane0 * pix;
+      activeRowOps().depthwiseChannels(a);
+      if (act) act(a.y, a.y, a.nch * pix);
+    }
+  }
+
+  /// Planes (image, channel) [begin, end); `ws` holds partBytes_: the ring of span_ padded rows,
+  /// the zero row, then span_ row pointers.
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, char* ws) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t pix = g_.oh * g_.ow;
     const RowOps& ops = activeRowOps();
-    std::fill(padded, padded + planeFloats_, 0.f);  // borders stay zero: rows below copy only the image
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    float* ring = reinterpret_cast<float*>(ws);
+    const float* zero = ring + span_ * rowFloats_;
+    const float** rows = reinterpret_cast<const float**>(ws + (span_ + 1) * rowFloats_ * sizeof(float));
+    // Every row keeps the same image columns, so the padding columns stay zero from here on.
+    std::fill(ring, ring + (span_ + 1) * rowFloats_, 0.f);
+    DepthwiseRows a{};
+    a.rows = rows;
+    a.phaseLen = phaseLen_;
+    a.kh = g_.kh, a.kw = g_.kw, a.sh = g_.sh, a.sw = g_.sw, a.dh = g_.dh, a.dw = g_.dw, a.ow = g_.ow;
+    a.clamp = ep_.clamp, a.lo = ep_.lo, a.hi = ep_.hi;
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t ch = plane % g_.c;
       const float* xp = x + plane * g_.h * g_.w;
-      // Padded (py, px) = input (py - padT, px - padL); the image columns inside [0, pw_ - 32*sw).
-      const int64_t x0 = std::max<int64_t>(0, -g_.padL), x1 = std::min(g_.w, pw_ - 32 * g_.sw - g_.padL);
-      for (int64_t py = 0; py < ph_; ++py) {
-        const int64_t iy = py - g_.padT;
-        if (iy < 0 || iy >= g_.h || x1 <= x0) continue;
-        std::memcpy(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, static_cast<size_t>(x1 - x0) * sizeof(float));
+      a.w = w_.data() + ch * g_.kh * g_.kw;
+      a.bias = bias ? bias[ch] : 0.f;
+      int64_t loaded = -1;  // the last padded row read into the ring
+      int64_t first = 0;    // the ring slot of padded row oy * sh: (oy * sh) % span_
+      for (int64_t oy = 0; oy < g_.oh; oy += kDepthwiseRows) {
+        for (int64_t j = 0, slot = first; j < span_; ++j, slot = slot + 1 == span_ ? 0 : slot + 1) {
+          const int64_t py = oy * g_.sh + j, iy = py - g_.padT;
+          if (iy < 0 || iy >= g_.h) {
+            rows[j] = zero;
+            continue;
+          }
+          float* row = ring + slot * rowFloats_;
+          if (py > loaded) {
+            loadRow(xp + iy * g_.w, row, ops);
+            loaded = py;
+          }
+          rows[j] = row;
+        }
+        for (first += kDepthwiseRows * g_.sh; first >= span_;) first -= span_;
+        a.nrows = static_cast<int>(std::min<int64_t>(kDepthwiseRows, g_.oh - oy));
+        a.res = res ? res + plane * pix + oy * g_.ow : nullptr;
+        a.y = y + plane * pix + oy * g_.ow;
+        ops.depthwiseRows(a);
+        if (act) act(a.y, a.y, a.nrows * g_.ow);
       }
-      ops.depthwisePlane(padded, pw_, w_.data() + ch * g_.kh * g_.kw, shape_, bias ? bias[ch] : 0.f, res ? res + plane * pix : nullptr,
-                         y + plane * pix, ep_.clamp, ep_.lo, ep_.hi);
-      if (ep_.act != VecUnary::Count) vecKernels().unary[static_cast<int>(ep_.act)](y + plane * pix, y + plane * pix, pix);
     }
   }
 
  private:
+  /// One input row into its padded, phase-split slot (the image columns only): padded column
+  /// px = ix + padL goes to phase px % sw at px / sw.
+  void loadRow(const float* src, float* dst, const RowOps& ops) const {
+    const int64_t sw = g_.sw;
+    if (sw == 1) {
+      std::memcpy(dst + g_.padL, src, static_cast<size_t>(imageCols_) * sizeof(float));
+      return;
+    }
+    if (sw == 2) {  // image column ix = px - padL: the even ones to phase padL % 2, the odd ones to the other
+      const int64_t p = g_.padL;
+      ops.deinterleave2(src, imageCols_, dst + p % 2 * phaseLen_ + p / 2, dst + (p + 1) % 2 * phaseLen_ + (p + 1) / 2);
+      return;
+    }
+    for (int64_t q = 0; q < sw; ++q) {
+      const int64_t i0 = q >= g_.padL ? 0 : (g_.padL - q + sw - 1) / sw, ix0 = i0 * sw + q - g_.padL;
+      if (ix0 >= imageCols_) continue;
+      ops.gatherStrided(dst + q * phaseLen_ + i0, src + ix0, (imageCols_ - 1 - ix0) / sw + 1, sw);
+    }
+  }
+
   ConvGeometry g_;
   ConvEpilogue ep_;
   std::string variant_;
   int threads_;
   std::vector<float> w_;
-  DepthwiseShape shape_;
-  int64_t ph_, pw_, planeFloats_;
+  int64_t span_ = 0, phaseLen_ = 0, rowFloats_ = 0, imageCols_ = 0, partBytes_ = 0;
+  bool channels_ = false;
+  std::vector<float> wl_;                  ///< channels_: the filters lanes_ channels a block, tap-major
+  std::vector<int32_t> tapOff_, pixOff_;  ///< channels_: tap and output pixel offsets into the gathered input
+  int64_t lanes_ = 0, chanPw_ = 0, chanT_ = 0;
 };
 
 /// The padding at the start of one spatial axis for auto_pad SAME_UPPER/SAME_LOWER.
@@ -738,7 +856,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     }
   }
   std::unique_ptr<CpuKernel> k;
-  if (g.group == g.c && g.group == g.m) {
+  if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);

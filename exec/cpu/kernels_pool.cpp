@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
 
@@ -138,21 +139,26 @@ std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
   return std::make_unique<PoolKernel>(g, max, n.attrInt("count_include_pad", 0) != 0);
 }
 
+/// GlobalAveragePool: each plane summed by vec.h sum (vectorised, several chains, blocks of
+/// float sums added in double), planes split across threads when there is enough to read
+/// (~256 KiB a thread).
 class GlobalAveragePoolKernel : public CpuKernel {
  public:
-  GlobalAveragePoolKernel(int64_t planes, int64_t size) : planes_(planes), size_(size) {}
+  GlobalAveragePoolKernel(int64_t planes, int64_t size, int threads) : planes_(planes), size_(size), threads_(std::max(threads, 1)) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t p = 0; p < planes_; ++p) {
-      double acc = 0;
-      for (int64_t i = 0; i < size_; ++i) acc += x[p * size_ + i];
-      y[p] = static_cast<float>(acc / static_cast<double>(size_));
-    }
+    double (*sum)(const float*, int64_t) = vecKernels().sum;
+    const int64_t grain = std::max<int64_t>(1, 65536 / size_);  // planes per task
+    const int threads = planes_ * size_ >= 2 * 65536 ? threads_ : 1;
+    parallelRanges(args.pool, threads, planes_, grain, [&](int64_t b, int64_t e, int) {
+      for (int64_t p = b; p < e; ++p) y[p] = static_cast<float>(sum(x + p * size_, size_) / static_cast<double>(size_));
+    });
   }
 
  private:
   int64_t planes_, size_;
+  int threads_;
 };
 
 }  // namespace
@@ -166,7 +172,7 @@ std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info) {
   int64_t size = 1;
   for (size_t i = 2; i < x.size(); ++i) size *= x[i];
   if (size == 0) return nullptr;
-  return std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], size);
+  return std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], size, info.threads);
 }
 
 }  // namespace onnxtool::cpu

@@ -65,6 +65,9 @@ struct VecKernels {
   /// suppresses(candidate j, kept b)) with its operations in its order: the same decisions.
   int64_t (*nmsSuppress)(const float* x0, const float* y0, const float* x1, const float* y1, const float* area, int64_t n,
                          const float* b, float iou, uint8_t* drop);
+  /// x[0] + ... + x[n - 1] (GlobalAveragePool): float partial sums of at most 32 elements per
+  /// lane, added in double; error within 32 float roundings of sum |x[i]| (~2e-6 of it).
+  double (*sum)(const float* x, int64_t n);
 };
 
 /// The table of activeIsa().

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
@@ -290,6 +291,21 @@ Builder fusedConvModel(const ConvCase& k, const EpilogueCase& e, std::mt19937& r
   return b;
 }
 
+/// A depthwise ConvCase (c = m = group) of output size oh x ow for a kernel, stride, dilation
+/// and pads (top, left, bottom, right): the input size that gives it.
+ConvCase depthwiseCase(int64_t n, int64_t c, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t s, int64_t d, int64_t pt,
+                       int64_t pl, int64_t pb, int64_t pr) {
+  const int64_t h = (oh - 1) * s + d * (kh - 1) + 1 - pt - pb, w = (ow - 1) * s + d * (kw - 1) + 1 - pl - pr;
+  return {n, c, h, w, c, kh, kw, s, s, d, d, pt, pl, pb, pr, c};
+}
+
+std::string describe(const ConvCase& k) {
+  std::ostringstream os;
+  os << "n" << k.n << " c" << k.c << " " << k.h << "x" << k.w << " k" << k.kh << "x" << k.kw << " s" << k.sh << "," << k.sw << " d" << k.dh
+     << "," << k.dw << " p" << k.pt << "," << k.pl << "," << k.pb << "," << k.pr;
+  return os.str();
+}
+
 }  // namespace
 
 // Both layouts of the packed GEMM kernel, forced with ONNXTOOL_CONV_LAYOUT: channel-major
@@ -361,6 +377,153 @@ TEST_CASE("cpu packed Conv splits either layout across threads and matches the r
       CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
     }
   }
+}
+
+TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
+          "[cpu][conv][depthwise]") {
+  // Each path the kernel has: its own choice, output rows forced, channels in the lanes forced
+  // (16 on AVX-512, 8 on AVX2; the portable path has the rows only).
+  const char* path = GENERATE("", "rows", "channels");
+  ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
+  INFO("ONNXTOOL_DEPTHWISE=" << path);
+  std::mt19937 rng(61);
+  struct Kern {
+    int64_t kh, kw;
+  };
+  // Output widths around the vector widths (8, 16) and their multiples, for 3x3, 5x5, 3x5 and
+  // 7x7 at strides 1, 2 and 3 (3: the general path), with "same" pads, NaN/Inf in every other.
+  int iter = 0;
+  for (Kern kn : {Kern{3, 3}, Kern{5, 5}, Kern{3, 5}, Kern{7, 7}})
+    for (int64_t s : {1, 2, 3})
+      for (int64_t ow : {1, 7, 15, 16, 17, 33}) {
+        const int64_t oh = 1 + (ow + s) % 5;  // 1 to 5 output rows
+        ConvCase k = depthwiseCase(1 + iter % 2, 3, oh, ow, kn.kh, kn.kw, s, 1, kn.kh / 2, kn.kw / 2, kn.kh / 2, kn.kw / 2);
+        if (k.h < 1 || k.w < 1) {  // pads wider than the image: the smallest image instead
+          k.h = std::max<int64_t>(k.h, 1);
+          k.w = std::max<int64_t>(k.w, 1);
+        }
+        Builder b = convModel(k, rng, iter % 3 != 2, iter % 2 == 1);
+        INFO(describe(k));
+        auto kernels = checkAgainstRef(*b.m, b.feeds);
+        INFO(joined(kernels));
+        CHECK(ranOn(kernels, "cpu.conv.f32.depthwise"));
+        ++iter;
+      }
+  // Dilation 2, asymmetric and zero pads, pads wider than the image, tiny planes (1x1, 2x2).
+  const ConvCase fixed[] = {
+      depthwiseCase(1, 4, 6, 17, 3, 3, 1, 2, 2, 2, 2, 2),   // dilated 3x3, "same"
+      depthwiseCase(1, 4, 5, 33, 3, 3, 2, 2, 2, 2, 1, 1),   // dilated 3x3 stride 2
+      depthwiseCase(2, 3, 4, 15, 5, 5, 1, 2, 0, 3, 4, 1),   // dilated 5x5, asymmetric
+      depthwiseCase(1, 3, 7, 7, 3, 3, 1, 1, 0, 0, 2, 2),    // pads only bottom and right
+      depthwiseCase(1, 3, 7, 17, 3, 3, 2, 1, 1, 0, 0, 1),   // stride 2, pads top-right only (as TF "same")
+      depthwiseCase(1, 3, 3, 40, 5, 5, 2, 1, 2, 2, 1, 1),   // stride 2 5x5, asymmetric
+      depthwiseCase(1, 3, 9, 31, 3, 5, 1, 1, 0, 0, 0, 0),   // no pads at all
+      depthwiseCase(1, 3, 4, 18, 7, 7, 2, 1, 3, 3, 3, 3),   // 7x7 stride 2
+      {1, 5, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5},     // 1x1 plane, 3x3 pad 1
+      {2, 5, 2, 2, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5},     // 2x2 plane
+      {1, 5, 2, 2, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 5},     // 2x2 plane, stride 2 -> 1x1
+      {1, 5, 1, 1, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 5},     // 1x1 plane, 5x5 pad 2
+      {1, 5, 2, 2, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 5},     // 2x2 plane, 5x5 stride 2
+      {1, 3, 2, 9, 3, 3, 3, 1, 1, 1, 1, 4, 0, 4, 0, 3},     // pads much taller than the image
+      {1, 3, 6, 9, 3, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 3},     // 1x1 kernel, stride 2 across
+      {1, 3, 5, 9, 3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0, 3},     // strides 2 down, 1 across
+      {1, 3, 9, 21, 3, 3, 3, 1, 3, 1, 2, 1, 2, 1, 2, 3},    // strides 1 down, 3 across, dilated across
+      {1, 3, 13, 40, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3},   // 1x1 stride 2: input rows no output reads
+      {1, 3, 12, 36, 3, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 3},   // 2x2 stride 2 (even kernel)
+      {1, 3, 11, 50, 3, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 3},   // stride 4, wider than the kernel
+  };
+  for (const ConvCase& k : fixed) {
+    for (bool specials : {false, true}) {
+      Builder b = convModel(k, rng, true, specials);
+      INFO(describe(k) << " specials " << specials);
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      CHECK(ranOn(kernels, "cpu.conv.f32.depthwise"));
+    }
+  }
+  // Large enough that the planes split across two threads: 3x3 and 5x5, strides 1 and 2.
+  const ConvCase large[] = {
+      depthwiseCase(1, 24, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1),
+      depthwiseCase(1, 21, 28, 29, 3, 3, 2, 1, 0, 0, 1, 1),
+      depthwiseCase(2, 13, 19, 23, 5, 5, 1, 1, 2, 2, 2, 2),
+      depthwiseCase(1, 20, 28, 28, 5, 5, 2, 1, 2, 2, 2, 2),
+  };
+  for (const ConvCase& k : large) {
+    Builder b = convModel(k, rng, true, true);
+    INFO(describe(k));
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, "cpu.conv.f32.depthwise"));
+  }
+}
+
+TEST_CASE("cpu depthwise Conv applies every fused epilogue: BatchNormalization, residual Add, Relu, Clip, HardSwish, SiLU",
+          "[cpu][conv][depthwise][fusion]") {
+  const char* path = GENERATE("", "rows", "channels");
+  ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
+  INFO("ONNXTOOL_DEPTHWISE=" << path);
+  std::mt19937 rng(62);
+  enum Act { None, Relu, Clip, HardSwish, Silu };
+  const ConvCase shapes[] = {
+      depthwiseCase(1, 5, 6, 17, 3, 3, 1, 1, 1, 1, 1, 1),
+      depthwiseCase(2, 3, 5, 33, 3, 3, 2, 1, 1, 1, 1, 1),
+      depthwiseCase(1, 4, 4, 7, 5, 5, 1, 1, 2, 2, 2, 2),
+      depthwiseCase(1, 4, 3, 15, 5, 5, 2, 1, 2, 2, 1, 1),
+      depthwiseCase(1, 24, 30, 30, 3, 3, 1, 1, 1, 1, 1, 1),  // two threads
+  };
+  int iter = 0;
+  for (const ConvCase& k : shapes)
+    for (bool bn : {false, true})
+      for (bool residual : {false, true})
+        for (Act act : {None, Relu, Clip, HardSwish, Silu}) {
+          if (!bn && !residual && act == None) continue;  // nothing fused
+          Builder b(17);
+          b.input("x", randomTensor({k.n, k.c, k.h, k.w}, rng, iter % 2 == 0));
+          b.constant("w", randomTensor({k.c, 1, k.kh, k.kw}, rng));
+          b.constant("b", randomTensor({k.c}, rng));
+          b.node("Conv", {"x", "w", "b"}, "c",
+                 {testutil::ints("kernel_shape", {k.kh, k.kw}), testutil::ints("strides", {k.sh, k.sw}),
+                  testutil::ints("pads", {k.pt, k.pl, k.pb, k.pr}), testutil::one("group", k.c)});
+          std::string cur = "c", suffix;
+          if (bn) {
+            auto variances = randomFloats(static_cast<size_t>(k.c), rng);
+            for (float& v : variances) v = std::fabs(v) + 0.1f;
+            b.constant("bn_s", randomTensor({k.c}, rng));
+            b.constant("bn_b", randomTensor({k.c}, rng));
+            b.constant("bn_m", randomTensor({k.c}, rng));
+            b.constant("bn_v", f32({k.c}, variances));
+            b.node("BatchNormalization", {cur, "bn_s", "bn_b", "bn_m", "bn_v"}, "n");
+            cur = "n", suffix += "+bn";
+          }
+          if (residual) {
+            const int64_t oh = (k.h + k.pt + k.pb - k.kh) / k.sh + 1, ow = (k.w + k.pl + k.pr - k.kw) / k.sw + 1;
+            b.input("r", randomTensor({k.n, k.c, oh, ow}, rng, iter % 4 == 1));
+            b.node("Add", {"r", cur}, "a");
+            cur = "a", suffix += "+add";
+          }
+          switch (act) {
+            case None: break;
+            case Relu: b.node("Relu", {cur}, "t"), suffix += "+relu"; break;
+            case Clip:
+              b.constant("lo", f32({}, {-0.5f}));
+              b.constant("hi", f32({}, {1.5f}));
+              b.node("Clip", {cur, "lo", "hi"}, "t"), suffix += "+clip";
+              break;
+            case HardSwish: b.node("HardSwish", {cur}, "t"), suffix += "+hardswish"; break;
+            case Silu:
+              b.node("Sigmoid", {cur}, "sg");
+              b.node("Mul", {"sg", cur}, "t"), suffix += "+silu";
+              break;
+          }
+          if (act != None) cur = "t";
+          b.output(cur);
+          INFO(describe(k) << " epilogue " << suffix);
+          auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+          INFO(joined(kernels));
+          REQUIRE(kernels.size() == 1);
+          CHECK(kernels[0] == "cpu.conv.f32.depthwise" + suffix);
+          ++iter;
+        }
 }
 
 TEST_CASE("cpu Conv with weights computed at run time runs on the im2col kernel", "[cpu][conv]") {

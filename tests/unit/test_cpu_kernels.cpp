@@ -485,6 +485,31 @@ TEST_CASE("cpu pooling matches the reference kernels", "[cpu][kernels]") {
   checkAgainstRef(*model, feeds, "cpu.globalaveragepool");
 }
 
+TEST_CASE("cpu GlobalAveragePool matches the reference kernel on tails, large planes, 3-D/5-D inputs and NaN/Inf",
+          "[cpu][kernels][pool]") {
+  std::mt19937 rng(63);
+  // Plane sizes around the vector widths and unroll (8, 16, 64 floats), EfficientNet's SE-block
+  // inputs (planes of 56x56 and 112x112: split over threads), rank 3 and 5, one-element planes.
+  const std::vector<int64_t> shapes[] = {{2, 5, 7, 3}, {1, 3, 1, 1},   {1, 4, 1, 7},    {1, 3, 4, 4},   {1, 2, 1, 17},
+                                         {1, 3, 8, 8}, {1, 3, 9, 9},   {2, 2, 3, 43},   {1, 7, 5},      {2, 3, 2, 3, 5},
+                                         {1, 96, 56, 56}, {1, 32, 112, 112}, {1, 3, 100, 101}, {2, 40, 28, 28}};
+  int iter = 0;
+  for (const auto& dims : shapes) {
+    for (bool specials : {false, true}) {
+      std::map<std::string, RtValue> feeds;
+      Tensor x = randomTensor(dims, rng, specials);
+      if (iter % 3 == 1)  // a large common offset: the sum must not lose the small parts
+        for (size_t i = 0; i < x.raw.size() / 4; ++i) reinterpret_cast<float*>(x.raw.mutableData())[i] += 1000.f;
+      auto model = oneNode("GlobalAveragePool", 12, {{x, false}}, {}, feeds);
+      std::string shape;
+      for (int64_t d : dims) shape += std::to_string(d) + " ";
+      INFO("shape " << shape << "specials " << specials);
+      checkAgainstRef(*model, feeds, "cpu.globalaveragepool", 1e-5, 1e-6);
+      ++iter;
+    }
+  }
+}
+
 TEST_CASE("cpu BatchNormalization matches the reference kernel", "[cpu][kernels]") {
   std::mt19937 rng(18);
   for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 5, 7}, {1, 4}, {3, 2, 17}}) {

@@ -187,6 +187,10 @@ TEST_CASE("vec row kernels match double loops on every tail length", "[cpu][vec]
         for (size_t i = 0; i < a.size(); ++i) CHECK(y[i] == apply(-2.5f, b[i]));
         CHECK(y.back() == 12345.f);
       }
+      // The sum (GlobalAveragePool): a double loop's within 32 float roundings of sum |x|.
+      double total = 0, magnitude = 0;
+      for (float v : a) total += v, magnitude += std::fabs(v);
+      CHECK(std::fabs(vk.sum(a.data(), n) - total) <= 32 * 6e-8 * magnitude);
     }
   }
 }
