@@ -237,6 +237,23 @@ ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t
 /// lanes past ow masked off. KH > 0: a KH x KW filter at stride S both ways, no dilation, known
 /// at compile time: each input vector is loaded once and feeds every output row it is a tap of.
 /// KH = 0: any filter, stride and dilation, one load per tap and output row.
+/// Lanes k..15 of `lo` then 0..k-1 of `hi` (valignd), for k in 1..15. valignd takes an immediate:
+/// the switch folds away where k is a constant after unrolling (optimised builds), and keeps
+/// unoptimised (ASan) builds compiling.
+ONNXTOOL_AVX512 inline __m512 shiftIn(__m512 lo, __m512 hi, int k) {
+  const __m512i l = _mm512_castps_si512(lo), h = _mm512_castps_si512(hi);
+  switch (k) {
+#define ONNXTOOL_ALIGNR_CASE(K) \
+  case K: return _mm512_castsi512_ps(_mm512_alignr_epi32(h, l, K));
+    ONNXTOOL_ALIGNR_CASE(1) ONNXTOOL_ALIGNR_CASE(2) ONNXTOOL_ALIGNR_CASE(3) ONNXTOOL_ALIGNR_CASE(4) ONNXTOOL_ALIGNR_CASE(5)
+    ONNXTOOL_ALIGNR_CASE(6) ONNXTOOL_ALIGNR_CASE(7) ONNXTOOL_ALIGNR_CASE(8) ONNXTOOL_ALIGNR_CASE(9) ONNXTOOL_ALIGNR_CASE(10)
+    ONNXTOOL_ALIGNR_CASE(11) ONNXTOOL_ALIGNR_CASE(12) ONNXTOOL_ALIGNR_CASE(13) ONNXTOOL_ALIGNR_CASE(14)
+    ONNXTOOL_ALIGNR_CASE(15)
+#undef ONNXTOOL_ALIGNR_CASE
+    default: return lo;
+  }
+}
+
 template <int V, int KH, int KW, int S>
 ONNXTOOL_AVX512 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
   constexpr int R = kDepthwiseRows;
@@ -260,8 +277,7 @@ ONNXTOOL_AVX512 inline void depthwiseBlock(const DepthwiseRows& a, int64_t ox) {
         __m512 v[V];
         for (int u = 0; u < V; ++u) {
           if constexpr (S == 1) {
-            v[u] = kj == 0 ? al[u]
-                           : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(al[u + 1]), _mm512_castps_si512(al[u]), kj));
+            v[u] = kj == 0 ? al[u] : shiftIn(al[u], al[u + 1], kj);
           } else {
             v[u] = _mm512_loadu_ps(q + 16 * u);
             __asm__("" : "+v"(v[u]));  // one load in a register for every row it feeds (GCC would reload per FMA)
