@@ -945,7 +945,10 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
       mode = Blocked;
     }
   }
-  const float* sd = constData<float>(s, DType::Float);
+  // The scales copied out: the plan reads the model's own initializer bytes, at any address.
+  std::vector<float> scales(static_cast<size_t>(sn));
+  if (sn) std::memcpy(scales.data(), s->raw.data(), scales.size() * sizeof(float));
+  const float* sd = scales.data();
   out.resize(static_cast<size_t>(n));
   // x as [outer, axisDim, inner]; the scale (and zero point) as [outer, axisDim / block, inner]
   // (blocked), [axisDim] (per axis) or one value.
