@@ -370,6 +370,11 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
     auto model = oneNode("Softmax", 13, {{randomTensor({2, 12, 128, 128}, rng), false}}, {}, feeds);
     checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-7);
   }
+  {  // a non-last axis with many columns (YOLOv8's distribution head): several column blocks and a tail
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Softmax", 13, {{randomTensor({2, 16, 4, 300}, rng, true), false}}, {testutil::one("axis", 1)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
+  }
   for (int64_t opset : {11, 13})
     for (int64_t axis : {-1, 0, 1, 2}) {
       std::map<std::string, RtValue> feeds;
