@@ -122,6 +122,10 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
   te.lo = ep.lo;
   te.hi = ep.hi;
   te.ldr = ep.ldr;
+  // A 4-bit B read by one block of rows (a GEMV, a short M) is dequantized a panel at a time
+  // right before the kernel reads it (hot in L1); taller products dequantize the whole kc x nc
+  // block once for all their row blocks.
+  const bool b4PerPanel = p.packedB4 && m1 - m0 <= mcMax;
   for (int64_t jc = n0; jc < n1; jc += ncMax) {
     const int64_t nc = std::min(ncMax, n1 - jc), nPanels = ceilDiv(nc, nr);
     for (int64_t pb = 0; pb < kBlocks; ++pb) {
@@ -129,6 +133,8 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
       const float* bp;
       if (p.packedB) {
         bp = p.packedB->panel(pb, jc / nr);
+      } else if (b4PerPanel) {
+        bp = packedBlock;  // filled panel by panel below
       } else if (p.packedB4) {
         p.packedB4->unpack(pb, jc, nc, packedBlock);
         bp = packedBlock;
@@ -146,10 +152,14 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
           const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - j));
           te.colBias = ep.colBias ? ep.colBias + j : nullptr;
           const float* bPanel = bp + jp * kcb * nr;
+          if (b4PerPanel) {
+            p.packedB4->unpack(pb, j, nr, packedBlock);
+            bPanel = packedBlock;
+          }
           // The next B panel, fetched towards L2 in slices while this one computes: a prepacked
           // weight is read once per run, from L3 or memory, and the hardware prefetchers stop
           // at page boundaries.
-          const float* next = mr == 1 ? nullptr  // the GEMV kernels prefetch B themselves
+          const float* next = mr == 1 || b4PerPanel ? nullptr  // the GEMV kernels prefetch B themselves
                               : jp + 1 < nPanels ? bPanel + kcb * nr
                               : p.packedB && pb + 1 < kBlocks && ic + mcMax >= m1 ? p.packedB->panel(pb + 1, jc / nr)
                                                                                     : nullptr;
