@@ -899,11 +899,10 @@ class Specialization {
       job.types.push_back(*sl.type);
       info.outputs.push_back(&job.types.back());
     }
-    // Fast kernels have one output (omitted optional ones aside), but Split: its kernel writes
-    // every output; others with optional outputs (Mean, Indices, ...) would leave them unwritten.
-    bool multiOutput = st.node->opType == "Split" && canonicalDomain(st.node->domain).empty();
+    // Fast kernels write output 0 only unless their def says allOutputs (Split, LSTM, GRU);
+    // others with optional outputs (Mean, Indices, ...) would leave them unwritten.
     for (size_t k = 1; k < st.out.size(); ++k)
-      if (st.out[k] >= 0 && !multiOutput) return false;
+      if (st.out[k] >= 0 && !def->allOutputs) return false;
     return true;
   }
 

@@ -1294,3 +1294,55 @@ TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + x * Sigmoid(x) (SiLU) is o
              {{"x", {2, 16, 7, 5}}},
              {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(24).isa)), "cpu.sigmoid.f32", "cpu.mul.f32"}, 3);
 }
+
+TEST_CASE("cpu LSTM and GRU match the reference kernel (directions, layouts, sequence_lens, states, peepholes, clip)",
+          "[cpu][kernels]") {
+  std::mt19937 rng(31);
+  for (int iter = 0; iter < 48; ++iter) {
+    const bool gru = iter % 2 == 1;
+    std::uniform_int_distribution<int64_t> small(1, 5), hid(1, 33), in(1, 20);
+    const int64_t S = small(rng) + (iter % 7 == 0 ? 9 : 0), B = small(rng), H = hid(rng), I = in(rng), G = gru ? 3 : 4;
+    const char* dirNames[] = {"forward", "reverse", "bidirectional"};
+    const std::string direction = dirNames[(iter / 2) % 3];
+    const int64_t D = direction == "bidirectional" ? 2 : 1;
+    const bool layout1 = iter % 5 == 1, withB = iter % 4 != 3, withLens = iter % 3 == 1, withH0 = iter % 4 < 2,
+               withC0 = !gru && iter % 6 < 3, withP = !gru && iter % 8 < 4, clip = iter % 9 == 4, lbr = gru && iter % 4 == 1,
+               inputForget = !gru && iter % 10 == 6;
+    auto scaled = [&](std::vector<int64_t> dims, float scale) {
+      Tensor t = randomTensor(std::move(dims), rng);
+      auto* p = reinterpret_cast<float*>(t.raw.mutableData());
+      for (size_t i = 0; i < t.raw.size() / 4; ++i) p[i] *= scale;
+      return t;
+    };
+    std::vector<Arg> args{{scaled(layout1 ? std::vector<int64_t>{B, S, I} : std::vector<int64_t>{S, B, I}, 1.f), false},
+                          {scaled({D, G * H, I}, 0.5f), true},
+                          {scaled({D, G * H, H}, 0.5f), true},
+                          {scaled({D, 2 * G * H}, 0.5f), true}};
+    std::vector<int32_t> lens(static_cast<size_t>(B));
+    for (auto& l : lens) l = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, S)(rng));
+    args.push_back({testutil::i32({B}, lens), false});
+    const std::vector<int64_t> state = layout1 ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H};
+    args.push_back({scaled(state, 1.f), false});
+    if (!gru) {
+      args.push_back({scaled(state, 1.f), false});
+      args.push_back({scaled({D, 3 * H}, 0.5f), true});
+    }
+    std::vector<Attribute> attrs{Attribute::ofString("direction", direction), Attribute::ofInt("hidden_size", H)};
+    if (layout1) attrs.push_back(Attribute::ofInt("layout", 1));
+    if (clip) attrs.push_back(Attribute::ofFloat("clip", 0.7f));
+    if (lbr) attrs.push_back(Attribute::ofInt("linear_before_reset", 1));
+    if (inputForget) attrs.push_back(Attribute::ofInt("input_forget", 1));
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode(gru ? "GRU" : "LSTM", 14, args, attrs, feeds, gru ? 2 : 3);
+    Node* n = model->graph->nodes().front().get();
+    if (!withB) n->setInput(3, nullptr);
+    if (!withLens) n->setInput(4, nullptr);
+    if (!withH0) n->setInput(5, nullptr);
+    if (!gru && !withC0) n->setInput(6, nullptr);
+    if (!gru && !withP) n->setInput(7, nullptr);
+    INFO((gru ? "GRU" : "LSTM") << " S " << S << " B " << B << " H " << H << " I " << I << " " << direction << " layout " << layout1
+                                << " B " << withB << " lens " << withLens << " h0 " << withH0 << " c0 " << withC0 << " P " << withP
+                                << " clip " << clip << " lbr " << lbr << " input_forget " << inputForget);
+    checkAgainstRef(*model, feeds, gru ? "cpu.gru" : "cpu.lstm", 1e-4, 2e-5);
+  }
+}
