@@ -323,13 +323,16 @@ class Specialization {
       bool ok = dq->output(0)->hasUses();
       for (Value* in : dq->inputs()) ok = ok && (!in || constantOf(in));
       for (const Use& u : dq->output(0)->uses()) {
-        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm and group-1 Conv on a QDQ
-        // activation. A grouped (depthwise) Conv's weight is folded: the float kernel between
-        // the DequantizeLinear and QuantizeLinear of its activations computes exactly what the
-        // graph says, on constant weights.
+        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm, group-1 and depthwise Conv
+        // (weights [group, 1, KH, KW]) on a QDQ activation. Another grouped Conv's weight is
+        // folded: the float kernel between the DequantizeLinear and QuantizeLinear of its
+        // activations computes exactly what the graph says, on constant weights.
         const Node* r = u.node;
+        const int64_t group = r->opType == "Conv" ? r->attrInt("group", 1) : 1;
+        const Tensor* wq = constantOf(dq->input(0));
+        const bool depthwise = group > 1 && u.index == 1 && wq && wq->dims.size() == 4 && wq->dims[0] == group && wq->dims[1] == 1;
         bool int8Reader = r->isDomain("") && (r->opType == "MatMul" || r->opType == "Gemm" ||
-                                               (r->opType == "Conv" && r->attrInt("group", 1) == 1));
+                                               (r->opType == "Conv" && (group == 1 || depthwise)));
         for (Value* other : r->inputs())
           if (int8Reader && other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear")
             ok = false;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "exec/cpu/dwconv_int8.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/qgemm.h"
@@ -28,6 +29,20 @@ struct Clamp {
   float lo = 0, hi = 0;
   static Clamp relu() { return {true, 0.f, std::numeric_limits<float>::infinity()}; }
 };
+
+/// A QuantizeLinear (uint8, per tensor, constant parameters) fused into a step's float epilogue:
+/// the step writes saturate(nearbyint(y / scale) + zero), what the node computes from y.
+struct OutQuant {
+  bool on = false;
+  float scale = 1, zero = 0;
+};
+
+/// QuantizeLinear of one float as the reference computes it.
+inline uint8_t quantizeOne(float y, float scale, float zero) {
+  float r = std::nearbyint(y / scale);
+  if (std::isnan(r)) r = 0;
+  return static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
+}
 
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
 template <typename T>
@@ -87,10 +102,11 @@ class MatMulIntegerKernel : public CpuKernel {
 class QuantMatMulKernel : public CpuKernel {
  public:
   /// Dynamic when `fixedScale` is 0.
+  /// `u8In`: the input is the QuantizeLinear's uint8 output already (static, fixed scale only).
   QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
-                    float fixedScale, float fixedZero, Clamp clamp = {})
+                    float fixedScale, float fixedZero, Clamp clamp = {}, bool u8In = false)
       : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
-        fixedScale_(fixedScale), fixedZero_(fixedZero), clamp_(clamp) {
+        fixedScale_(fixedScale), fixedZero_(fixedZero), clamp_(clamp), u8In_(u8In && fixedScale != 0) {
     if (fixedScale_ != 0)
       for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
   }
@@ -116,7 +132,8 @@ class QuantMatMulKernel : public CpuKernel {
       }
       for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     }
-    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
+    if (u8In_) qgemm::packA(b_.path, static_cast<const uint8_t*>(args.inputs[0]), m_, b_.k, b_.k, ws, rowSum);
+    else qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
     qgemm::Epilogue e;
     e.aZero = static_cast<int32_t>(zero);
     e.bZero = bZero_.empty() ? nullptr : bZero_.data();
@@ -152,6 +169,7 @@ class QuantMatMulKernel : public CpuKernel {
   std::vector<float> wScale_, bias_;
   float fixedScale_, fixedZero_;
   Clamp clamp_;
+  bool u8In_;
   VecUnary act_ = VecUnary::Count;
 };
 
@@ -176,14 +194,16 @@ class QdqConvKernel : public CpuKernel {
     double yZero = 0;
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
+  /// `u8In`: the input is uint8 already (a QuantizeLinear's output, QLinearConv's); `oq`: the
+  /// float output quantized as a following QuantizeLinear does.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq)
+                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq, bool u8In = false, OutQuant oq = {})
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), clamp_(clamp), rq_(std::move(rq)) {
+        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
-    qxBytes_ = rq_.on && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    qxBytes_ = u8In_ && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
       panels_ = (pix_ + 31) / 32;
@@ -217,7 +237,7 @@ class QdqConvKernel : public CpuKernel {
     const int64_t chw = g_.c * g_.h * g_.w;
     int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      if (rq_.on) {  // QLinearConv: the input is uint8 already (AVX2 reads int16: widen it)
+      if (u8In_) {  // the input is uint8 already (AVX2 reads int16: widen it)
         const uint8_t* xi = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;
         if (path_ == qgemm::Path::Avx2) {
           auto* q16 = reinterpret_cast<int16_t*>(qx);
@@ -228,7 +248,7 @@ class QdqConvKernel : public CpuKernel {
       } else {
         qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
       }
-      float* yi = y + img * g_.m * pix_;
+      float* yi = oq_.on || rq_.on ? nullptr : y + img * g_.m * pix_;  // (a uint8 output otherwise)
       if (direct_) {
         uint8_t* col = ws + qxBytes_;
         uint8_t* panels = col + colBytes_;
@@ -244,6 +264,10 @@ class QdqConvKernel : public CpuKernel {
         c.bias = bias_.empty() ? nullptr : bias_.data();
         c.clamp = clamp_.on, c.lo = clamp_.lo, c.hi = clamp_.hi;
         c.y = yi;
+        if (oq_.on) {
+          c.y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
+          c.yInv = 1.0f / oq_.scale, c.yZero = oq_.zero;
+        }
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
         qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
         if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
@@ -273,6 +297,15 @@ class QdqConvKernel : public CpuKernel {
       qgemm::gemm(b_, a, pix_, e, args.pool);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
       constexpr int64_t kBlk = 32;
+      if (oq_.on) {
+        uint8_t* y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
+        for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
+          for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
+              for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p)
+                y8[mm * pix_ + p] = quantizeOne(cbuf[p * g_.m + mm], oq_.scale, oq_.zero);
+        continue;
+      }
       for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
         for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
           for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
@@ -363,23 +396,80 @@ class QdqConvKernel : public CpuKernel {
   float scale_, zero_;
   Clamp clamp_;
   Requantize rq_;
+  bool u8In_;
+  OutQuant oq_;
   bool direct_ = false;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
   size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };
 
+/// The int8 depthwise convolution (dwconv_int8.h) of a QDQ Conv(group = C = M): uint8 input (a
+/// QuantizeLinear's output), one int8 filter per channel; float output
+/// y = acc * (x_scale * w_scale[c]) + bias[c] [clamped], or that quantized by a fused QuantizeLinear.
+class QdqDepthwiseKernel : public CpuKernel {
+ public:
+  QdqDepthwiseKernel(dwint8::Plane p, int64_t n, int64_t c, std::vector<float> wt, std::vector<float> scale, std::vector<float> bias,
+                     float xZero, Clamp clamp, OutQuant oq, int threads)
+      : p_(p), n_(n), c_(c), wt_(std::move(wt)), scale_(std::move(scale)), bias_(std::move(bias)), xZero_(xZero), clamp_(clamp),
+        oq_(oq), isa_(activeIsa()), slots_(std::max(1, threads)) {
+    slotFloats_ = (dwint8::scratchFloats(p_, isa_) + 15) / 16 * 16;
+  }
+  size_t workspaceBytes() const override { return static_cast<size_t>(slots_) * slotFloats_ * sizeof(float); }
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* x = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* scratch = static_cast<float*>(args.workspace);
+    const int64_t planes = n_ * c_, hw = p_.h * p_.w, ohw = p_.oh * p_.ow;
+    const int64_t chunks = std::min<int64_t>(slots_, planes);
+    // Chunk t of the planes uses scratch slot t: a fixed split, whichever thread runs it.
+    parallelFor(args.pool, chunks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t pl = t * planes / chunks; pl < (t + 1) * planes / chunks; ++pl) {
+          const auto ch = static_cast<size_t>(pl % c_);
+          dwint8::Channel cc;
+          cc.x = x + pl * hw;
+          cc.xZero = xZero_;
+          cc.wt = wt_.data() + ch * static_cast<size_t>(p_.kh * p_.kw);
+          cc.scale = scale_[ch];
+          cc.bias = bias_.empty() ? 0.0f : bias_[ch];
+          cc.clamp = clamp_.on, cc.lo = clamp_.lo, cc.hi = clamp_.hi;
+          if (oq_.on) {
+            cc.y8 = static_cast<uint8_t*>(args.outputs[0]) + pl * ohw;
+            cc.yScale = oq_.scale, cc.yZero = oq_.zero;
+          } else {
+            cc.y = static_cast<float*>(args.outputs[0]) + pl * ohw;
+          }
+          dwint8::planeFor(isa_, p_, cc, scratch + static_cast<size_t>(t) * slotFloats_);
+        }
+    });
+  }
+  double flops() const override { return 2.0 * n_ * c_ * p_.oh * p_.ow * p_.kh * p_.kw; }
+
+ private:
+  dwint8::Plane p_;
+  int64_t n_, c_;
+  std::vector<float> wt_, scale_, bias_;
+  float xZero_;
+  Clamp clamp_;
+  OutQuant oq_;
+  Isa isa_;
+  int slots_;
+  size_t slotFloats_ = 0;
+};
+
 /// The geometry of a 2-D, group-1 convolution with explicit pads (or VALID); false otherwise.
+/// `depthwise`: group = C = M instead, weights [M, 1, KH, KW] (geo.c is then C).
 bool convGeometry(const Node& op, const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
-                  QdqConvKernel::Geometry& geo) {
+                  QdqConvKernel::Geometry& geo, bool depthwise = false) {
   for (const Attribute& a : op.attributes)
     if (!a.refAttrName.empty()) return false;
-  if (op.attrInt("group", 1) != 1 || x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (depthwise ? (op.attrInt("group", 1) != x[1] || w[1] != 1 || w[0] != x[1]) : op.attrInt("group", 1) != 1) return false;
   std::string autoPad = op.attrString("auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID") return false;
   geo.n = x[0], geo.c = x[1], geo.h = x[2], geo.w = x[3];
   geo.m = w[0], geo.kh = w[2], geo.kw = w[3];
   geo.oh = y[2], geo.ow = y[3];
-  if (w[1] != geo.c || y[1] != geo.m || y[0] != geo.n) return false;
+  if ((!depthwise && w[1] != geo.c) || y[1] != geo.m || y[0] != geo.n) return false;
   auto strides = op.attrInts("strides", {1, 1}), dil = op.attrInts("dilations", {1, 1});
   auto pads = op.attrInts("pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return false;
@@ -626,6 +716,9 @@ const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "
                                nullptr};
 const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqDwDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqDwU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
 
 bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
@@ -677,23 +770,49 @@ Clamp fuseClamp(const Graph& g, FusedInt8Step& st, const std::function<const Sta
   return c;
 }
 
-/// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
-/// on both): x, the scale and the zero point; nullptr when the activation is not in that form.
-const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const Tensor*(const Value*)>& constantOf,
-                                 float& sx, float& zx) {
+/// A QuantizeLinear (uint8 output, constant per-tensor scale and zero point) that is the only
+/// reader of the step's float output joins the step, which then writes its uint8 output.
+OutQuant fuseOutQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                      const std::function<const Tensor*(const Value*)>& constantOf) {
+  const Node* q = singleReader(st.output, g);
+  if (!isOp(q, "QuantizeLinear") || !q->output(0) || !q->input(1) || !q->input(2) || q->input(0) != st.output) return {};
+  for (const Attribute& a : q->attributes)
+    if (!a.refAttrName.empty()) return {};
+  if (q->attrInt("block_size", 0) != 0 || q->attr("output_dtype") || q->attrInt("precision", 0) != 0) return {};
+  float s, z;
+  DType dts, dtz;
+  if (!scalarOf(constantOf(q->input(1)), s, dts) || !scalarOf(constantOf(q->input(2)), z, dtz) || dts != DType::Float ||
+      dtz != DType::UInt8 || !(s > 0) || !std::isfinite(s))
+    return {};
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(q->output(0));
+  if (!a || !b || a->dims != b->dims || b->dtype != DType::UInt8) return {};
+  st.covered.push_back(q);
+  st.last = q;
+  st.output = q->output(0);
+  OutQuant o;
+  o.on = true, o.scale = s, o.zero = z;
+  return o;
+}
+
+/// DequantizeLinear(xq uint8, constant scalar float scale, constant scalar uint8 zero point): xq
+/// (what a fused step reads: a QuantizeLinear's output, the output of a step that fused one, or
+/// any uint8 tensor), the scale and the zero point; nullptr when the activation is not in that
+/// form.
+const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                 const std::function<const Tensor*(const Value*)>& constantOf, float& sx, float& zx) {
   const Node* dx = v ? v->producer() : nullptr;
-  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) return nullptr;
-  const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
-  if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) return nullptr;
-  float sq, zq;
-  DType dts, dtz, dts2, dtz2;
-  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
-      !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
-    return nullptr;
-  if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
-      !(sx > 0) || !std::isfinite(sx))
-    return nullptr;
-  return qx->input(0);
+  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(0) || !dx->input(2)) return nullptr;
+  for (const Attribute& a : dx->attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (dx->attrInt("block_size", 0) != 0 || dx->attrInt("output_dtype", 0) > 1) return nullptr;
+  DType dts, dtz;
+  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz)) return nullptr;
+  if (dts != DType::Float || dtz != DType::UInt8 || !(sx > 0) || !std::isfinite(sx)) return nullptr;
+  const StaticTensorType* qt = typeOf(dx->input(0));
+  const StaticTensorType* ft = typeOf(v);
+  if (!qt || !ft || qt->dtype != DType::UInt8 || ft->dtype != DType::Float || qt->dims != ft->dims) return nullptr;
+  return dx->input(0);
 }
 
 /// A layer's bias [n] as float: a float constant, or a DequantizeLinear of a constant int32 tensor
@@ -717,17 +836,74 @@ bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const
   return true;
 }
 
+/// A depthwise Conv (group = C = M, weights [C, 1, KH, KW]) on a QDQ activation (`q8`, the
+/// QuantizeLinear's uint8 output) and a DequantizeLinear'd constant int8 weight (per tensor or per
+/// channel, any zero point), when every channel's sum stays exact in float (see dwconv_int8.h).
+std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                          const std::function<const Tensor*(const Value*)>& constantOf, const Value* q8,
+                                          const std::vector<int64_t>& xd, const std::vector<int64_t>& yd, float sx, float zx,
+                                          int threads) {
+  const Node* dw = op->input(1) ? op->input(1)->producer() : nullptr;
+  if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
+  const Tensor* wq = constantOf(dw->input(0));
+  if (!wq || wq->dtype() != DType::Int8 || wq->dims.size() != 4 || wq->raw.size() != wq->expectedBytes().value_or(UINT64_MAX))
+    return std::nullopt;
+  QdqConvKernel::Geometry geo{};
+  if (!convGeometry(*op, xd, wq->dims, yd, geo, true)) return std::nullopt;
+  const int64_t c = geo.c, taps = geo.kh * geo.kw;
+  if (taps > dwint8::kMaxTaps) return std::nullopt;
+  int64_t axis = dw->attrInt("axis", 1);
+  if (axis < 0) axis += 4;
+  const Tensor* wsT = constantOf(dw->input(1));
+  bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+  std::vector<float> scale;
+  if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, c, scale)) return std::nullopt;
+  std::vector<int32_t> wZero(static_cast<size_t>(c), 0);
+  if (dw->input(2) && !perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, c, wZero)) return std::nullopt;
+  std::vector<float> bias;
+  if (op->input(2) && !biasOf(g, op->input(2), c, constantOf, bias)) return std::nullopt;
+  // The weights as float integers (w - zero); each channel's |sum| bound: 255 * sum |w - zero| < 2^24.
+  std::vector<float> wt(static_cast<size_t>(c * taps));
+  const auto* wb = reinterpret_cast<const uint8_t*>(wq->raw.data());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    int64_t absSum = 0;
+    for (int64_t t = 0; t < taps; ++t) {
+      const int32_t v = static_cast<int8_t>(wb[ch * taps + t]) - wZero[static_cast<size_t>(ch)];
+      wt[static_cast<size_t>(ch * taps + t)] = static_cast<float>(v);
+      absSum += v < 0 ? -v : v;
+    }
+    if (255 * absSum >= (int64_t{1} << 24)) return std::nullopt;
+  }
+  for (float& s : scale) s = sx * s;
+  FusedInt8Step st;
+  st.last = op;
+  st.covered = {op};
+  st.input = q8;
+  st.output = op->output(0);
+  Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
+  OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
+  st.def = oq.on ? &kQdqDwU8Def : &kQdqDwDef;
+  dwint8::Plane p;
+  p.h = geo.h, p.w = geo.w, p.oh = geo.oh, p.ow = geo.ow, p.kh = geo.kh, p.kw = geo.kw;
+  p.sh = geo.sh, p.sw = geo.sw, p.dh = geo.dh, p.dw = geo.dw, p.padT = geo.padT, p.padL = geo.padL;
+  if (p.oh <= 0 || p.ow <= 0 || p.sh <= 0 || p.sw <= 0 || p.dh <= 0 || p.dw <= 0 || p.padT < 0 || p.padL < 0) return std::nullopt;
+  st.kernel = std::make_unique<QdqDepthwiseKernel>(p, geo.n, c, std::move(wt), std::move(scale), std::move(bias), zx, clamp, oq,
+                                                   threads);
+  return st;
+}
+
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                     const std::function<const Tensor*(const Value*)>& constantOf) {
+                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
   if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
-  const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
-  if (!x) return std::nullopt;
-  const StaticTensorType* xt = typeOf(x);
+  const Value* q8 = quantizedActivation(g, op->input(0), typeOf, constantOf, sx, zx);
+  if (!q8) return std::nullopt;
+  const StaticTensorType* xt = typeOf(q8);
   const StaticTensorType* yt = typeOf(op->output(0));
-  if (!xt || !yt || xt->dtype != DType::Float || xt->dims.size() != 4 || yt->dims.size() != 4) return std::nullopt;
+  if (!xt || !yt || xt->dims.size() != 4 || yt->dims.size() != 4 || yt->dtype != DType::Float) return std::nullopt;
+  if (op->attrInt("group", 1) != 1) return qdqDepthwise(g, op, typeOf, constantOf, q8, xt->dims, yt->dims, sx, zx, threads);
   const Node* dw = op->input(1)->producer();
   if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
   const Tensor* wq = constantOf(dw->input(0));
@@ -753,25 +929,26 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   FusedInt8Step st;
   st.last = op;
   st.covered = {op};
-  st.input = x;
+  st.input = q8;
   st.output = op->output(0);
-  st.def = &kQdqConvDef;
   Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
+  OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
+  st.def = oq.on ? &kQdqConvU8Def : &kQdqConvDef;
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{});
+                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{}, true, oq);
   return st;
 }
 
 /// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                    const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
+                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
   std::set<const Node*> fusedOps;
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
     const Node* op = nn.get();
     if (isOp(op, "Conv")) {
-      if (auto st = qdqConv(g, op, typeOf, constantOf)) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf, threads)) {
         fusedOps.insert(op);
         steps.push_back(std::move(*st));
       }
@@ -787,10 +964,10 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     for (const Attribute& a : op->attributes) attrsByRef |= !a.refAttrName.empty();
     if (attrsByRef) continue;
     float sx, zx;
-    const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
-    if (!x) continue;
-    const StaticTensorType* xt = typeOf(x);
-    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
+    const Value* q8 = quantizedActivation(g, op->input(0), typeOf, constantOf, sx, zx);
+    if (!q8) continue;
+    const StaticTensorType* xt = typeOf(q8);
+    if (!xt || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
     // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.
     const Node* dw = op->input(1)->producer();
     if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) continue;
@@ -837,7 +1014,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     FusedInt8Step st;
     st.last = op;
     st.covered = {op};
-    st.input = x;
+    st.input = q8;
     st.output = op->output(0);
     st.def = &kQdqDef;
     if (!gemm) {  // MatMul -> Add(bias [N]): the bias joins the epilogue
@@ -857,11 +1034,19 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     }
     Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
     st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
-                                                    std::move(wScale), std::move(bias), sx, zx, clamp);
+                                                    std::move(wScale), std::move(bias), sx, zx, clamp, true);
     fusedOps.insert(op);
     steps.push_back(std::move(st));
   }
-  // The QuantizeLinear/DequantizeLinear nodes every reader of which is fused go too.
+  // The DequantizeLinear nodes every reader of which is fused go too, and the QuantizeLinear
+  // nodes all of whose DequantizeLinear readers went, unless a step reads their uint8 output
+  // (then they run, or are the last node of the step that writes it).
+  std::set<const Value*> stepInputs;
+  for (const auto& st : steps) {
+    stepInputs.insert(st.input);
+    for (const Node* c : st.covered)
+      if (isOp(c, "QuantizeLinear")) fusedOps.insert(c);
+  }
   std::set<const Node*> gone(fusedOps);
   bool grew = true;
   while (grew) {
@@ -869,7 +1054,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     for (const auto& nn : g.nodes()) {
       const Node* q = nn.get();
       if (gone.count(q) || !(isOp(q, "DequantizeLinear") || isOp(q, "QuantizeLinear")) || !q->output(0) ||
-          q->output(0)->isGraphOutput() || !q->output(0)->hasUses())
+          q->output(0)->isGraphOutput() || !q->output(0)->hasUses() || stepInputs.count(q->output(0)))
         continue;
       bool all = std::all_of(q->output(0)->uses().begin(), q->output(0)->uses().end(),
                              [&](const Use& u) { return gone.count(u.node) > 0; });
@@ -1061,7 +1246,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     if (!ok) continue;
     for (auto& c : chains) out.push_back(std::move(c));
   }
-  findQdqFusions(g, typeOf, constantOf, out);
+  findQdqFusions(g, typeOf, constantOf, threads, out);
   return out;
 }
 

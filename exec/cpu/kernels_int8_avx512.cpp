@@ -207,6 +207,13 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
       if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
+      if (c.y8) {  // QuantizeLinear: nearbyint(y / scale) + zero, saturated (y is finite; the division as a
+                   // product with the reciprocal, see dwconv_int8.h)
+        __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(c.yInv)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, _mm512_set1_ps(c.yZero)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f));
+        _mm_mask_storeu_epi8(c.y8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q)));
+        continue;
+      }
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
     }
   }

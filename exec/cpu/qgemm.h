@@ -100,6 +100,8 @@ struct DirectConvArgs {
   float lo = 0, hi = 0;
   float* y = nullptr;
   int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
+  uint8_t* y8 = nullptr;   ///< instead of y: QuantizeLinear(y, yScale, yZero) (a fused QuantizeLinear)
+  float yInv = 1, yZero = 0;  ///< 1 / the QuantizeLinear's scale, its zero point
 };
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
 void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1);
