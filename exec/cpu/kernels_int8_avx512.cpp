@@ -20,25 +20,46 @@ namespace {
 
 constexpr int kMr = 8;  // rows per tile: 8 x 2 accumulators of 16 int32 lanes
 
+// acc += dpbusd(u8 a, s8 b) in place, on named accumulators: GCC 12 compiles the intrinsic on
+// an array of accumulators (or through a reference) with a register copy per accumulator per
+// step, as many moves as multiply-adds (or spills them to the stack).
+#if defined(__GNUC__) && !defined(__clang__)
+#define ONNXTOOL_DPBUSD(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+#else
+#define ONNXTOOL_DPBUSD(acc, a, b) (acc) = _mm512_dpbusd_epi32((acc), (a), (b))
+#endif
+
+/// The R x 2 accumulators of a tile, named, and one k group of 4 for row r: broadcast(r) gives
+/// the row's 4 bytes as a register, the sums c<r>0 += dpbusd(X0, Y0), c<r>1 += dpbusd(X1, Y1)
+/// with (X, Y) = (broadcast, B) (GEMM: A unsigned broadcast) or (col, broadcast) (direct conv).
+#define ONNXTOOL_TILE_ACCS                                                                                      \
+  const __m512i zero_ = _mm512_setzero_si512();                                                                \
+  __m512i c00 = zero_, c01 = zero_, c10 = zero_, c11 = zero_, c20 = zero_, c21 = zero_, c30 = zero_, c31 = zero_, \
+          c40 = zero_, c41 = zero_, c50 = zero_, c51 = zero_, c60 = zero_, c61 = zero_, c70 = zero_, c71 = zero_
+#define ONNXTOOL_TILE_ARRAY                                                                                         \
+  const __m512i acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}, {c60, c61}, \
+                             {c70, c71}}
+
 /// Tile of R rows x one 32-column panel: acc[r][h] += sum over k groups of 4 of A x B.
 template <int R>
 ONNXTOOL_AVX512 void tile(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t groups, const PackedB& b, int64_t row0,
                           int64_t col0, const Epilogue& e, __m512i azcs0, __m512i azcs1) {
-  __m512i acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  ONNXTOOL_TILE_ACCS;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i b0 = _mm512_loadu_si512(bp + g * 128);
     __m512i b1 = _mm512_loadu_si512(bp + g * 128 + 64);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      __builtin_memcpy(&quad, a + r * lda + g * 4, 4);
-      __m512i av = _mm512_set1_epi32(quad);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
-    }
+#define ONNXTOOL_ROW(r)                                  \
+  if constexpr (R > r) {                                 \
+    int32_t quad;                                        \
+    __builtin_memcpy(&quad, a + r * lda + g * 4, 4);     \
+    const __m512i av = _mm512_set1_epi32(quad);          \
+    ONNXTOOL_DPBUSD(c##r##0, av, b0);                    \
+    ONNXTOOL_DPBUSD(c##r##1, av, b1);                    \
   }
+    ONNXTOOL_ROW(0) ONNXTOOL_ROW(1) ONNXTOOL_ROW(2) ONNXTOOL_ROW(3) ONNXTOOL_ROW(4) ONNXTOOL_ROW(5) ONNXTOOL_ROW(6) ONNXTOOL_ROW(7)
+#undef ONNXTOOL_ROW
+  }
+  ONNXTOOL_TILE_ARRAY;
   const int64_t k = b.k;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -173,22 +194,23 @@ namespace {
 template <int R>
 ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, const DirectConvArgs& c, int64_t row0,
                               int64_t pix0) {
-  __m512i acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  ONNXTOOL_TILE_ACCS;
   const int64_t groups = kp / 4;
   for (int64_t g = 0; g < groups; ++g) {
-    __m512i c0 = _mm512_loadu_si512(cp + g * 128);
-    __m512i c1 = _mm512_loadu_si512(cp + g * 128 + 64);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      __builtin_memcpy(&quad, w + r * kp + g * 4, 4);
-      __m512i wv = _mm512_set1_epi32(quad);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], c0, wv);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], c1, wv);
-    }
+    __m512i col0 = _mm512_loadu_si512(cp + g * 128);
+    __m512i col1 = _mm512_loadu_si512(cp + g * 128 + 64);
+#define ONNXTOOL_ROW(r)                                  \
+  if constexpr (R > r) {                                 \
+    int32_t quad;                                        \
+    __builtin_memcpy(&quad, w + r * kp + g * 4, 4);      \
+    const __m512i wv = _mm512_set1_epi32(quad);          \
+    ONNXTOOL_DPBUSD(c##r##0, col0, wv);                  \
+    ONNXTOOL_DPBUSD(c##r##1, col1, wv);                  \
   }
+    ONNXTOOL_ROW(0) ONNXTOOL_ROW(1) ONNXTOOL_ROW(2) ONNXTOOL_ROW(3) ONNXTOOL_ROW(4) ONNXTOOL_ROW(5) ONNXTOOL_ROW(6) ONNXTOOL_ROW(7)
+#undef ONNXTOOL_ROW
+  }
+  ONNXTOOL_TILE_ARRAY;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     int64_t i = row0 + r;
