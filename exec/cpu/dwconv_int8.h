@@ -24,8 +24,15 @@ struct Plane {
   int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, padT = 0, padL = 0;
 };
 
-/// Floats of scratch one plane needs (the padded, de-interleaved input and the wide output).
-size_t scratchFloats(const Plane& p, Isa isa);
+/// What every plane of one convolution shares, computed once (prepare): the padded input's
+/// layout for the path's vector width and each tap's offset in it.
+struct Prepared {
+  Isa isa = Isa::Portable;
+  int64_t ls = 0, rows = 0, sub = 0, wide = 0;
+  int64_t scratchFloats = 0;  ///< scratch one plane needs (64-byte multiple)
+  int64_t off[kMaxTaps] = {};
+};
+Prepared prepare(Isa isa, const Plane& p);
 
 struct Channel {
   const uint8_t* x = nullptr;  ///< [h][w]
@@ -39,14 +46,14 @@ struct Channel {
   float yScale = 1, yZero = 0;
 };
 
-/// One channel plane; `scratch` holds scratchFloats(p, isa) floats, 64-byte aligned.
-void planeFor(Isa isa, const Plane& p, const Channel& c, float* scratch);
+/// One channel plane; `scratch` holds pre.scratchFloats floats, 64-byte aligned.
+void planeFor(const Prepared& pre, const Plane& p, const Channel& c, float* scratch);
 
-void planePortable(const Plane& p, const Channel& c, float* scratch);
-void planeAvx2(const Plane& p, const Channel& c, float* scratch);
-void planeAvx512(const Plane& p, const Channel& c, float* scratch);
-size_t scratchPortable(const Plane& p);
-size_t scratchAvx2(const Plane& p);
-size_t scratchAvx512(const Plane& p);
+void planePortable(const Prepared& pre, const Plane& p, const Channel& c, float* scratch);
+void planeAvx2(const Prepared& pre, const Plane& p, const Channel& c, float* scratch);
+void planeAvx512(const Prepared& pre, const Plane& p, const Channel& c, float* scratch);
+void preparePortable(const Plane& p, Prepared& pre);
+void prepareAvx2(const Plane& p, Prepared& pre);
+void prepareAvx512(const Plane& p, Prepared& pre);
 
 }  // namespace onnxtool::cpu::dwint8

@@ -3,6 +3,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define ONNXTOOL_DW_WIDTH 8
 #define ONNXTOOL_DW_FN planeAvx2
-#define ONNXTOOL_DW_SCRATCH scratchAvx2
+#define ONNXTOOL_DW_PREPARE prepareAvx2
 #include "exec/cpu/dwconv_int8_impl.inc"
 #endif

@@ -7,6 +7,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define ONNXTOOL_DW_WIDTH 16
 #define ONNXTOOL_DW_FN planeAvx512
-#define ONNXTOOL_DW_SCRATCH scratchAvx512
+#define ONNXTOOL_DW_PREPARE prepareAvx512
 #include "exec/cpu/dwconv_int8_impl.inc"
 #endif

@@ -3,26 +3,35 @@
 #include <algorithm>
 #define ONNXTOOL_DW_WIDTH 4
 #define ONNXTOOL_DW_FN planePortable
-#define ONNXTOOL_DW_SCRATCH scratchPortable
+#define ONNXTOOL_DW_PREPARE preparePortable
 #include "exec/cpu/dwconv_int8_impl.inc"
 
 namespace onnxtool::cpu::dwint8 {
 
-size_t scratchFloats(const Plane& p, Isa isa) {
+Prepared prepare(Isa isa, const Plane& p) {
+  Prepared pre;
 #if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::Avx512) return scratchAvx512(p);
-  if (isa == Isa::Avx2) return scratchAvx2(p);
+  if (isa == Isa::Avx512) {
+    pre.isa = isa;
+    prepareAvx512(p, pre);
+    return pre;
+  }
+  if (isa == Isa::Avx2) {
+    pre.isa = isa;
+    prepareAvx2(p, pre);
+    return pre;
+  }
 #endif
-  (void)isa;
-  return scratchPortable(p);
+  preparePortable(p, pre);
+  return pre;
 }
 
-void planeFor(Isa isa, const Plane& p, const Channel& c, float* scratch) {
+void planeFor(const Prepared& pre, const Plane& p, const Channel& c, float* scratch) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::Avx512) return planeAvx512(p, c, scratch);
-  if (isa == Isa::Avx2) return planeAvx2(p, c, scratch);
+  if (pre.isa == Isa::Avx512) return planeAvx512(pre, p, c, scratch);
+  if (pre.isa == Isa::Avx2) return planeAvx2(pre, p, c, scratch);
 #endif
-  planePortable(p, c, scratch);
+  planePortable(pre, p, c, scratch);
 }
 
 }  // namespace onnxtool::cpu::dwint8

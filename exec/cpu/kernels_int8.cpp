@@ -411,8 +411,8 @@ class QdqDepthwiseKernel : public CpuKernel {
   QdqDepthwiseKernel(dwint8::Plane p, int64_t n, int64_t c, std::vector<float> wt, std::vector<float> scale, std::vector<float> bias,
                      float xZero, Clamp clamp, OutQuant oq, int threads)
       : p_(p), n_(n), c_(c), wt_(std::move(wt)), scale_(std::move(scale)), bias_(std::move(bias)), xZero_(xZero), clamp_(clamp),
-        oq_(oq), isa_(activeIsa()), slots_(std::max(1, threads)) {
-    slotFloats_ = (dwint8::scratchFloats(p_, isa_) + 15) / 16 * 16;
+        oq_(oq), pre_(std::make_unique<dwint8::Prepared>(dwint8::prepare(activeIsa(), p_))), slots_(std::max(1, threads)) {
+    slotFloats_ = static_cast<size_t>(pre_->scratchFloats);
   }
   size_t workspaceBytes() const override { return static_cast<size_t>(slots_) * slotFloats_ * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
@@ -438,7 +438,7 @@ class QdqDepthwiseKernel : public CpuKernel {
           } else {
             cc.y = static_cast<float*>(args.outputs[0]) + pl * ohw;
           }
-          dwint8::planeFor(isa_, p_, cc, scratch + static_cast<size_t>(t) * slotFloats_);
+          dwint8::planeFor(*pre_, p_, cc, scratch + static_cast<size_t>(t) * slotFloats_);
         }
     });
   }
@@ -451,7 +451,7 @@ class QdqDepthwiseKernel : public CpuKernel {
   float xZero_;
   Clamp clamp_;
   OutQuant oq_;
-  Isa isa_;
+  std::unique_ptr<dwint8::Prepared> pre_;
   int slots_;
   size_t slotFloats_ = 0;
 };
