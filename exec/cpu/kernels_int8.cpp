@@ -203,6 +203,19 @@ class QdqConvKernel : public CpuKernel {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
+    if (oq_.on) {  // the fused QuantizeLinear's epilogue constants (qgemm.h DirectConvArgs::y8)
+      const float inv = 1.0f / oq_.scale;
+      for (size_t i = 0; i < colScale_.size(); ++i) {
+        qScale_.push_back(colScale_[i] * inv);
+        qBias_.push_back(bias_.empty() ? 0.0f : bias_[i] * inv);
+      }
+      float lo = 0, hi = 255;
+      if (clamp_.on) lo = std::max(lo, static_cast<float>(quantizeOne(clamp_.lo, oq_.scale, oq_.zero))),
+                     hi = std::min(hi, static_cast<float>(quantizeOne(clamp_.hi, oq_.scale, oq_.zero)));
+      qLo_ = lo - oq_.zero, qHi_ = hi - oq_.zero;
+    }
+    pointwise_ = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 && g_.padT == 0 && g_.padL == 0 && g_.oh == g_.h &&
+                 g_.ow == g_.w;
     qxBytes_ = u8In_ && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
@@ -252,8 +265,12 @@ class QdqConvKernel : public CpuKernel {
       if (direct_) {
         uint8_t* col = ws + qxBytes_;
         uint8_t* panels = col + colBytes_;
-        im2col(qx, col, panels_ * 32);
-        qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
+        if (pointwise_) {  // 1x1, stride 1, no padding: the channel planes are the im2col rows
+          qgemm::packRowsAvx512(qx, pix_, g_.c, pix_, kp_, panels_, panels);
+        } else {
+          im2col(qx, col, panels_ * 32);
+          qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
+        }
         qgemm::DirectConvArgs c;
         c.w = w_.data();
         c.wRowSum = wRowSum_.data();
@@ -266,7 +283,8 @@ class QdqConvKernel : public CpuKernel {
         c.y = yi;
         if (oq_.on) {
           c.y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
-          c.yInv = 1.0f / oq_.scale, c.yZero = oq_.zero;
+          c.qScale = qScale_.data(), c.qBias = qBias_.data(), c.qLo = qLo_, c.qHi = qHi_;
+          c.yZero = static_cast<int32_t>(oq_.zero);
         }
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
         qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
@@ -398,7 +416,9 @@ class QdqConvKernel : public CpuKernel {
   Requantize rq_;
   bool u8In_;
   OutQuant oq_;
-  bool direct_ = false;
+  bool direct_ = false, pointwise_ = false;
+  std::vector<float> qScale_, qBias_;
+  float qLo_ = 0, qHi_ = 0;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
   size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };

@@ -189,6 +189,38 @@ ONNXTOOL_AVX512 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int6
   }
 }
 
+ONNXTOOL_AVX512 void packRowsAvx512(const uint8_t* rows, int64_t ld, int64_t k, int64_t cols, int64_t kp, int64_t panels,
+                                    uint8_t* dst) {
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    uint8_t* out = dst + pn * kp * 32;
+    const int64_t c0 = pn * 32, cnt = cols - c0 >= 32 ? 32 : cols - c0;
+    const auto m0 = static_cast<__mmask16>(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
+    const auto m1 = static_cast<__mmask16>(cnt >= 32 ? 0xFFFF : cnt <= 16 ? 0 : (1u << (cnt - 16)) - 1);
+    for (int64_t g = 0; g < kp / 4; ++g) {
+      __m128i r[4][2];
+      for (int q = 0; q < 4; ++q) {
+        const int64_t row = g * 4 + q;
+        if (row >= k) {
+          r[q][0] = r[q][1] = _mm_setzero_si128();
+          continue;
+        }
+        const uint8_t* src = rows + row * ld + c0;
+        r[q][0] = _mm_maskz_loadu_epi8(m0, src);
+        r[q][1] = _mm_maskz_loadu_epi8(m1, src + 16);
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m128i t0 = _mm_unpacklo_epi8(r[0][h], r[1][h]), t1 = _mm_unpackhi_epi8(r[0][h], r[1][h]);
+        __m128i t2 = _mm_unpacklo_epi8(r[2][h], r[3][h]), t3 = _mm_unpackhi_epi8(r[2][h], r[3][h]);
+        uint8_t* o = out + g * 128 + h * 64;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), _mm_unpackhi_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm_unpacklo_epi16(t1, t3));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 48), _mm_unpackhi_epi16(t1, t3));
+      }
+    }
+  }
+}
+
 namespace {
 
 template <int R>
@@ -226,16 +258,17 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
         _mm512_mask_storeu_epi32(c.c32 + i * c.pix + p, mask, _mm512_sub_epi32(acc[r][h], corr));
         continue;
       }
-      __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
-      if (c.bias) y = _mm512_add_ps(y, bs);
-      if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
-      if (c.y8) {  // QuantizeLinear: nearbyint(y / scale) + zero, saturated (y is finite; the division as a
-                   // product with the reciprocal, see dwconv_int8.h)
-        __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(c.yInv)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, _mm512_set1_ps(c.yZero)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f));
-        _mm_mask_storeu_epi8(c.y8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q)));
+      const __m512 a = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr));
+      if (c.y8) {  // the fused QuantizeLinear (qgemm.h DirectConvArgs::y8); cvtps2dq rounds half to even
+        __m512 t = _mm512_fmadd_ps(a, _mm512_set1_ps(c.qScale[i]), _mm512_set1_ps(c.qBias[i]));
+        t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(c.qLo)), _mm512_set1_ps(c.qHi));
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(c.yZero));
+        _mm_mask_storeu_epi8(c.y8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(q));
         continue;
       }
+      __m512 y = _mm512_mul_ps(a, sc);
+      if (c.bias) y = _mm512_add_ps(y, bs);
+      if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
     }
   }

@@ -100,10 +100,21 @@ struct DirectConvArgs {
   float lo = 0, hi = 0;
   float* y = nullptr;
   int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
-  uint8_t* y8 = nullptr;   ///< instead of y: QuantizeLinear(y, yScale, yZero) (a fused QuantizeLinear)
-  float yInv = 1, yZero = 0;  ///< 1 / the QuantizeLinear's scale, its zero point
+  /// Instead of y: a fused QuantizeLinear(y, yScale, yZero) [after the clamp], as
+  /// round_half_even(float(acc - aZero * wRowSum[m]) * qScale[m] + qBias[m]) clamped to [qLo, qHi],
+  /// + yZero; qScale = rowScale / yScale, qBias = bias / yScale, [qLo, qHi] the clamp's bounds
+  /// quantized and the saturation, less yZero (Clip and QuantizeLinear are monotonic). The products
+  /// with 1 / yScale can differ from the division in the last ulp: one step, at rounding ties only.
+  uint8_t* y8 = nullptr;
+  const float* qScale = nullptr;
+  const float* qBias = nullptr;
+  float qLo = 0, qHi = 0;
+  int32_t yZero = 0;
 };
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
+/// The same packing straight from k rows of `cols` bytes (row stride ld): rows past k and columns
+/// past `cols` read as 0 (a 1x1 convolution's input planes are its im2col rows).
+void packRowsAvx512(const uint8_t* rows, int64_t ld, int64_t k, int64_t cols, int64_t kp, int64_t panels, uint8_t* dst);
 void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1);
 
 }  // namespace onnxtool::cpu::qgemm
