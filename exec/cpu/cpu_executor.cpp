@@ -492,6 +492,7 @@ class Specialization {
     st.opset = opsetFor(*model_, *f.last);
     int idx = static_cast<int>(steps_.size());
     st.in.push_back(slotFor(f.input));
+    if (f.input2) st.in.push_back(slotFor(f.input2));
     int out = slotFor(f.output);
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);

@@ -197,9 +197,10 @@ class QdqConvKernel : public CpuKernel {
   /// `u8In`: the input is uint8 already (a QuantizeLinear's output, QLinearConv's); `oq`: the
   /// float output quantized as a following QuantizeLinear does.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq, bool u8In = false, OutQuant oq = {})
+                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq, bool u8In = false, OutQuant oq = {},
+                bool residual = false)
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq) {
+        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq), residual_(residual) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -213,6 +214,7 @@ class QdqConvKernel : public CpuKernel {
       if (clamp_.on) lo = std::max(lo, static_cast<float>(quantizeOne(clamp_.lo, oq_.scale, oq_.zero))),
                      hi = std::min(hi, static_cast<float>(quantizeOne(clamp_.hi, oq_.scale, oq_.zero)));
       qLo_ = lo - oq_.zero, qHi_ = hi - oq_.zero;
+      qInv_ = inv;
     }
     pointwise_ = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 && g_.padT == 0 && g_.padL == 0 && g_.oh == g_.h &&
                  g_.ow == g_.w;
@@ -281,6 +283,7 @@ class QdqConvKernel : public CpuKernel {
         c.bias = bias_.empty() ? nullptr : bias_.data();
         c.clamp = clamp_.on, c.lo = clamp_.lo, c.hi = clamp_.hi;
         c.y = yi;
+        if (residual_) c.residual = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_, c.qInv = qInv_;
         if (oq_.on) {
           c.y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
           c.qScale = qScale_.data(), c.qBias = qBias_.data(), c.qLo = qLo_, c.qHi = qHi_;
@@ -310,11 +313,26 @@ class QdqConvKernel : public CpuKernel {
       e.cf = cbuf;
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
-      e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
+      e.clamp = clamp_.on && !residual_, e.lo = clamp_.lo, e.hi = clamp_.hi;
       e.ldc = g_.m;
       qgemm::gemm(b_, a, pix_, e, args.pool);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
       constexpr int64_t kBlk = 32;
+      if (residual_) {  // + the residual, then the clamp (and the QuantizeLinear)
+        const float* res = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_;
+        for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
+          for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
+              for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) {
+                float v = cbuf[p * g_.m + mm] + res[mm * pix_ + p];
+                if (clamp_.on) v = std::min(std::max(v, clamp_.lo), clamp_.hi);
+                if (oq_.on)
+                  static_cast<uint8_t*>(args.outputs[0])[img * g_.m * pix_ + mm * pix_ + p] = quantizeOne(v, oq_.scale, oq_.zero);
+                else
+                  yi[mm * pix_ + p] = v;
+              }
+        continue;
+      }
       if (oq_.on) {
         uint8_t* y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
         for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
@@ -417,8 +435,9 @@ class QdqConvKernel : public CpuKernel {
   bool u8In_;
   OutQuant oq_;
   bool direct_ = false, pointwise_ = false;
+  bool residual_;  ///< a second input [N, M, OH, OW] float added before the clamp (a fused Add)
   std::vector<float> qScale_, qBias_;
-  float qLo_ = 0, qHi_ = 0;
+  float qLo_ = 0, qHi_ = 0, qInv_ = 1;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
   size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };
@@ -736,6 +755,10 @@ const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "
                                nullptr};
 const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvResDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual", OutputReuse::None,
+                                  nullptr};
+const CpuKernelDef kQdqConvResU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual.u8out",
+                                    OutputReuse::None, nullptr};
 const CpuKernelDef kQdqConvU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqDwDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqDwU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
@@ -788,6 +811,27 @@ Clamp fuseClamp(const Graph& g, FusedInt8Step& st, const std::function<const Sta
   st.last = r;
   st.output = r->output(0);
   return c;
+}
+
+/// An Add that is the only reader of the step's float output, with a float tensor of the same
+/// shape on its other side (ResNet's and MobileNet's residual connections), joins the step: the
+/// other side becomes the step's second input, added in the epilogue before a Relu/Clip. An Add
+/// joins one step only (`claimed`).
+const Value* fuseResidual(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                          std::set<const Node*>& claimed) {
+  const Node* add = singleReader(st.output, g);
+  if (!isOp(add, "Add") || add->inputs().size() != 2 || !add->output(0) || claimed.count(add)) return nullptr;
+  const Value* other = add->input(0) == st.output ? add->input(1) : add->input(0);
+  if (!other || other == st.output) return nullptr;
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(other);
+  const StaticTensorType* y = typeOf(add->output(0));
+  if (!a || !b || !y || a->dims != b->dims || a->dims != y->dims || b->dtype != DType::Float || y->dtype != DType::Float) return nullptr;
+  claimed.insert(add);
+  st.covered.push_back(add);
+  st.last = add;
+  st.output = add->output(0);
+  return other;
 }
 
 /// A QuantizeLinear (uint8 output, constant per-tensor scale and zero point) that is the only
@@ -915,7 +959,8 @@ std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const 
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads,
+                                     std::set<const Node*>& claimed) {
   if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
   const Value* q8 = quantizedActivation(g, op->input(0), typeOf, constantOf, sx, zx);
@@ -951,11 +996,13 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.covered = {op};
   st.input = q8;
   st.output = op->output(0);
+  st.input2 = fuseResidual(g, st, typeOf, claimed);
   Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
   OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
-  st.def = oq.on ? &kQdqConvU8Def : &kQdqConvDef;
+  st.def = st.input2 ? (oq.on ? &kQdqConvResU8Def : &kQdqConvResDef) : oq.on ? &kQdqConvU8Def : &kQdqConvDef;
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{}, true, oq);
+                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{}, true, oq,
+                                              st.input2 != nullptr);
   return st;
 }
 
@@ -963,12 +1010,12 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                     const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
-  std::set<const Node*> fusedOps;
+  std::set<const Node*> fusedOps, claimed;
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
     const Node* op = nn.get();
     if (isOp(op, "Conv")) {
-      if (auto st = qdqConv(g, op, typeOf, constantOf, threads)) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf, threads, claimed)) {
         fusedOps.insert(op);
         steps.push_back(std::move(*st));
       }

@@ -42,12 +42,13 @@ std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info);
 /// QLinearConv 2-D, group 1, uint8 x constant int8 -> uint8, constant scales and zero points.
 std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info);
 
-/// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
+/// One fused step: it runs at the position of `last`, reads `input` (x) [and `input2`] and writes `output`,
 /// replacing every node in `covered`.
 struct FusedInt8Step {
   const Node* last = nullptr;
   std::vector<const Node*> covered;
   const Value* input = nullptr;
+  const Value* input2 = nullptr;  ///< a second input (the residual of a fused Add), or none
   const Value* output = nullptr;
   std::unique_ptr<CpuKernel> kernel;
   const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports

@@ -261,6 +261,8 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       const __m512 a = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr));
       if (c.y8) {  // the fused QuantizeLinear (qgemm.h DirectConvArgs::y8); cvtps2dq rounds half to even
         __m512 t = _mm512_fmadd_ps(a, _mm512_set1_ps(c.qScale[i]), _mm512_set1_ps(c.qBias[i]));
+        if (c.residual)
+          t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, c.residual + i * c.pix + p), _mm512_set1_ps(c.qInv), t);
         t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(c.qLo)), _mm512_set1_ps(c.qHi));
         const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(c.yZero));
         _mm_mask_storeu_epi8(c.y8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(q));
@@ -268,6 +270,7 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       }
       __m512 y = _mm512_mul_ps(a, sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
+      if (c.residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, c.residual + i * c.pix + p));
       if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
     }

@@ -105,6 +105,10 @@ struct DirectConvArgs {
   /// + yZero; qScale = rowScale / yScale, qBias = bias / yScale, [qLo, qHi] the clamp's bounds
   /// quantized and the saturation, less yZero (Clip and QuantizeLinear are monotonic). The products
   /// with 1 / yScale can differ from the division in the last ulp: one step, at rounding ties only.
+  /// [M][pix] float added to y before the clamp (a fused residual Add); with y8, added as
+  /// residual * qInv (1 / yScale) to the scaled sum.
+  const float* residual = nullptr;
+  float qInv = 1;
   uint8_t* y8 = nullptr;
   const float* qScale = nullptr;
   const float* qBias = nullptr;

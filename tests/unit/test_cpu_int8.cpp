@@ -826,6 +826,7 @@ struct U8ConvCase {
   int64_t group = 1;
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   bool bias = true, int32Bias = false, clip = false, quantizeOut = false, wZero = false;
+  bool residual = false;  // Conv -> Add(float input "r" of the output's shape) [-> Clip] [-> Q]
 };
 
 std::unique_ptr<Model> u8ConvModel(const U8ConvCase& c, std::mt19937& rng) {
@@ -875,6 +876,16 @@ std::unique_ptr<Model> u8ConvModel(const U8ConvCase& c, std::mt19937& rng) {
   conv->setAttr(Attribute::ofInts("pads", c.pads));
   conv->setAttr(Attribute::ofInts("dilations", c.dilations));
   Value* y = conv->output(0);
+  if (c.residual) {
+    std::vector<int64_t> yd = {c.x[0], mOut, 0, 0};
+    for (int i = 0; i < 2; ++i)
+      yd[static_cast<size_t>(2 + i)] =
+          (c.x[static_cast<size_t>(2 + i)] + c.pads[static_cast<size_t>(i)] + c.pads[static_cast<size_t>(2 + i)] -
+           c.dilations[static_cast<size_t>(i)] * (c.w[static_cast<size_t>(2 + i)] - 1) - 1) / c.strides[static_cast<size_t>(i)] + 1;
+    Node* add = g.addNode("Add", {graphInput(g, "r", DType::Float, yd), y}, {"sum"});
+    add->name = "residual";
+    y = add->output(0);
+  }
   if (c.clip) {
     Node* clip = g.addNode("Clip", {y, init(testutil::f32({}, {0.f}), "lo"), init(testutil::f32({}, {6.f}), "hi")}, {"relu6"});
     clip->name = "relu6";
@@ -902,6 +913,16 @@ RunProfile checkU8Conv(const U8ConvCase& c, std::mt19937& rng) {
   for (auto& v : xv) v = static_cast<uint8_t>(u8(rng));
   std::map<std::string, RtValue> feeds;
   feeds["xq"] = testutil::T(testutil::tensorOf<uint8_t>(DType::UInt8, c.x, xv));
+  for (const auto& e : m->graph->inputs())
+    if (e.value->name() == "r") {
+      std::vector<int64_t> rd;
+      for (const Dim& d : e.value->type().shape.dims) rd.push_back(d.value);
+      int64_t rn = 1;
+      for (int64_t d : rd) rn *= d;
+      auto rv = normals(static_cast<size_t>(rn), rng);
+      for (auto& v : rv) v *= 3;
+      feeds["r"] = testutil::T(testutil::f32(rd, rv));
+    }
   if (!c.quantizeOut) return compareWithRef(*m, feeds, 1e-4, 1e-4);
   auto want = testutil::valuesOf(makeExecutor("ref")->prepare(*m, {})->run(feeds)[0]);
   RunProfile prof;
@@ -977,6 +998,19 @@ TEST_CASE("cpu QDQ Conv writes the following QuantizeLinear's uint8 output direc
       {{1, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false, true},  // weight zero points: the GEMM path's epilogue
       {{1, 32, 16, 16}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // big enough for two threads
   };
+  for (bool quantizeOut : {false, true})
+    for (const Case& k : cases) {  // + a residual Add before the Clip (ResNet), joining the step
+      U8ConvCase c;
+      c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
+      c.int32Bias = true;
+      c.quantizeOut = quantizeOut;
+      c.residual = true;
+      INFO("residual: x " << k.x[1] << "x" << k.x[2] << "x" << k.x[3] << " w " << k.w[0] << "x" << k.w[2] << "x" << k.w[3]
+                          << (quantizeOut ? " -> uint8" : ""));
+      RunProfile prof = checkU8Conv(c, rng);
+      CHECK(ranKernel(prof, quantizeOut ? "cpu.qdqconv.u8s8.fused+residual.u8out" : "cpu.qdqconv.u8s8.fused+residual"));
+      CHECK(prof.nodes.size() == 1);
+    }
   for (const Case& k : cases) {
     U8ConvCase c;
     c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
