@@ -267,12 +267,10 @@ class QdqConvKernel : public CpuKernel {
       if (direct_) {
         uint8_t* col = ws + qxBytes_;
         uint8_t* panels = col + colBytes_;
-        if (pointwise_) {  // 1x1, stride 1, no padding: the channel planes are the im2col rows
-          qgemm::packRowsAvx512(qx, pix_, g_.c, pix_, kp_, panels_, panels);
-        } else {
-          im2col(qx, col, panels_ * 32);
-          qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
-        }
+        const int64_t ld = panels_ * 32;
+        if (!pointwise_)  // (a 1x1, stride-1, unpadded conv's channel planes are its im2col rows)
+          parallelFor(args.pool, g_.c, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g_.kh * g_.kw * pix_)),
+                      [&](int64_t c0, int64_t c1) { im2col(qx, col, ld, c0, c1); });
         qgemm::DirectConvArgs c;
         c.w = w_.data();
         c.wRowSum = wRowSum_.data();
@@ -290,7 +288,14 @@ class QdqConvKernel : public CpuKernel {
           c.yZero = static_cast<int32_t>(oq_.zero);
         }
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
-        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        // each thread packs the panels it computes, right before
+        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) {
+          if (pointwise_)
+            qgemm::packRowsAvx512(qx + p0 * 32, pix_, g_.c, pix_ - p0 * 32, kp_, p1 - p0, panels + p0 * kp_ * 32);
+          else
+            qgemm::packColPanelsAvx512(col + p0 * 32, ld, kp_, p1 - p0, panels + p0 * kp_ * 32);
+          qgemm::convGemmAvx512Vnni(c, p0, p1);
+        });
         if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
@@ -365,9 +370,10 @@ class QdqConvKernel : public CpuKernel {
   }
 
   /// im2col rows [kp][ld] of uint8: row (c, ki, kj) holds the tap over every output pixel.
-  void im2col(const uint8_t* q, uint8_t* col, int64_t ld) const {
+  /// Channels [c0, c1) (the zero rows past K with the last channel).
+  void im2col(const uint8_t* q, uint8_t* col, int64_t ld, int64_t c0, int64_t c1) const {
     const uint8_t pad = static_cast<uint8_t>(zero_);
-    for (int64_t ch = 0; ch < g_.c; ++ch)
+    for (int64_t ch = c0; ch < c1; ++ch)
       for (int64_t ki = 0; ki < g_.kh; ++ki)
         for (int64_t kj = 0; kj < g_.kw; ++kj) {
           uint8_t* row = col + ((ch * g_.kh + ki) * g_.kw + kj) * ld;
@@ -393,7 +399,8 @@ class QdqConvKernel : public CpuKernel {
           }
           std::memset(row + pix_, 0, static_cast<size_t>(ld - pix_));
         }
-    for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
+    if (c1 == g_.c)
+      for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
   }
 
   template <typename T>
