@@ -44,6 +44,14 @@ inline uint8_t quantizeOne(float y, float scale, float zero) {
   return static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
 }
 
+/// The same with the reciprocal of the scale (within one step of it, see dwconv_int8.h) and no
+/// libm call (the baseline build has no SSE4.1 rounding instruction): y is finite.
+inline uint8_t quantizeFast(float y, float inv, float zero) {
+  float q = std::min(std::max(y * inv, -zero), 255.0f - zero);  // (integer bounds: clamping commutes with rounding)
+  q = (q + 12582912.0f) - 12582912.0f;  // 1.5 * 2^23: rounds half to even in the default mode
+  return static_cast<uint8_t>(q + zero);
+}
+
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
 template <typename T>
 const T* constData(const Tensor* t, DType dt) {
@@ -218,7 +226,7 @@ class QdqConvKernel : public CpuKernel {
     }
     pointwise_ = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 && g_.padT == 0 && g_.padL == 0 && g_.oh == g_.h &&
                  g_.ow == g_.w;
-    qxBytes_ = u8In_ && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    qxBytes_ = u8In_ ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
       panels_ = (pix_ + 31) / 32;
@@ -252,14 +260,8 @@ class QdqConvKernel : public CpuKernel {
     const int64_t chw = g_.c * g_.h * g_.w;
     int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      if (u8In_) {  // the input is uint8 already (AVX2 reads int16: widen it)
-        const uint8_t* xi = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;
-        if (path_ == qgemm::Path::Avx2) {
-          auto* q16 = reinterpret_cast<int16_t*>(qx);
-          for (int64_t i = 0; i < chw; ++i) q16[i] = xi[i];
-        } else {
-          qx = const_cast<uint8_t*>(xi);  // read only
-        }
+      if (u8In_) {  // the input is uint8 already (the AVX2 GEMM's im2row widens it to int16)
+        qx = const_cast<uint8_t*>(static_cast<const uint8_t*>(args.inputs[0]) + img * chw);  // read only
       } else {
         qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
       }
@@ -302,7 +304,8 @@ class QdqConvKernel : public CpuKernel {
       uint8_t* a = ws + qxBytes_;
       auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
       auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
-      if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      if (path_ == qgemm::Path::Avx2 && u8In_) im2row(qx, reinterpret_cast<int16_t*>(a), rowSum);
+      else if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
       else im2row(qx, a, rowSum);
       qgemm::Epilogue e;
       e.aZero = static_cast<int32_t>(zero_);
@@ -325,17 +328,19 @@ class QdqConvKernel : public CpuKernel {
       constexpr int64_t kBlk = 32;
       if (residual_) {  // + the residual, then the clamp (and the QuantizeLinear)
         const float* res = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_;
+        uint8_t* y8 = oq_.on ? static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_ : nullptr;
+        const float lo = clamp_.on ? clamp_.lo : -std::numeric_limits<float>::infinity();
+        const float hi = clamp_.on ? clamp_.hi : std::numeric_limits<float>::infinity();
         for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
           for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
-            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
-              for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) {
-                float v = cbuf[p * g_.m + mm] + res[mm * pix_ + p];
-                if (clamp_.on) v = std::min(std::max(v, clamp_.lo), clamp_.hi);
-                if (oq_.on)
-                  static_cast<uint8_t*>(args.outputs[0])[img * g_.m * pix_ + mm * pix_ + p] = quantizeOne(v, oq_.scale, oq_.zero);
-                else
-                  yi[mm * pix_ + p] = v;
-              }
+            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm) {
+              const int64_t pe = std::min(pix_, p0 + kBlk);
+              if (y8)
+                for (int64_t p = p0; p < pe; ++p)
+                  y8[mm * pix_ + p] = quantizeFast(std::min(std::max(cbuf[p * g_.m + mm] + res[mm * pix_ + p], lo), hi), qInv_, oq_.zero);
+              else
+                for (int64_t p = p0; p < pe; ++p) yi[mm * pix_ + p] = std::min(std::max(cbuf[p * g_.m + mm] + res[mm * pix_ + p], lo), hi);
+            }
         continue;
       }
       if (oq_.on) {
@@ -344,7 +349,7 @@ class QdqConvKernel : public CpuKernel {
           for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
             for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
               for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p)
-                y8[mm * pix_ + p] = quantizeOne(cbuf[p * g_.m + mm], oq_.scale, oq_.zero);
+                y8[mm * pix_ + p] = quantizeFast(cbuf[p * g_.m + mm], qInv_, oq_.zero);
         continue;
       }
       for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
@@ -403,23 +408,38 @@ class QdqConvKernel : public CpuKernel {
       for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
   }
 
-  template <typename T>
-  void im2row(const T* q, T* a, int32_t* rowSum) const {
+  template <typename TIn, typename T>
+  void im2row(const TIn* q, T* a, int32_t* rowSum) const {
     const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(path_, 1, k_)) / (path_ == qgemm::Path::Avx2 ? 2 : 1);
     const T pad = static_cast<T>(zero_);
+    if (pointwise_) {  // a transpose [C][pixels] -> [pixels][kp]
+      const int64_t hw = g_.h * g_.w;
+      for (int64_t p = 0; p < pix_; ++p) {
+        T* row = a + p * kp;
+        int32_t sum = 0;
+        for (int64_t ch = 0; ch < g_.c; ++ch) {
+          const T v = static_cast<T>(q[ch * hw + p]);
+          row[ch] = v;
+          sum += v;
+        }
+        for (int64_t idx = g_.c; idx < kp; ++idx) row[idx] = 0;
+        rowSum[p] = sum;
+      }
+      return;
+    }
     for (int64_t oy = 0; oy < g_.oh; ++oy)
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
         T* row = a + (oy * g_.ow + ox) * kp;
         int32_t sum = 0;
         int64_t idx = 0;
         for (int64_t ch = 0; ch < g_.c; ++ch) {
-          const T* qc = q + ch * g_.h * g_.w;
+          const TIn* qc = q + ch * g_.h * g_.w;
           for (int64_t ki = 0; ki < g_.kh; ++ki) {
             int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
             bool rowIn = iy >= 0 && iy < g_.h;
             for (int64_t kj = 0; kj < g_.kw; ++kj) {
               int64_t ix = ox * g_.sw - g_.padL + kj * g_.dw;
-              T v = rowIn && ix >= 0 && ix < g_.w ? qc[iy * g_.w + ix] : pad;
+              T v = rowIn && ix >= 0 && ix < g_.w ? static_cast<T>(qc[iy * g_.w + ix]) : pad;
               row[idx++] = v;
               sum += v;
             }
@@ -544,15 +564,22 @@ bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, q
 /// QuantizeLinear to uint8 with one scale and zero point (run-time inputs).
 class QuantizeLinearKernel : public CpuKernel {
  public:
-  QuantizeLinearKernel(int64_t n, bool vnni) : n_(n), vnni_(vnni) {}
+  QuantizeLinearKernel(int64_t n, qgemm::Path path) : n_(n), path_(path) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float scale = *static_cast<const float*>(args.inputs[1]);
     float zero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0.0f;
     auto* y = static_cast<uint8_t*>(args.outputs[0]);
-    int32_t sum = 0;
-    if (vnni_) {
-      qgemm::quantizeRowAvx512(x, n_, scale, zero, y, sum, true);
+    // (pieces over the pool: this runs on every activation of a static QDQ model the steps don't fuse)
+    if (path_ == qgemm::Path::Avx512Vnni) {
+      parallelFor(args.pool, n_, 1 << 15, [&](int64_t s, int64_t e) {
+        int32_t unused = 0;
+        qgemm::quantizeRowAvx512(x + s, e - s, scale, zero, y + s, unused, true);
+      });
+      return;
+    }
+    if (path_ == qgemm::Path::Avx2) {
+      parallelFor(args.pool, n_, 1 << 15, [&](int64_t s, int64_t e) { qgemm::quantizeU8Avx2(x + s, e - s, scale, zero, y + s); });
       return;
     }
     for (int64_t i = 0; i < n_; ++i) {
@@ -564,7 +591,7 @@ class QuantizeLinearKernel : public CpuKernel {
 
  private:
   int64_t n_;
-  bool vnni_;
+  qgemm::Path path_;
 };
 
 /// DequantizeLinear of uint8 or int8 to float: one scale (and zero point), or one per index along
@@ -674,7 +701,7 @@ std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info) {
   if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.in(1).numElements() != 1) return nullptr;
   if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
   if (info.out(0).dtype != DType::UInt8) return nullptr;
-  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()) == qgemm::Path::Avx512Vnni);
+  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()));
 }
 
 std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {

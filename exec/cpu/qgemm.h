@@ -80,6 +80,8 @@ bool minMaxAvx2(const float* x, int64_t n, float& mn, float& mx);
 bool minMaxAvx512(const float* x, int64_t n, float& mn, float& mx);
 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum, bool nanToZeroPoint);
 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum, bool nanToZeroPoint);
+/// QuantizeLinear to uint8 (per tensor), exactly as the reference computes it.
+void quantizeU8Avx2(const float* x, int64_t n, float scale, float zero, uint8_t* dst);
 
 /// Runs fn(p0, p1) over [0, panels) split between the pool's threads, in chunks of at least
 /// ~64K multiply-adds (`work` is the whole product's); inline when the pool is null or busy.
