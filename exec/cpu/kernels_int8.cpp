@@ -140,8 +140,13 @@ class QuantMatMulKernel : public CpuKernel {
       }
       for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     }
-    if (u8In_) qgemm::packA(b_.path, static_cast<const uint8_t*>(args.inputs[0]), m_, b_.k, b_.k, ws, rowSum);
-    else qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
+    const void* packed = ws;
+    if (u8In_ && b_.path == qgemm::Path::Avx512Vnni && b_.k % 4 == 0 && bZero_.empty())
+      packed = args.inputs[0];  // the uint8 rows are the packed layout already (row sums: only for weight zero points)
+    else if (u8In_)
+      qgemm::packA(b_.path, static_cast<const uint8_t*>(args.inputs[0]), m_, b_.k, b_.k, ws, rowSum);
+    else
+      qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
     qgemm::Epilogue e;
     e.aZero = static_cast<int32_t>(zero);
     e.bZero = bZero_.empty() ? nullptr : bZero_.data();
@@ -151,7 +156,7 @@ class QuantMatMulKernel : public CpuKernel {
     e.bias = bias_.empty() ? nullptr : bias_.data();
     e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
     e.ldc = b_.n;
-    qgemm::gemm(b_, ws, m_, e, args.pool);
+    qgemm::gemm(b_, packed, m_, e, args.pool);
     if (act_ != VecUnary::Count) {  // a fused activation (GELU, Sigmoid, ...) over the float output
       float* y = static_cast<float*>(args.outputs[0]);
       auto f = vecKernels().unary[static_cast<int>(act_)];
