@@ -496,6 +496,11 @@ class Specialization {
     int out = slotFor(f.output);
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);
+    if (f.output2) {
+      int out2 = slotFor(f.output2);
+      slots_[static_cast<size_t>(out2)].def = idx;
+      st.out.push_back(out2);
+    }
     st.kernel = std::move(f.kernel);
     st.def = f.def;
     st.kernelName = std::string(st.def->name);

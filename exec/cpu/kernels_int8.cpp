@@ -211,9 +211,9 @@ class QdqConvKernel : public CpuKernel {
   /// float output quantized as a following QuantizeLinear does.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
                 std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq, bool u8In = false, OutQuant oq = {},
-                bool residual = false)
+                bool residual = false, OutQuant side = {})
       : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq), residual_(residual) {
+        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq), residual_(residual), side_(side) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -289,6 +289,11 @@ class QdqConvKernel : public CpuKernel {
         c.clamp = clamp_.on, c.lo = clamp_.lo, c.hi = clamp_.hi;
         c.y = yi;
         if (residual_) c.residual = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_, c.qInv = qInv_;
+        if (side_.on) {
+          c.side8 = static_cast<uint8_t*>(args.outputs[1]) + img * g_.m * pix_;
+          c.sideInv = 1.0f / side_.scale, c.sideLo = -side_.zero, c.sideHi = 255.0f - side_.zero;
+          c.sideZero = static_cast<int32_t>(side_.zero);
+        }
         if (oq_.on) {
           c.y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
           c.qScale = qScale_.data(), c.qBias = qBias_.data(), c.qLo = qLo_, c.qHi = qHi_;
@@ -346,6 +351,7 @@ class QdqConvKernel : public CpuKernel {
               else
                 for (int64_t p = p0; p < pe; ++p) yi[mm * pix_ + p] = std::min(std::max(cbuf[p * g_.m + mm] + res[mm * pix_ + p], lo), hi);
             }
+        quantizeSide(yi, args, img);
         continue;
       }
       if (oq_.on) {
@@ -361,11 +367,20 @@ class QdqConvKernel : public CpuKernel {
         for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
           for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
             for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) yi[mm * pix_ + p] = cbuf[p * g_.m + mm];
+      quantizeSide(yi, args, img);
     }
   }
   double flops() const override { return 2.0 * g_.n * g_.m * k_ * pix_; }
 
  private:
+  /// The uint8 second output of image `img` from its float output (the GEMM paths).
+  void quantizeSide(const float* yi, const CpuComputeArgs& args, int64_t img) const {
+    if (!side_.on) return;
+    uint8_t* y8 = static_cast<uint8_t*>(args.outputs[1]) + img * g_.m * pix_;
+    const float inv = 1.0f / side_.scale;
+    for (int64_t i = 0; i < g_.m * pix_; ++i) y8[i] = quantizeFast(yi[i], inv, side_.zero);
+  }
+
   /// acc[m * mStride + p * pStride] -> y [M, pixels] uint8.
   void requantize(const int32_t* acc, int64_t mStride, int64_t pStride, uint8_t* y) const {
     for (int64_t mm = 0; mm < g_.m; ++mm) {
@@ -468,6 +483,7 @@ class QdqConvKernel : public CpuKernel {
   OutQuant oq_;
   bool direct_ = false, pointwise_ = false;
   bool residual_;  ///< a second input [N, M, OH, OW] float added before the clamp (a fused Add)
+  OutQuant side_;  ///< the float output also quantized into a second, uint8 output (a QuantizeLinear among its readers)
   std::vector<float> qScale_, qBias_;
   float qLo_ = 0, qHi_ = 0, qInv_ = 1;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
@@ -798,6 +814,10 @@ const CpuKernelDef kQdqConvResDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdq
                                   nullptr};
 const CpuKernelDef kQdqConvResU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual.u8out",
                                     OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvSideDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+u8copy", OutputReuse::None,
+                                   nullptr};
+const CpuKernelDef kQdqConvResSideDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual+u8copy",
+                                      OutputReuse::None, nullptr};
 const CpuKernelDef kQdqConvU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqDwDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqDwU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
@@ -896,6 +916,35 @@ OutQuant fuseOutQuant(const Graph& g, FusedInt8Step& st, const std::function<con
   OutQuant o;
   o.on = true, o.scale = s, o.zero = z;
   return o;
+}
+
+/// A QuantizeLinear (as fuseOutQuant takes) among several readers of the step's float output (or
+/// its only reader when the output is also a graph output) joins the step, which then also writes its uint8 output (`output2`); the step keeps its place
+/// (the other readers come after it) and its float output.
+OutQuant fuseSideQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                       const std::function<const Tensor*(const Value*)>& constantOf) {
+  if (!st.output || (st.output->uses().size() < 2 && !st.output->isGraphOutput())) return {};
+  for (const Use& u : st.output->uses()) {
+    const Node* q = u.node;
+    if (q->graph() != &g || !isOp(q, "QuantizeLinear") || u.index != 0 || !q->output(0) || !q->input(1) || !q->input(2)) continue;
+    bool byRef = false;
+    for (const Attribute& a : q->attributes) byRef |= !a.refAttrName.empty();
+    if (byRef || q->attrInt("block_size", 0) != 0 || q->attr("output_dtype") || q->attrInt("precision", 0) != 0) continue;
+    float sc, z;
+    DType dts, dtz;
+    if (!scalarOf(constantOf(q->input(1)), sc, dts) || !scalarOf(constantOf(q->input(2)), z, dtz) || dts != DType::Float ||
+        dtz != DType::UInt8 || !(sc > 0) || !std::isfinite(sc))
+      continue;
+    const StaticTensorType* a = typeOf(st.output);
+    const StaticTensorType* b = typeOf(q->output(0));
+    if (!a || !b || a->dims != b->dims || b->dtype != DType::UInt8) continue;
+    st.covered.push_back(q);
+    st.output2 = q->output(0);
+    OutQuant o;
+    o.on = true, o.scale = sc, o.zero = z;
+    return o;
+  }
+  return {};
 }
 
 /// DequantizeLinear(xq uint8, constant scalar float scale, constant scalar uint8 zero point): xq
@@ -1038,10 +1087,12 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.input2 = fuseResidual(g, st, typeOf, claimed);
   Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
   OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
-  st.def = st.input2 ? (oq.on ? &kQdqConvResU8Def : &kQdqConvResDef) : oq.on ? &kQdqConvU8Def : &kQdqConvDef;
+  OutQuant side = oq.on ? OutQuant{} : fuseSideQuant(g, st, typeOf, constantOf);
+  st.def = st.input2 ? (oq.on ? &kQdqConvResU8Def : side.on ? &kQdqConvResSideDef : &kQdqConvResDef)
+                     : oq.on ? &kQdqConvU8Def : side.on ? &kQdqConvSideDef : &kQdqConvDef;
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
                                               std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{}, true, oq,
-                                              st.input2 != nullptr);
+                                              st.input2 != nullptr, side);
   return st;
 }
 

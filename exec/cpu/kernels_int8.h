@@ -50,6 +50,7 @@ struct FusedInt8Step {
   const Value* input = nullptr;
   const Value* input2 = nullptr;  ///< a second input (the residual of a fused Add), or none
   const Value* output = nullptr;
+  const Value* output2 = nullptr;  ///< a second output (a QuantizeLinear of `output` among its readers), or none
   std::unique_ptr<CpuKernel> kernel;
   const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports
 };

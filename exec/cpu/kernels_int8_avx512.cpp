@@ -273,6 +273,12 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
       if (c.residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, c.residual + i * c.pix + p));
       if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
+      if (c.side8) {
+        const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(y, _mm512_set1_ps(c.sideInv)), _mm512_set1_ps(c.sideLo)),
+                                       _mm512_set1_ps(c.sideHi));
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(c.sideZero));
+        _mm_mask_storeu_epi8(c.side8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(q));
+      }
     }
   }
 }

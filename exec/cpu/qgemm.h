@@ -111,6 +111,11 @@ struct DirectConvArgs {
   /// residual * qInv (1 / yScale) to the scaled sum.
   const float* residual = nullptr;
   float qInv = 1;
+  /// Besides y, its QuantizeLinear: round_half_even(clamp(y * sideInv, sideLo, sideHi)) + sideZero
+  /// (sideLo, sideHi: the saturation less the zero point).
+  uint8_t* side8 = nullptr;
+  float sideInv = 1, sideLo = 0, sideHi = 255;
+  int32_t sideZero = 0;
   uint8_t* y8 = nullptr;
   const float* qScale = nullptr;
   const float* qBias = nullptr;

@@ -827,6 +827,7 @@ struct U8ConvCase {
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   bool bias = true, int32Bias = false, clip = false, quantizeOut = false, wZero = false;
   bool residual = false;  // Conv -> Add(float input "r" of the output's shape) [-> Clip] [-> Q]
+  bool sideQuant = false;  // the float output is a graph output and a QuantizeLinear's input (two outputs)
 };
 
 std::unique_ptr<Model> u8ConvModel(const U8ConvCase& c, std::mt19937& rng) {
@@ -891,10 +892,11 @@ std::unique_ptr<Model> u8ConvModel(const U8ConvCase& c, std::mt19937& rng) {
     clip->name = "relu6";
     y = clip->output(0);
   }
-  if (c.quantizeOut) {
+  if (c.quantizeOut || c.sideQuant) {
     Node* q = g.addNode("QuantizeLinear", {y, init(testutil::f32({}, {0.03f}), "ys"),
                                            init(testutil::tensorOf<uint8_t>(DType::UInt8, {}, {100}), "yz")}, {"yq"});
     q->name = "q";
+    if (c.sideQuant) g.addOutput(y);
     y = q->output(0);
   }
   g.addOutput(y);
@@ -923,14 +925,23 @@ RunProfile checkU8Conv(const U8ConvCase& c, std::mt19937& rng) {
       for (auto& v : rv) v *= 3;
       feeds["r"] = testutil::T(testutil::f32(rd, rv));
     }
-  if (!c.quantizeOut) return compareWithRef(*m, feeds, 1e-4, 1e-4);
-  auto want = testutil::valuesOf(makeExecutor("ref")->prepare(*m, {})->run(feeds)[0]);
+  if (!c.quantizeOut && !c.sideQuant) return compareWithRef(*m, feeds, 1e-4, 1e-4);
+  auto wants = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  const size_t q = wants.size() - 1;  // the uint8 output is the last
+  auto want = testutil::valuesOf(wants[q]);
   RunProfile prof;
   for (int threads : {1, 2}) {
     PrepareOptions po;
     po.graphOptLevel = 0;
     po.threads = threads;
-    auto got = testutil::valuesOf(makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof)[0]);
+    auto outs = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(outs.size() == wants.size());
+    if (c.sideQuant) {  // the float output besides
+      CompareResult r = compareValues(outs[0], wants[0], 1e-4, 1e-4);
+      INFO("float output, threads " << threads << ": " << r.message);
+      CHECK(r.ok);
+    }
+    auto got = testutil::valuesOf(outs[q]);
     REQUIRE(got.size() == want.size());
     size_t off = 0;
     double worst = 0;
@@ -998,6 +1009,17 @@ TEST_CASE("cpu QDQ Conv writes the following QuantizeLinear's uint8 output direc
       {{1, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false, true},  // weight zero points: the GEMM path's epilogue
       {{1, 32, 16, 16}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // big enough for two threads
   };
+  for (const Case& k : cases) {  // the float output also read by a QuantizeLinear: one step writes both
+    U8ConvCase c;
+    c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
+    c.int32Bias = true;
+    c.residual = k.clip;
+    c.sideQuant = true;
+    INFO("float + uint8 outputs: x " << k.x[1] << "x" << k.x[2] << "x" << k.x[3] << " w " << k.w[0] << "x" << k.w[2] << "x" << k.w[3]);
+    RunProfile prof = checkU8Conv(c, rng);
+    CHECK(ranKernel(prof, c.residual ? "cpu.qdqconv.u8s8.fused+residual+u8copy" : "cpu.qdqconv.u8s8.fused+u8copy"));
+    CHECK(prof.nodes.size() == 1);
+  }
   for (bool quantizeOut : {false, true})
     for (const Case& k : cases) {  // + a residual Add before the Clip (ResNet), joining the step
       U8ConvCase c;
