@@ -1108,3 +1108,36 @@ TEST_CASE("cpu keeps a static QDQ MobileNet block in uint8 between its layers an
     }
   }
 }
+
+TEST_CASE("cpu QDQ steps read a QuantizeLinear's output that other readers also dequantize (the node then runs)", "[cpu][int8]") {
+  // x -> Q -> DQ -> Conv (a fused step reading Q's uint8 output) and the same DQ's float output a
+  // graph output, and Q's output also a graph output: Q and DQ must both still run.
+  std::mt19937 rng(71);
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  Value* x = graphInput(g, "x", DType::Float, {1, 4, 6, 6});
+  auto init = [&](Tensor t, const std::string& name) {
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Value* xs = init(testutil::f32({}, {0.05f}), "xs");
+  Value* xz = init(testutil::tensorOf<uint8_t>(DType::UInt8, {}, {128}), "xz");
+  Node* q = g.addNode("QuantizeLinear", {x, xs, xz}, {"xq"});
+  Node* dq = g.addNode("DequantizeLinear", {q->output(0), xs, xz}, {"xd"});
+  std::vector<int8_t> wv(8 * 4 * 9);
+  std::uniform_int_distribution<int> s8(-127, 127);
+  for (auto& v : wv) v = static_cast<int8_t>(s8(rng));
+  Node* dw = g.addNode("DequantizeLinear", {init(testutil::tensorOf<int8_t>(DType::Int8, {8, 4, 3, 3}, wv), "wq"),
+                                            init(testutil::f32({}, {0.01f}), "ws")}, {"w"});
+  Node* conv = g.addNode("Conv", {dq->output(0), dw->output(0)}, {"y"});
+  conv->setAttr(Attribute::ofInts("pads", {1, 1, 1, 1}));
+  g.addOutput(conv->output(0));
+  g.addOutput(dq->output(0));
+  g.addOutput(q->output(0));
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({1, 4, 6, 6}, normals(144, rng)));
+  RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+  CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
+  CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+  CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
+}
