@@ -330,7 +330,9 @@ class Specialization {
         const Node* r = u.node;
         const int64_t group = r->opType == "Conv" ? r->attrInt("group", 1) : 1;
         const Tensor* wq = constantOf(dq->input(0));
-        const bool depthwise = group > 1 && u.index == 1 && wq && wq->dims.size() == 4 && wq->dims[0] == group && wq->dims[1] == 1;
+        // (int8, at most 8x8 taps: what the int8 depthwise kernel takes whatever the values)
+        const bool depthwise = group > 1 && u.index == 1 && wq && wq->dtype() == DType::Int8 && wq->dims.size() == 4 &&
+                               wq->dims[0] == group && wq->dims[1] == 1 && wq->dims[2] * wq->dims[3] <= 64;
         bool int8Reader = r->isDomain("") && (r->opType == "MatMul" || r->opType == "Gemm" ||
                                                (r->opType == "Conv" && (group == 1 || depthwise)));
         for (Value* other : r->inputs())
