@@ -1008,6 +1008,8 @@ TEST_CASE("cpu QDQ Conv writes the following QuantizeLinear's uint8 output direc
       {{2, 16, 9, 9}, {33, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, false, false},  // M past a tile of 8, two images
       {{1, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false, true},  // weight zero points: the GEMM path's epilogue
       {{1, 32, 16, 16}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // big enough for two threads
+      {{1, 3, 5, 70}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true, false},  // rows past 64 columns (im2col in two vectors)
+      {{1, 2, 6, 130}, {5, 2, 3, 5}, {1, 1}, {0, 2, 2, 1}, false, false},  // 130 columns, asymmetric pads
   };
   for (const Case& k : cases) {  // the float output also read by a QuantizeLinear: one step writes both
     U8ConvCase c;
