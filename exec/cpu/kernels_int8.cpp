@@ -278,12 +278,13 @@ class QdqConvKernel : public CpuKernel {
         if (!pointwise_)  // (a 1x1, stride-1, unpadded conv's channel planes are its im2col rows)
           parallelFor(args.pool, g_.c, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g_.kh * g_.kw * pix_)),
                       [&](int64_t c0, int64_t c1) {
-                        if (g_.sh != 1 || g_.sw != 1) return im2col(qx, col, ld, c0, c1);
-                        qgemm::Im2colArgs ia;  // stride 1: whole vectors, the padding by mask
+                        if (g_.sw > 2) return im2col(qx, col, ld, c0, c1);
+                        qgemm::Im2colArgs ia;  // column stride 1 or 2: whole vectors, the padding by mask
                         ia.x = qx, ia.h = g_.h, ia.w = g_.w, ia.kh = g_.kh, ia.kw = g_.kw, ia.dh = g_.dh, ia.dw = g_.dw;
+                        ia.sh = g_.sh, ia.sw = g_.sw;
                         ia.padT = g_.padT, ia.padL = g_.padL, ia.oh = g_.oh, ia.ow = g_.ow;
                         ia.pad = static_cast<uint8_t>(zero_), ia.col = col, ia.ld = ld;
-                        qgemm::im2colS1Avx512(ia, c0, c1);
+                        qgemm::im2colAvx512(ia, c0, c1);
                         if (c1 == g_.c)
                           for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
                       });

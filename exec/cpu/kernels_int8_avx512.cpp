@@ -221,7 +221,7 @@ ONNXTOOL_AVX512 void packRowsAvx512(const uint8_t* rows, int64_t ld, int64_t k, 
   }
 }
 
-ONNXTOOL_AVX512 void im2colS1Avx512(const Im2colArgs& a, int64_t c0, int64_t c1) {
+ONNXTOOL_AVX512 void im2colAvx512(const Im2colArgs& a, int64_t c0, int64_t c1) {
   const __m512i padv = _mm512_set1_epi8(static_cast<char>(a.pad));
   for (int64_t ch = c0; ch < c1; ++ch)
     for (int64_t ki = 0; ki < a.kh; ++ki)
@@ -230,9 +230,25 @@ ONNXTOOL_AVX512 void im2colS1Avx512(const Im2colArgs& a, int64_t c0, int64_t c1)
         const int64_t off = kj * a.dw - a.padL;
         for (int64_t oy = 0; oy < a.oh; ++oy) {
           uint8_t* dst = row + oy * a.ow;
-          const int64_t iy = oy - a.padT + ki * a.dh;
+          const int64_t iy = oy * a.sh - a.padT + ki * a.dh;
           const bool in = iy >= 0 && iy < a.h;
           const uint8_t* src = a.x + (ch * a.h + (in ? iy : 0)) * a.w + off;
+          if (a.sw == 2) {  // 64 input bytes per 32 outputs: the even bytes (vpmovwb of the 16-bit pairs)
+            for (int64_t x0 = 0; x0 < a.ow; x0 += 32) {
+              const int64_t n = a.ow - x0 < 32 ? a.ow - x0 : 32;
+              const auto store = static_cast<__mmask32>(n == 32 ? 0xFFFFFFFFu : (1u << n) - 1);
+              const int64_t base = 2 * x0 + off;
+              const int64_t lo = -base > 0 ? -base : 0, hi = a.w - base;
+              __mmask64 valid = 0;
+              if (in && hi > lo && lo < 64) {
+                valid = hi >= 64 ? ~__mmask64{0} : (__mmask64{1} << hi) - 1;
+                valid &= ~((__mmask64{1} << lo) - 1);
+              }
+              const __m512i v = _mm512_mask_loadu_epi8(padv, valid, src + 2 * x0);
+              _mm256_mask_storeu_epi8(dst + x0, store, _mm512_cvtepi16_epi8(v));
+            }
+            continue;
+          }
           for (int64_t x0 = 0; x0 < a.ow; x0 += 64) {
             const int64_t n = a.ow - x0 < 64 ? a.ow - x0 : 64;
             const __mmask64 store = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;

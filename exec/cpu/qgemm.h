@@ -122,16 +122,16 @@ struct DirectConvArgs {
   float qLo = 0, qHi = 0;
   int32_t yZero = 0;
 };
-/// im2col rows [C*KH*KW][ld] of a stride-1 convolution's uint8 input [C][h][w] (out-of-image taps
-/// hold `pad`, the zero point; columns past oh*ow hold 0), channels [c0, c1).
+/// im2col rows [C*KH*KW][ld] of a convolution's uint8 input [C][h][w] with column stride 1 or 2
+/// (out-of-image taps hold `pad`, the zero point; columns past oh*ow hold 0), channels [c0, c1).
 struct Im2colArgs {
   const uint8_t* x = nullptr;
-  int64_t h = 0, w = 0, kh = 0, kw = 0, dh = 1, dw = 1, padT = 0, padL = 0, oh = 0, ow = 0;
+  int64_t h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, padT = 0, padL = 0, oh = 0, ow = 0;
   uint8_t pad = 0;
   uint8_t* col = nullptr;
   int64_t ld = 0;
 };
-void im2colS1Avx512(const Im2colArgs& a, int64_t c0, int64_t c1);
+void im2colAvx512(const Im2colArgs& a, int64_t c0, int64_t c1);
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
 /// The same packing straight from k rows of `cols` bytes (row stride ld): rows past k and columns
 /// past `cols` read as 0 (a 1x1 convolution's input planes are its im2col rows).

@@ -1010,6 +1010,9 @@ TEST_CASE("cpu QDQ Conv writes the following QuantizeLinear's uint8 output direc
       {{1, 32, 16, 16}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // big enough for two threads
       {{1, 3, 5, 70}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true, false},  // rows past 64 columns (im2col in two vectors)
       {{1, 2, 6, 130}, {5, 2, 3, 5}, {1, 1}, {0, 2, 2, 1}, false, false},  // 130 columns, asymmetric pads
+      {{1, 3, 8, 151}, {9, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},  // stride 2 over 64 output columns
+      {{1, 2, 9, 40}, {6, 2, 3, 3}, {2, 1}, {1, 0, 0, 2}, true, false},   // row stride 2, column stride 1
+      {{1, 3, 20, 21}, {8, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}, true, false},   // ResNet's stem
   };
   for (const Case& k : cases) {  // the float output also read by a QuantizeLinear: one step writes both
     U8ConvCase c;
