@@ -207,13 +207,13 @@ class QdqConvKernel : public CpuKernel {
     double yZero = 0;
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
-  /// `u8In`: the input is uint8 already (a QuantizeLinear's output, QLinearConv's); `oq`: the
+  /// The input is uint8 (a QuantizeLinear's output, QLinearConv's); `oq`: the
   /// float output quantized as a following QuantizeLinear does.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq, bool u8In = false, OutQuant oq = {},
+                std::vector<float> bias, float zero, Clamp clamp, Requantize rq, OutQuant oq = {},
                 bool residual = false, OutQuant side = {})
-      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), clamp_(clamp), rq_(std::move(rq)), u8In_(u8In || rq_.on), oq_(oq), residual_(residual), side_(side) {
+      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), zero_(zero),
+        clamp_(clamp), rq_(std::move(rq)), oq_(oq), residual_(residual), side_(side) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
@@ -231,7 +231,6 @@ class QdqConvKernel : public CpuKernel {
     }
     pointwise_ = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 && g_.padT == 0 && g_.padL == 0 && g_.oh == g_.h &&
                  g_.ow == g_.w;
-    qxBytes_ = u8In_ ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
       panels_ = (pix_ + 31) / 32;
@@ -254,25 +253,18 @@ class QdqConvKernel : public CpuKernel {
   }
   size_t workspaceBytes() const override {
     size_t acc = rq_.on ? alignUp(static_cast<size_t>(pix_ * g_.m) * sizeof(int32_t)) : 0;
-    if (direct_) return qxBytes_ + 2 * colBytes_ + acc;
-    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
+    if (direct_) return 2 * colBytes_ + acc;
+    return aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
   }
   void compute(const CpuComputeArgs& args) const override {
-    const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     auto* ws = static_cast<uint8_t*>(args.workspace);
-    uint8_t* qx = ws;
     const int64_t chw = g_.c * g_.h * g_.w;
-    int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      if (u8In_) {  // the input is uint8 already (the AVX2 GEMM's im2row widens it to int16)
-        qx = const_cast<uint8_t*>(static_cast<const uint8_t*>(args.inputs[0]) + img * chw);  // read only
-      } else {
-        qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
-      }
+      const uint8_t* qx = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;  // (the AVX2 GEMM's im2row widens it)
       float* yi = oq_.on || rq_.on ? nullptr : y + img * g_.m * pix_;  // (a uint8 output otherwise)
       if (direct_) {
-        uint8_t* col = ws + qxBytes_;
+        uint8_t* col = ws;
         uint8_t* panels = col + colBytes_;
         const int64_t ld = panels_ * 32;
         if (!pointwise_)  // (a 1x1, stride-1, unpadded conv's channel planes are its im2col rows)
@@ -321,11 +313,10 @@ class QdqConvKernel : public CpuKernel {
         if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
-      uint8_t* a = ws + qxBytes_;
+      uint8_t* a = ws;
       auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
       auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
-      if (path_ == qgemm::Path::Avx2 && u8In_) im2row(qx, reinterpret_cast<int16_t*>(a), rowSum);
-      else if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      if (path_ == qgemm::Path::Avx2) im2row(qx, reinterpret_cast<int16_t*>(a), rowSum);
       else im2row(qx, a, rowSum);
       qgemm::Epilogue e;
       e.aZero = static_cast<int32_t>(zero_);
@@ -486,10 +477,9 @@ class QdqConvKernel : public CpuKernel {
   std::vector<int8_t> w_;
   std::vector<int32_t> wRowSum_, bZero_;
   std::vector<float> colScale_, bias_;
-  float scale_, zero_;
+  float zero_;
   Clamp clamp_;
   Requantize rq_;
-  bool u8In_;
   OutQuant oq_;
   bool direct_ = false, pointwise_ = false;
   bool residual_;  ///< a second input [N, M, OH, OW] float added before the clamp (a fused Add)
@@ -497,7 +487,7 @@ class QdqConvKernel : public CpuKernel {
   std::vector<float> qScale_, qBias_;
   float qLo_ = 0, qHi_ = 0, qInv_ = 1;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
-  size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
+  size_t aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
 };
 
 /// The int8 depthwise convolution (dwconv_int8.h) of a QDQ Conv(group = C = M): uint8 input (a
@@ -794,7 +784,7 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
     rq.bias.assign(b, b + geo.m);
   }
   return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
-                                         std::vector<float>{}, sx, zx, Clamp{}, std::move(rq));
+                                         std::vector<float>{}, zx, Clamp{}, std::move(rq));
 }
 
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
@@ -1101,7 +1091,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   st.def = st.input2 ? (oq.on ? &kQdqConvResU8Def : side.on ? &kQdqConvResSideDef : &kQdqConvResDef)
                      : oq.on ? &kQdqConvU8Def : side.on ? &kQdqConvSideDef : &kQdqConvDef;
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{}, true, oq,
+                                              std::move(bias), zx, clamp, QdqConvKernel::Requantize{}, oq,
                                               st.input2 != nullptr, side);
   return st;
 }
