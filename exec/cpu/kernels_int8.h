@@ -17,11 +17,13 @@
 // float(acc) * sx * ws[n] (+ bias): the exact integer sum of the products the float MatMul of the
 // dequantized values rounds. Any uint8 xq behind a DequantizeLinear with constant per-tensor
 // parameters will do. Conv steps (group 1, and depthwise ones on dwconv_int8.h) also take a
-// following Relu/Clip and then a QuantizeLinear (uint8, per tensor) that is the only reader of
-// their output: the step writes that uint8 tensor directly, and the next QDQ step reads it, so
-// that a chain of QDQ convolutions keeps its activations in uint8 (no float round trip between
-// the layers). The DequantizeLinear nodes go when every reader is fused; a QuantizeLinear goes
-// into the step that produces its input, or else runs (its output is what the steps read).
+// following residual Add (group 1: the other side as a second input), Relu/Clip and then a
+// QuantizeLinear (uint8, per tensor) that is the only reader of their output: the step writes
+// that uint8 tensor directly, and the next QDQ step reads it, so that a chain of QDQ convolutions
+// keeps its activations in uint8 (no float round trip between the layers); a QuantizeLinear among
+// several readers becomes a second, uint8 output of the step. The DequantizeLinear nodes go when
+// every reader is fused; a QuantizeLinear goes into the step that produces its input, or else
+// runs (its output is what the steps read).
 #pragma once
 
 #include <functional>

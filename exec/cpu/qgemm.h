@@ -102,11 +102,6 @@ struct DirectConvArgs {
   float lo = 0, hi = 0;
   float* y = nullptr;
   int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
-  /// Instead of y: a fused QuantizeLinear(y, yScale, yZero) [after the clamp], as
-  /// round_half_even(float(acc - aZero * wRowSum[m]) * qScale[m] + qBias[m]) clamped to [qLo, qHi],
-  /// + yZero; qScale = rowScale / yScale, qBias = bias / yScale, [qLo, qHi] the clamp's bounds
-  /// quantized and the saturation, less yZero (Clip and QuantizeLinear are monotonic). The products
-  /// with 1 / yScale can differ from the division in the last ulp: one step, at rounding ties only.
   /// [M][pix] float added to y before the clamp (a fused residual Add); with y8, added as
   /// residual * qInv (1 / yScale) to the scaled sum.
   const float* residual = nullptr;
@@ -116,6 +111,11 @@ struct DirectConvArgs {
   uint8_t* side8 = nullptr;
   float sideInv = 1, sideLo = 0, sideHi = 255;
   int32_t sideZero = 0;
+  /// Instead of y: a fused QuantizeLinear(y, yScale, yZero) [after the clamp], as
+  /// round_half_even(float(acc - aZero * wRowSum[m]) * qScale[m] + qBias[m]) clamped to [qLo, qHi],
+  /// + yZero; qScale = rowScale / yScale, qBias = bias / yScale, [qLo, qHi] the clamp's bounds
+  /// quantized and the saturation, less yZero (Clip and QuantizeLinear are monotonic). The products
+  /// with 1 / yScale can differ from the division in the last ulp: one step, at rounding ties only.
   uint8_t* y8 = nullptr;
   const float* qScale = nullptr;
   const float* qBias = nullptr;
