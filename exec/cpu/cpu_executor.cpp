@@ -463,13 +463,18 @@ class Specialization {
       bool ok = dq->output(0)->hasUses();
       for (Value* in : dq->inputs()) ok = ok && (!in || constantOf(in));
       for (const Use& u : dq->output(0)->uses()) {
-        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm and group-1 Conv on a QDQ
-        // activation. A grouped (depthwise) Conv's weight is folded: the float kernel between
-        // the DequantizeLinear and QuantizeLinear of its activations computes exactly what the
-        // graph says, on constant weights.
+        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm, group-1 and depthwise Conv
+        // (weights [group, 1, KH, KW]) on a QDQ activation. Another grouped Conv's weight is
+        // folded: the float kernel between the DequantizeLinear and QuantizeLinear of its
+        // activations computes exactly what the graph says, on constant weights.
         const Node* r = u.node;
+        const int64_t group = r->opType == "Conv" ? r->attrInt("group", 1) : 1;
+        const Tensor* wq = constantOf(dq->input(0));
+        // (int8, at most 8x8 taps: what the int8 depthwise kernel takes whatever the values)
+        const bool depthwise = group > 1 && u.index == 1 && wq && wq->dtype() == DType::Int8 && wq->dims.size() == 4 &&
+                               wq->dims[0] == group && wq->dims[1] == 1 && wq->dims[2] * wq->dims[3] <= 64;
         bool int8Reader = r->isDomain("") && (r->opType == "MatMul" || r->opType == "Gemm" ||
-                                               (r->opType == "Conv" && r->attrInt("group", 1) == 1));
+                                               (r->opType == "Conv" && (group == 1 || depthwise)));
         for (Value* other : r->inputs())
           if (int8Reader && other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear")
             ok = false;
@@ -629,9 +634,15 @@ class Specialization {
     st.opset = opsetFor(*model_, *f.last);
     int idx = static_cast<int>(steps_.size());
     st.in.push_back(slotFor(f.input));
+    if (f.input2) st.in.push_back(slotFor(f.input2));
     int out = slotFor(f.output);
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);
+    if (f.output2) {
+      int out2 = slotFor(f.output2);
+      slots_[static_cast<size_t>(out2)].def = idx;
+      st.out.push_back(out2);
+    }
     st.kernel = std::move(f.kernel);
     st.def = f.def;
     st.kernelName = std::string(st.def->name);
