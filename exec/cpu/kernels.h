@@ -31,6 +31,9 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLstm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGru(const CpuNodeInfo& info);
 
+/// Pad (every mode) with constant non-negative pads (kernels_layout.cpp).
+std::unique_ptr<CpuKernel> createPad(const CpuNodeInfo& info);
+
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info);

@@ -1346,3 +1346,35 @@ TEST_CASE("cpu LSTM and GRU match the reference kernel (directions, layouts, seq
     checkAgainstRef(*model, feeds, gru ? "cpu.gru" : "cpu.lstm", 1e-4, 2e-5);
   }
 }
+
+TEST_CASE("cpu Pad matches the reference kernel in every mode (constant value, axes, int64 data, rank 1 to 4)", "[cpu][kernels]") {
+  std::mt19937 rng(37);
+  const char* modes[] = {"constant", "reflect", "edge", "wrap"};
+  for (int iter = 0; iter < 40; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 6), rank(1, 4), pad(0, 3);
+    const std::string mode = modes[iter % 4];
+    const int64_t r = rank(rng);
+    std::vector<int64_t> dims(static_cast<size_t>(r));
+    for (auto& d : dims) d = dim(rng) + (mode == "reflect" ? 3 : 0);
+    const bool withAxes = iter % 3 == 2, intData = iter % 5 == 4;
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < r; ++a)
+      if (!withAxes || a % 2 == 1 || r == 1) axes.push_back(withAxes && a == r - 1 ? -1 : a);
+    std::vector<int64_t> pads(2 * axes.size());
+    for (auto& p : pads) p = pad(rng);
+    Tensor x = intData ? testutil::i64(dims, std::vector<int64_t>(static_cast<size_t>(std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>())), 7))
+                       : randomTensor(dims, rng, true);
+    if (intData) {
+      auto* p = reinterpret_cast<int64_t*>(x.raw.mutableData());
+      for (size_t i = 0; i < x.raw.size() / 8; ++i) p[i] = static_cast<int64_t>(i * 31 % 17) - 8;
+    }
+    std::vector<Arg> args{{x, false}, {testutil::i64({static_cast<int64_t>(pads.size())}, pads), true}};
+    if (mode == "constant") args.push_back({intData ? testutil::i64({}, {-3}) : f32({}, {2.5f}), true});
+    else args.push_back({intData ? testutil::i64({}, {0}) : f32({}, {0.f}), true});
+    if (withAxes) args.push_back({testutil::i64({static_cast<int64_t>(axes.size())}, axes), true});
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Pad", withAxes || mode == "wrap" ? 19 : 13, args, {Attribute::ofString("mode", mode)}, feeds);
+    INFO("Pad " << mode << " rank " << r << " axes " << withAxes << " int " << intData);
+    checkAgainstRef(*model, feeds, "cpu.pad.copy");
+  }
+}
