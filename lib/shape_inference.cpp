@@ -664,6 +664,45 @@ InferReport inferShapes(Model& model, const InferOptions& options) {
   return std::move(engine.report());
 }
 
+std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, std::span<const TypeInfo> inputTypes,
+                                           std::span<const Tensor* const> inputValues) {
+  Model m;
+  m.irVersion = model.irVersion;
+  m.opsetImports = model.opsetImports;
+  m.graph = std::make_unique<Graph>();
+  Graph& g = *m.graph;
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    if (!n.input(i)) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    std::string name = "in" + std::to_string(i);
+    const Tensor* t = i < inputValues.size() ? inputValues[i] : nullptr;
+    Value* v = nullptr;
+    if (t) {
+      Tensor c = *t;  // its bytes shared
+      c.name = name;
+      v = g.addInitializer(std::move(c));
+    } else {
+      v = g.createValue(name);
+      if (i < inputTypes.size()) v->setType(inputTypes[i]);
+      g.addInput(v);
+    }
+    ins.push_back(v);
+  }
+  std::vector<std::string> outs;
+  for (size_t k = 0; k < n.outputs().size(); ++k) outs.push_back(n.output(k) ? "out" + std::to_string(k) : std::string());
+  Node* c = g.addNode(n.opType, ins, outs, n.domain);
+  c->name = n.name;
+  c->overload = n.overload;
+  c->attributes = n.attributes;
+  inferShapes(m);
+  std::vector<TypeInfo> r;
+  for (Value* v : c->outputs()) r.push_back(v ? v->type() : TypeInfo{});
+  return r;
+}
+
 size_t writeInferredValueInfos(Model& model) {
   if (!model.graph) return 0;
   size_t added = 0;

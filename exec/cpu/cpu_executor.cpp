@@ -127,12 +127,17 @@ class CpuBody {
   static constexpr size_t kMaxPlans = 32;
 };
 
+class LazyKernels;
+
 struct Step {
   const Node* node = nullptr;
   int64_t opset = 0;
   std::vector<int> in, out;   ///< slots, -1 for omitted values
   std::vector<int> outerReads;  ///< slots of this graph that the node's subgraphs read
   std::unique_ptr<CpuKernel> kernel;  ///< the fast kernel, or null for a fallback
+  /// Without a kernel: fast kernels made at run time for the shapes met (the reference kernel
+  /// for shapes none takes), for a node whose input shapes are unknown at prepare
+  std::unique_ptr<LazyKernels> lazy;
   const CpuKernelDef* def = nullptr;
   const KernelDef* ref = nullptr;  ///< the reference kernel of a fallback (null: function call)
   int workspaceRegion = -1;
@@ -182,6 +187,184 @@ void collectOuterReads(const Graph& g, const Graph& top, std::vector<const Value
 }
 
 std::string dimsStr(const std::vector<int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ",")); }
+
+/// The fast kernels of a node whose input shapes are known only when it runs (values computed
+/// from data: the proposals a detector keeps after NonMaxSuppression). A kernel is made at run
+/// time for each set of input shapes met (and the values of the inputs that give output shapes:
+/// Reshape's shape, Slice's starts, ...), its output types from shape inference of the node
+/// alone (lib/shape_inference.h inferNodeOutputTypes); constant inputs are packed once for all
+/// of them (cpu::PackCache: a Gemm's weights whatever the row count). Kept per set of shapes,
+/// at most kMaxShapes, the least recently used dropped first. Shapes no fast kernel takes (a
+/// create() that declines, outputs inference cannot give) run on the reference kernel.
+/// Thread-safe: runs of a plan in several threads share it.
+class LazyKernels {
+ public:
+  struct Entry {
+    std::unique_ptr<CpuKernel> kernel;  ///< null: the reference kernel runs these shapes
+    const CpuKernelDef* def = nullptr;
+    std::vector<StaticTensorType> inTypes;                   ///< per input (omitted: Undefined)
+    std::vector<std::optional<StaticTensorType>> outTypes;  ///< per output (omitted, or Dynamic: nullopt)
+    std::deque<Tensor> values;  ///< the shape-giving inputs, copied: the kernel's constants
+    size_t workspace = 0;
+    std::string name;  ///< the kernel's name for profiles
+    mutable std::atomic<uint64_t> lastUse{0};
+  };
+
+  LazyKernels(const Model& model, const Node& node, int64_t opset, int sinceVersion, int threads,
+              std::vector<std::shared_ptr<const Tensor>> constants, std::string_view defName)
+      : model_(model), node_(node), opset_(opset), sinceVersion_(sinceVersion), threads_(threads), constants_(std::move(constants)),
+        defName_(defName) {}
+  /// The kernel table's name for the node's op (for messages made at prepare).
+  std::string_view defName() const { return defName_; }
+
+  /// The kernel for these inputs (one per input of the node, null for omitted ones), made now
+  /// if not kept; null when an input is no tensor (the reference kernel says what is wrong).
+  std::shared_ptr<const Entry> entry(const std::vector<const RtValue*>& inputs) const {
+    std::string key;
+    auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const RtValue* v = inputs[i];
+      int64_t tag = -1;
+      if (!v) {
+        put(&tag, sizeof tag);
+        continue;
+      }
+      if (!v->isTensor()) return nullptr;
+      const Tensor& t = *v->tensor;
+      int64_t head[2] = {t.dataType, static_cast<int64_t>(t.dims.size())};
+      put(head, sizeof head);
+      put(t.dims.data(), t.dims.size() * sizeof(int64_t));
+      if (givesShape(i, t)) put(t.raw.data(), t.raw.size());
+    }
+    const uint64_t now = clock_.fetch_add(1) + 1;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        it->second->lastUse.store(now, std::memory_order_relaxed);
+        return it->second;
+      }
+    }
+    // Made outside the lock (packing a weight takes a while; the pack cache has its own lock);
+    // two runs racing make it twice and keep one.
+    std::shared_ptr<Entry> e = make(inputs);
+    e->lastUse.store(now, std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    if (cache_.size() >= kMaxShapes && !cache_.count(key)) {
+      auto oldest = cache_.begin();
+      for (auto it = cache_.begin(); it != cache_.end(); ++it)
+        if (it->second->lastUse.load(std::memory_order_relaxed) < oldest->second->lastUse.load(std::memory_order_relaxed))
+          oldest = it;
+      cache_.erase(oldest);  // a run still using it holds its own reference
+    }
+    return cache_.emplace(key, std::move(e)).first->second;
+  }
+
+ private:
+  /// Whether input i's values (not only its shape) choose the output shapes or the kernel: the
+  /// shape-like inputs of the ops with fast kernels, when they are small.
+  bool givesShape(size_t i, const Tensor& t) const {
+    if (t.raw.size() > 64 * sizeof(int64_t) || t.dtype() == DType::String) return false;
+    std::string_view op = node_.opType;
+    if (!canonicalDomain(node_.domain).empty()) return false;
+    if (op == "Reshape" || op == "Expand" || op == "Tile" || op == "TopK" || op == "Split" || op == "Squeeze" ||
+        op == "Unsqueeze" || op == "OneHot" || op.rfind("Reduce", 0) == 0)
+      return i == 1;
+    if (op == "Slice") return i >= 1;
+    if (op == "Resize" || op == "Pad") return i >= 1 && i <= 3;
+    if (op == "ConstantOfShape" || op == "Range") return true;
+    return false;
+  }
+
+  std::shared_ptr<Entry> make(const std::vector<const RtValue*>& inputs) const {
+    auto e = std::make_shared<Entry>();
+    std::vector<TypeInfo> types(inputs.size());
+    std::vector<const Tensor*> constants(inputs.size(), nullptr);
+    std::vector<const StaticTensorType*> inPtrs(inputs.size(), nullptr);
+    e->inTypes.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]) continue;
+      const Tensor& t = *inputs[i]->tensor;
+      e->inTypes[i].dtype = t.dtype();
+      e->inTypes[i].dims = t.dims;
+      inPtrs[i] = &e->inTypes[i];
+      types[i] = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
+      if (i < constants_.size() && constants_[i]) {
+        constants[i] = constants_[i].get();
+      } else if (givesShape(i, t)) {
+        Tensor c = t;
+        c.setRaw(Buffer::copyOf(t.raw.bytes()));  // not a view of a run's arena
+        e->values.push_back(std::move(c));
+        constants[i] = &e->values.back();
+      }
+    }
+    const std::string shapes = [&] {
+      std::string r;
+      for (const StaticTensorType* t : inPtrs) r += fmt::format("{}{}", r.empty() ? "" : " ", t ? dimsStr(t->dims) : "-");
+      return r;
+    }();
+    auto decline = [&](std::string_view why) {
+      spdlog::debug("cpu executor: node '{}' ({}) runs {} on the reference kernel: {}", node_.displayName(), node_.opType, shapes, why);
+      e->kernel.reset();
+      return e;
+    };
+    if (inputs.empty() || !inputs[0] || dtypeBits(e->inTypes[0].dtype) < 8) return decline("no fast kernel for input 0's type");
+    e->def = cpu::findCpuKernel(node_.domain, node_.opType, sinceVersion_, e->inTypes[0].dtype);
+    if (!e->def) return decline("no fast kernel for input 0's type");
+    const bool dynamic = e->def->reuse == OutputReuse::Dynamic;
+    const bool multiOutput = node_.opType == "Split" && canonicalDomain(node_.domain).empty();
+    std::vector<TypeInfo> outs;
+    try {
+      outs = inferNodeOutputTypes(model_, node_, types, constants);
+    } catch (const std::exception& ex) {
+      return decline(ex.what());
+    }
+    e->outTypes.resize(node_.outputs().size());
+    std::vector<const StaticTensorType*> outPtrs(node_.outputs().size(), nullptr);
+    for (size_t k = 0; k < node_.outputs().size(); ++k) {
+      if (!node_.output(k)) continue;
+      if (k > 0 && !multiOutput) return decline("an optional output is used");
+      if (dynamic) continue;
+      e->outTypes[k] = k < outs.size() ? staticType(outs[k]) : std::nullopt;
+      if (!e->outTypes[k]) return decline(fmt::format("inference gives output {} no shape", k));
+      outPtrs[k] = &*e->outTypes[k];
+    }
+    cpu::CpuNodeInfo info;
+    info.node = &node_;
+    info.opset = opset_;
+    info.sinceVersion = sinceVersion_;
+    info.threads = threads_;
+    info.inputs = inPtrs;
+    info.outputs = outPtrs;
+    info.constants = constants;
+    info.packs = &packs_;
+    try {
+      e->kernel = e->def->create(info);
+    } catch (const std::exception& ex) {
+      return decline(ex.what());
+    }
+    if (!e->kernel) return decline("the fast kernel declines these shapes");
+    e->workspace = e->kernel->workspaceBytes();
+    e->name = fmt::format("{}{} (lazy)", e->def->name, e->kernel->variant());
+    return e;
+  }
+
+  /// Entries kept per node: one per number of detections met, say; past this many the least
+  /// recently used goes (making one again is cheap: its weights stay packed in packs_).
+  static constexpr size_t kMaxShapes = 32;
+  const Model& model_;
+  const Node& node_;
+  int64_t opset_;
+  int sinceVersion_;
+  int threads_;
+  std::vector<std::shared_ptr<const Tensor>> constants_;  ///< the plan's initializer inputs (null: computed)
+  std::string_view defName_;
+  mutable cpu::PackCache packs_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, std::shared_ptr<Entry>> cache_;
+  mutable std::atomic<uint64_t> clock_{0};
+};
+
 
 /// Arenas of one specialization kept for the next run: an arena comes back when the last
 /// output borrowing it is dropped, so a steady-state run allocates nothing (and touches pages
@@ -445,6 +628,7 @@ class Specialization {
     const Function* fn = model_->findFunction(n.domain, n.opType, n.overload);
     const OpSchema* schema = fn ? nullptr : findSchema(n.domain, n.opType, st.opset);
     if (schema && n.subgraphs().empty()) tryFast(st, *schema, threads);
+    if (!st.kernel && schema && !fn && n.subgraphs().empty()) planLazy(st, *schema, threads);
     if (!st.kernel) {
       if (fn) {
         st.kernelName = fmt::format("function {} (reference)", n.opType);
@@ -461,7 +645,37 @@ class Specialization {
         }
       }
     }
+    if (st.lazy) {
+      st.refKernelName = st.kernelName;
+      st.kernelName = fmt::format("{} (lazy)", st.lazy->defName());
+    }
     steps_.push_back(std::move(st));
+  }
+
+  /// A node without a fast kernel at prepare because shapes of its inputs or outputs are known
+  /// only at run time, whose op has one: its kernels are made as it runs (LazyKernels).
+  void planLazy(Step& st, const OpSchema& schema, int threads) {
+    const Node& n = *st.node;
+    bool known = true;
+    for (int s : st.in) known = known && (s < 0 || slots_[static_cast<size_t>(s)].type);
+    for (int s : st.out) known = known && (s < 0 || slots_[static_cast<size_t>(s)].type);
+    if (known || st.in.empty() || st.in[0] < 0) return;  // known shapes that the kernel declined
+    // The kernel for input 0's element type, if inference knows it (else any of the op's)
+    const CpuKernelDef* def = nullptr;
+    DType dt = n.input(0)->type().kind == TypeInfo::Kind::Tensor ? n.input(0)->type().dtype() : DType::Undefined;
+    if (dt != DType::Undefined) {
+      def = cpu::findCpuKernel(n.domain, n.opType, schema.sinceVersion, dt);
+    } else {
+      for (const CpuKernelDef& d : cpu::cpuKernels())
+        if (d.opType == n.opType && canonicalDomain(d.domain) == canonicalDomain(n.domain) && schema.sinceVersion >= d.sinceVersion &&
+            schema.sinceVersion <= d.lastVersion && !def)
+          def = &d;
+    }
+    if (!def) return;
+    std::vector<std::shared_ptr<const Tensor>> constants;
+    for (const Value* v : n.inputs())
+      constants.push_back(v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor : nullptr);
+    st.lazy = std::make_unique<LazyKernels>(*model_, n, st.opset, schema.sinceVersion, threads, std::move(constants), def->name);
   }
 
   /// Chains of nodes that run as one fused int8 step (kernels_int8.h): each at its last node.
@@ -1368,6 +1582,8 @@ class RunState : public cpu::OutputAllocator {
       running_ = &st;
       st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(outp, st.out.size()), ws, pool_,
                           this});
+    } else if (st.lazy) {
+      runLazy(st);
     } else {
       runFallback(st);
     }
@@ -1399,6 +1615,9 @@ class RunState : public cpu::OutputAllocator {
     return p;
   }
 
+  /// The kernel the last lazy step ran (null: its reference kernel).
+  const LazyKernels::Entry* lastLazy() const { return lazy_ && lazy_->kernel ? lazy_.get() : nullptr; }
+
   std::vector<RtValue> outputs() {
     std::vector<RtValue> r;
     for (int s : sp_.outputSlots_) r.push_back(s >= 0 ? value(s) : RtValue{});
@@ -1406,6 +1625,60 @@ class RunState : public cpu::OutputAllocator {
   }
 
  private:
+  /// A step of LazyKernels: the kernel for the shapes its inputs have now, its outputs held by
+  /// the run (as a reference kernel's are), else the reference kernel.
+  void runLazy(const Step& st) {
+    std::vector<const RtValue*> ins;
+    ins.reserve(st.in.size());
+    for (int s : st.in) ins.push_back(s >= 0 ? &value(s) : nullptr);
+    lazy_ = st.lazy->entry(ins);
+    if (!lazy_ || !lazy_->kernel) {
+      runFallback(st);
+      return;
+    }
+    const LazyKernels::Entry& e = *lazy_;
+    std::vector<const void*> inp(ins.size(), nullptr);
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k]) inp[k] = ins[k]->tensor->raw.data();
+    std::vector<void*> outp(st.out.size(), nullptr);
+    std::vector<std::optional<Tensor>> made(st.out.size());
+    bool anyBytes = e.def->reuse == OutputReuse::Dynamic;
+    for (size_t k = 0; k < st.out.size(); ++k) {
+      if (st.out[k] < 0 || k >= e.outTypes.size() || !e.outTypes[k]) continue;
+      const StaticTensorType& type = *e.outTypes[k];
+      const size_t bytes = static_cast<size_t>(type.numElements()) * static_cast<size_t>(dtypeBits(type.dtype) / 8);
+      anyBytes = anyBytes || bytes > 0;
+      Tensor& t = made[k].emplace();
+      t.name = sp_.slots_[static_cast<size_t>(st.out[k])].value->name();
+      t.dataType = static_cast<int32_t>(type.dtype);
+      t.dims = type.dims;
+      if (e.def->reuse == OutputReuse::View && k == 0) {  // input 0's bytes, which it keeps alive
+        t.setRaw(Buffer::borrow(ins[0]->tensor, ins[0]->tensor->raw.data(), bytes));
+        continue;
+      }
+      std::shared_ptr<uint8_t> mem(static_cast<uint8_t*>(::operator new(std::max<size_t>(bytes, 1), std::align_val_t(kArenaAlignment))),
+                                   [](uint8_t* p) { ::operator delete(p, std::align_val_t(kArenaAlignment)); });
+      outp[k] = mem.get();
+      t.setRaw(Buffer::borrow(mem, mem.get(), bytes));
+    }
+    if (anyBytes && e.def->reuse != OutputReuse::View) {  // no element to write: nothing to run
+      std::unique_ptr<uint8_t, void (*)(uint8_t*)> ws(nullptr, [](uint8_t* p) { ::operator delete(p, std::align_val_t(kArenaAlignment)); });
+      if (e.workspace) ws.reset(static_cast<uint8_t*>(::operator new(e.workspace, std::align_val_t(kArenaAlignment))));
+      running_ = &st;
+      e.kernel->compute({std::span<const void* const>(inp.data(), inp.size()), std::span<void* const>(outp.data(), outp.size()),
+                         ws.get(), pool_, this});
+    }
+    for (size_t k = 0; k < st.out.size(); ++k) {
+      if (!made[k]) continue;
+      const Slot& sl = sp_.slots_[static_cast<size_t>(st.out[k])];
+      if (sl.type && (made[k]->dims != sl.type->dims || made[k]->dtype() != sl.type->dtype))  // a fast kernel downstream trusts it
+        fail(ErrorKind::Internal, "node '{}' ({}): output '{}' is {} {}, shape inference planned {} {}", st.node->displayName(),
+             st.node->opType, sl.value->name(), dtypeName(made[k]->dtype()), dimsStr(made[k]->dims), dtypeName(sl.type->dtype),
+             dimsStr(sl.type->dims));
+      setHeld(st.out[k], RtValue::ofTensor(std::move(*made[k])));
+    }
+  }
+
   void runFallback(const Step& st) {
     const Node& n = *st.node;
     std::vector<const RtValue*> ins;
@@ -1452,6 +1725,7 @@ class RunState : public cpu::OutputAllocator {
   std::shared_ptr<uint8_t> arena_;
   const Step* running_ = nullptr;  ///< the step whose kernel computes now (for allocate)
   bool bodiesOnRef_ = false;
+  std::shared_ptr<const LazyKernels::Entry> lazy_;  ///< the kernel of the last lazy step
 };
 
 /// Kernels read elements through typed pointers: bytes not aligned to the element size (a
@@ -1482,9 +1756,15 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bool onRef = !st.kernel && (st.bodies.empty() || state.bodiesOnRef());
-    const std::string& name = !st.bodies.empty() && onRef ? st.refKernelName : st.kernelName;
-    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), name, onRef, sec,
-                              st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
+    const std::string* name = !st.bodies.empty() && onRef ? &st.refKernelName : &st.kernelName;
+    double flops = st.kernel ? st.kernel->flops() : 0.0;
+    if (st.lazy) {  // which kernel ran for these shapes
+      const LazyKernels::Entry* e = state.lastLazy();
+      onRef = !e;
+      name = e ? &e->name : &st.refKernelName;
+      flops = e ? e->kernel->flops() : 0.0;
+    }
+    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), *name, onRef, sec, flops, st.graphNodes});
   }
   return state.outputs();
 }
