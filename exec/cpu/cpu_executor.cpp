@@ -20,8 +20,8 @@
 #include "exec/cpu/cpu_executor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -405,6 +405,58 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
   std::vector<uint8_t*> free_;
 };
 
+/// Buffers for the outputs of lazy kernels (held by the run, sizes known only as it runs), kept
+/// for later runs once nothing holds them: a detector's per-run tensors of megabytes would
+/// otherwise be fresh pages every run (a page fault per 4 KiB). Sizes are rounded up to classes
+/// of an eighth of their power of two, so that counts that change a little reuse the same
+/// buffers; at most kKeepBytes are kept. Shared by the buffers' deleters, so it outlives the plan
+/// if needed. Thread-safe.
+class BufferCache : public std::enable_shared_from_this<BufferCache> {
+ public:
+  ~BufferCache() {
+    for (auto& [bytes, list] : free_)
+      for (uint8_t* p : list) ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  /// `bytes` (at least) of uninitialised memory aligned to kArenaAlignment.
+  std::shared_ptr<uint8_t> take(size_t bytes) {
+    const size_t cls = sizeClass(bytes);
+    uint8_t* p = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(cls);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        kept_ -= cls;
+      }
+    }
+    if (!p) p = static_cast<uint8_t*>(::operator new(cls, std::align_val_t(kArenaAlignment)));
+    return std::shared_ptr<uint8_t>(p, [cache = shared_from_this(), cls](uint8_t* q) { cache->give(q, cls); });
+  }
+
+ private:
+  static size_t sizeClass(size_t n) {
+    if (n <= 4096) return std::max<size_t>(alignUp(n), kArenaAlignment);
+    size_t step = std::bit_floor(n) / 8;
+    return (n + step - 1) / step * step;
+  }
+  void give(uint8_t* p, size_t cls) {
+    {
+      std::lock_guard lock(mutex_);
+      if (kept_ + cls <= kKeepBytes) {
+        free_[cls].push_back(p);
+        kept_ += cls;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  static constexpr size_t kKeepBytes = size_t{256} << 20;
+  std::mutex mutex_;
+  std::map<size_t, std::vector<uint8_t*>> free_;
+  size_t kept_ = 0;
+};
+
 /// Wall time of the phases of a prepare, for `-vv` (spdlog debug).
 class PhaseTimer {
  public:
@@ -480,6 +532,8 @@ class Specialization {
     releaseUnreadInitializers();
     timer.lap("memory-plan");
     arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
+    if (std::any_of(steps_.begin(), steps_.end(), [](const Step& st) { return st.lazy != nullptr; }))
+      held_ = std::make_shared<BufferCache>();
     pool_ = nullptr;  // runs get the pool as an argument
     precreated_.clear();
     spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
@@ -1498,6 +1552,7 @@ class Specialization {
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
   std::shared_ptr<ArenaCache> arenas_;
+  std::shared_ptr<BufferCache> held_;  ///< outputs of lazy kernels (null without any)
 
 
   friend class RunState;
@@ -1656,8 +1711,7 @@ class RunState : public cpu::OutputAllocator {
         t.setRaw(Buffer::borrow(ins[0]->tensor, ins[0]->tensor->raw.data(), bytes));
         continue;
       }
-      std::shared_ptr<uint8_t> mem(static_cast<uint8_t*>(::operator new(std::max<size_t>(bytes, 1), std::align_val_t(kArenaAlignment))),
-                                   [](uint8_t* p) { ::operator delete(p, std::align_val_t(kArenaAlignment)); });
+      std::shared_ptr<uint8_t> mem = sp_.held_->take(bytes);
       outp[k] = mem.get();
       t.setRaw(Buffer::borrow(mem, mem.get(), bytes));
     }
