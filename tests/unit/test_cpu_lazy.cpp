@@ -248,18 +248,23 @@ g (float[{}, {}, {}, {}] x, float[{}, 4] rois, int64[{}] bi) => (float[{}, {}, {
   return parseModelText(text, "roialign.onnxtxt");
 }
 
-void checkRoi(const RoiCase& c, std::mt19937& rng) {
+/// Checks the case at 1 and 2 threads; returns the kernel that ran (cpu.roialign.f32, or
+/// cpu.roialign.f32.nhwc when the maps were copied channels-last first).
+std::string checkRoi(const RoiCase& c, std::mt19937& rng) {
   std::map<std::string, RtValue> feeds;
   auto m = roiModel(c, rng, feeds);
   auto ref = makeExecutor("ref")->prepare(*m, {});
+  std::string kernel;
   for (int threads : {1, 2}) {
     PrepareOptions po;
     po.threads = threads;
     auto plan = makeExecutor("cpu")->prepare(*m, po);
     RunProfile prof = checkAgainstRef(*plan, *ref, feeds, 1e-4);
     REQUIRE(prof.nodes.size() == 1);
-    CHECK(prof.nodes[0].kernel == "cpu.roialign.f32");
+    CHECK(prof.nodes[0].kernel.rfind("cpu.roialign.f32", 0) == 0);
+    kernel = prof.nodes[0].kernel;
   }
+  return kernel;
 }
 
 }  // namespace
@@ -267,6 +272,7 @@ void checkRoi(const RoiCase& c, std::mt19937& rng) {
 TEST_CASE("cpu RoiAlign equals the reference kernel: both modes, both coordinate modes, opsets 10 and 16", "[cpu][roialign]") {
   std::mt19937 rng(11);
   int iter = 0;
+  std::set<std::string> kernels;
   for (int64_t opset : {10, 16})
     for (const char* mode : {"avg", "max"})
       for (const char* coord : {"", "half_pixel", "output_half_pixel"})
@@ -287,8 +293,9 @@ TEST_CASE("cpu RoiAlign equals the reference kernel: both modes, both coordinate
           ++iter;
           INFO("opset " << opset << " mode " << mode << " coord '" << coord << "' rois " << rois << " C " << c.c << " map " << c.h << "x"
                         << c.w << " out " << c.oh << "x" << c.ow << " ratio " << c.ratio << " scale " << c.scale);
-          checkRoi(c, rng);
+          kernels.insert(checkRoi(c, rng));
         }
+  CHECK(kernels == std::set<std::string>{"cpu.roialign.f32", "cpu.roialign.f32.nhwc"});  // both paths ran
 }
 
 TEST_CASE("cpu RoiAlign: torchvision's shape (7x7 bins, ratio 2) and boxes past the sample table", "[cpu][roialign]") {
@@ -301,12 +308,15 @@ TEST_CASE("cpu RoiAlign: torchvision's shape (7x7 bins, ratio 2) and boxes past 
     c.oh = c.ow = 7;
     c.rois = 40;
     c.scale = 0.0625f;
-    checkRoi(c, rng);
-    c.hugeRois = true;  // adaptive grids of ~30x30 samples per bin
+    CHECK(checkRoi(c, rng) == "cpu.roialign.f32.nhwc");
+    c.hugeRois = true;  // adaptive grids of ~30x30 samples per bin: past the sample table
     c.ratio = 0;
     c.scale = 1.f;
-    c.rois = 6;
-    checkRoi(c, rng);
+    c.rois = 1;
+    c.h = c.w = 64;
+    CHECK(checkRoi(c, rng) == "cpu.roialign.f32");
+    c.rois = 40;  // the same, channels-last
+    CHECK(checkRoi(c, rng) == "cpu.roialign.f32.nhwc");
   }
 }
 
