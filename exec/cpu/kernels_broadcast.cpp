@@ -136,6 +136,7 @@ class ScatterElementsKernel : public CpuKernel {
     for (int64_t d : idx) count_ *= d;
     outStrides_.assign(data.size(), 1);
     for (size_t i = data.size(); i-- > 1;) outStrides_[i - 1] = outStrides_[i] * data[i];
+    if (axis == 0 && std::equal(idx.begin() + 1, idx.end(), data.begin() + 1)) slab_ = outStrides_[0];
   }
   void compute(const CpuComputeArgs& args) const override {
     const auto* data = static_cast<const uint8_t*>(args.inputs[0]);
@@ -153,6 +154,7 @@ class ScatterElementsKernel : public CpuKernel {
         std::memcpy(y + s, data + s, static_cast<size_t>(e - s));
       });
     if (count_ == 0) return;
+    if (slab_ > 0 && red_ == Reduction::None && scatterSlabs(ind, upd, y)) return;
     switch (red_) {
       case Reduction::None:
         if (elem_ == 4) return scatter<uint32_t>(ind, upd, y, [](uint32_t& a, uint32_t b) { a = b; });
@@ -169,6 +171,27 @@ class ScatterElementsKernel : public CpuKernel {
   }
 
  private:
+  /// Axis 0 with indices of data's shape past it (torchvision's merge: an index per row,
+  /// expanded over the row): when every index of each row is the same, the rows are copied
+  /// whole, in order. False (nothing written) when some row's indices differ.
+  bool scatterSlabs(const Index* ind, const uint8_t* upd, uint8_t* y) const {
+    const int64_t rows = count_ / slab_;
+    for (int64_t r = 0; r < rows; ++r) {
+      const Index* ir = ind + r * slab_;
+      const Index v = ir[0];
+      bool same = true;
+      for (int64_t j = 1; j < slab_; ++j) same &= ir[j] == v;
+      if (!same) return false;
+    }
+    const size_t bytes = static_cast<size_t>(slab_) * elem_;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t v = static_cast<int64_t>(ind[r * slab_]);
+      if (v < 0) v += axisDim_;
+      std::memcpy(y + static_cast<size_t>(v) * bytes, upd + static_cast<size_t>(r) * bytes, bytes);
+    }
+    return true;
+  }
+
   /// Elements of type E (bytes of elem_); `apply(y, u)` stores one update.
   template <typename E, typename F>
   void scatter(const Index* ind, const uint8_t* updBytes, uint8_t* yBytes, F apply) const {
@@ -206,6 +229,7 @@ class ScatterElementsKernel : public CpuKernel {
   std::vector<int64_t> dims_, outStrides_;
   size_t axis_;
   int64_t axisDim_, total_ = 0, count_ = 0;
+  int64_t slab_ = 0;  ///< elements of one row along axis 0 when the indices' rows are data's (else 0)
   Reduction red_;
   size_t elem_;
 };

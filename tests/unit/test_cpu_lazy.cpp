@@ -431,3 +431,38 @@ g (float[4, 5, 6] data, float[3, 4, 5] upd, float[5, 1] e) => (float[4, 5, 6] y,
         }
       }
 }
+
+TEST_CASE("cpu ScatterElements along axis 0 with whole-row indices copies rows, and mixed rows still scatter per element",
+          "[cpu][scatter]") {
+  std::mt19937 rng(23);
+  for (bool sameRows : {true, false})
+    for (int64_t rows : {1, 3, 6}) {
+      // data [6, 3, 4]; indices [rows, 3, 4]: one target row each (negative ones too, a duplicate
+      // last), or one element changed so that the row is no longer uniform
+      std::vector<int64_t> target = {5, -6, 2, -1, 0, 5};
+      std::vector<int64_t> idx;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int k = 0; k < 12; ++k) idx.push_back(target[static_cast<size_t>(r)]);
+      if (!sameRows) idx[static_cast<size_t>(rows * 12 - 5)] = 1;
+      std::string lit = "{";
+      for (size_t i = 0; i < idx.size(); ++i) lit += fmt::format("{}{}", i ? ", " : "", idx[i]);
+      lit += "}";
+      auto m = parseModelText(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[6, 3, 4] data, float[{0}, 3, 4] upd) => (float[6, 3, 4] y) <int64[{0}, 3, 4] ind = {1}> {{
+  y = ScatterElements <axis: int = 0> (data, ind, upd)
+}}
+)",
+                                          rows, lit),
+                              "rows.onnxtxt");
+      std::map<std::string, RtValue> feeds = {{"data", RtValue::ofTensor(randomFloats({6, 3, 4}, rng))},
+                                              {"upd", RtValue::ofTensor(randomFloats({rows, 3, 4}, rng))}};
+      auto ref = makeExecutor("ref")->prepare(*m, {});
+      PrepareOptions po;
+      po.threads = 1;
+      auto plan = makeExecutor("cpu")->prepare(*m, po);
+      INFO("rows " << rows << " uniform " << sameRows);
+      RunProfile prof = checkAgainstRef(*plan, *ref, feeds, 0);
+      REQUIRE(prof.nodes.size() == 1);
+      CHECK_FALSE(prof.nodes[0].fallback);
+    }
+}
