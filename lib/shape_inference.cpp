@@ -142,14 +142,25 @@ void registerShapeInference() {
   });
 }
 
+/// The inference functions by "domain\nop", built once: the registry is complete after
+/// registerShapeInference() (an engine per inference of one node, as executors run it, would
+/// otherwise spend most of its time rebuilding this).
+const std::unordered_map<std::string, std::vector<const InferFnDef*>>& inferFnIndex() {
+  registerShapeInference();
+  static const auto index = [] {
+    std::unordered_map<std::string, std::vector<const InferFnDef*>> m;
+    for (const auto& d : InferRegistry::instance().all()) m[std::string(d.domain) + "\n" + std::string(d.opType)].push_back(&d);
+    return m;
+  }();
+  return index;
+}
+
 // ------------------------------------------------------------------------------ engine
 
 class InferEngine {
  public:
-  InferEngine(Model& model, const InferOptions& options) : model_(model), options_(options) {
+  InferEngine(Model& model, const InferOptions& options) : model_(model), options_(options), fnIndex_(inferFnIndex()) {
     for (const auto& f : model.functions) functionsByKey_[f->domain + "\n" + f->name] = f.get();
-    for (const auto& d : InferRegistry::instance().all())
-      fnIndex_[std::string(d.domain) + "\n" + std::string(d.opType)].push_back(&d);
   }
 
   void run();
@@ -185,7 +196,7 @@ class InferEngine {
   /// outputs is then left without a full type.
   std::unordered_map<const Node*, std::string> giveUpReasons_;
   std::unordered_map<std::string, const Function*> functionsByKey_;
-  std::unordered_map<std::string, std::vector<const InferFnDef*>> fnIndex_;
+  const std::unordered_map<std::string, std::vector<const InferFnDef*>>& fnIndex_;
   const std::vector<OpsetImport>* imports_ = nullptr;
   const std::vector<const Attribute*>* callerAttrs_ = nullptr;
   std::unordered_set<const Function*> activeFunctions_;
