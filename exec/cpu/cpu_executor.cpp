@@ -44,6 +44,7 @@
 #include "exec/cpu/kernels_int8.h"
 #include "passes/upcast_half.h"
 #include "exec/kernel.h"
+#include "exec/ref/kernel_util.h"
 #include "exec/ref/ref_executor.h"
 #include "lib/error.h"
 #include "lib/ir_clone.h"
@@ -163,6 +164,16 @@ int64_t opsetFor(const Model& m, const Node& n) {
   return 1;
 }
 
+/// Whether a tensor of this type fits in this machine's memory (its size computed without
+/// overflow): the plan only lays out (and lazy kernels only allocate) such tensors; a larger one
+/// stays typeless, and its node's reference kernel refuses it with a message.
+bool fitsMemory(const StaticTensorType& t) {
+  uint64_t bytes = static_cast<uint64_t>(dtypeBits(t.dtype) / 8);
+  for (int64_t d : t.dims)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return false;
+  return bytes <= ref::physicalMemoryBytes();
+}
+
 std::optional<StaticTensorType> staticType(const TypeInfo& t) {
   if (t.kind != TypeInfo::Kind::Tensor || !t.shape.hasRank) return std::nullopt;
   DType dt = t.dtype();
@@ -173,6 +184,7 @@ std::optional<StaticTensorType> staticType(const TypeInfo& t) {
     if (!d.isValue() || d.value < 0) return std::nullopt;
     s.dims.push_back(d.value);
   }
+  if (!fitsMemory(s)) return std::nullopt;
   return s;
 }
 
@@ -325,8 +337,8 @@ class LazyKernels {
       if (!node_.output(k)) continue;
       if (k > 0 && !multiOutput) return decline("an optional output is used");
       if (dynamic) continue;
-      e->outTypes[k] = k < outs.size() ? staticType(outs[k]) : std::nullopt;
-      if (!e->outTypes[k]) return decline(fmt::format("inference gives output {} no shape", k));
+      e->outTypes[k] = k < outs.size() ? staticType(outs[k]) : std::nullopt;  // nullopt too for one past memory
+      if (!e->outTypes[k]) return decline(fmt::format("inference gives output {} no shape (or one too large)", k));
       outPtrs[k] = &*e->outTypes[k];
     }
     cpu::CpuNodeInfo info;
@@ -345,6 +357,7 @@ class LazyKernels {
     }
     if (!e->kernel) return decline("the fast kernel declines these shapes");
     e->workspace = e->kernel->workspaceBytes();
+    if (e->workspace > ref::physicalMemoryBytes()) return decline("its workspace would not fit in memory");
     e->name = fmt::format("{}{} (lazy)", e->def->name, e->kernel->variant());
     return e;
   }
