@@ -762,27 +762,41 @@ TEST_CASE("cpu folds weight-only DequantizeLinear at prepare: MatMul+bias as Gem
       CHECK(nr.opType != "DequantizeLinear");
       CHECK_FALSE(nr.fallback);
     }
-    CHECK(ranKernel(prof, level == 3 ? "cpu.gemm.f32" : "cpu.matmul.f32"));
+    // -O3's Gemm (MatMul + bias) reads the int4 weight as MatMulNBits + Add, the Add fused as its bias
+    CHECK(ranKernel(prof, "cpu.ms.matmulnbits.f32.int4"));
   }
 }
 
-TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked, int8 per axis) as a prepared float weight",
+TEST_CASE("cpu runs MatMul/Gemm on a DequantizeLinear'd constant weight: int4 blocked kept packed, int8 per axis as a prepared float weight",
           "[cpu][int8]") {
   std::mt19937 rng(59);
-  for (int variant = 0; variant < 3; ++variant) {  // int4 block 16, int4 block 32 with K not a multiple, int8 per axis
+  // int4 symmetric block 16 (no zero point), uint4 block 32 with K not a multiple, int8 per
+  // axis, and Gemm with transB and C over uint4 (K over several GEMM K blocks, 2 row blocks)
+  for (int variant = 0; variant < 4; ++variant) {
     auto m = emptyModel(21);
     Graph& g = *m->graph;
-    const int64_t k = variant == 1 ? 70 : 64, n = 24;
-    Value* x = graphInput(g, "x", DType::Float, {3, k});
-    Tensor tw = testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
+    const bool gemm = variant == 3;
+    const int64_t k = variant == 1 ? 70 : gemm ? 600 : 64, n = gemm ? 40 : variant == 1 ? 25 : 24, rows = gemm ? 150 : 3;
+    Value* x = graphInput(g, "x", DType::Float, {rows, k});
+    Tensor tw = gemm ? testutil::f32({n, k}, normals(static_cast<size_t>(k * n), rng))
+                     : testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
     tw.name = "w";
     Value* w = g.addInitializer(std::move(tw));
-    Node* mm = g.addNode("MatMul", {x, w}, {"y"});
+    Node* mm;
+    if (gemm) {
+      Tensor tc = testutil::f32({n}, normals(static_cast<size_t>(n), rng));
+      tc.name = "c";
+      mm = g.addNode("Gemm", {x, w, g.addInitializer(std::move(tc))}, {"y"});
+      mm->setAttr(Attribute::ofInt("transB", 1));
+    } else {
+      mm = g.addNode("MatMul", {x, w}, {"y"});
+    }
     mm->name = "mm";
     g.addOutput(mm->output(0));
-    if (variant < 2) {
+    if (variant != 2) {
       Int4QuantizeOptions o;
-      o.blockSize = variant == 0 ? 16 : 32;
+      o.blockSize = variant == 0 ? 16 : variant == 1 ? 32 : 64;
+      o.symmetric = variant == 0;
       REQUIRE(quantizeInt4(*m, o).nodesQuantized == 1);
     } else {  // int8 weights, per column, behind a DequantizeLinear; float activations
       std::vector<int8_t> q(static_cast<size_t>(k * n));
@@ -807,10 +821,11 @@ TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked
       g.removeInitializer(w);
     }
     std::map<std::string, RtValue> feeds;
-    feeds["x"] = testutil::T(testutil::f32({3, k}, normals(static_cast<size_t>(3 * k), rng)));
+    feeds["x"] = testutil::T(testutil::f32({rows, k}, normals(static_cast<size_t>(rows * k), rng)));
     INFO("variant " << variant);
-    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
-    CHECK(ranKernel(prof, "cpu.matmul.f32"));  // on the weight folded to float at prepare
-    CHECK(prof.nodes.size() == 1);  // the DequantizeLinear ran once, at prepare
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, gemm ? 1e-4 : 1e-5);
+    // int4: the codes stay packed (MatMulNBits' kernel, PackedB4); int8: the weight folded to float at prepare
+    CHECK(ranKernel(prof, variant == 2 ? "cpu.matmul.f32" : "cpu.ms.matmulnbits.f32.int4"));
+    CHECK(prof.nodes.size() == 1);  // no DequantizeLinear at run time; Gemm's C fused as the bias
   }
 }

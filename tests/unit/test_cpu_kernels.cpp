@@ -183,17 +183,23 @@ TEST_CASE("cpu MatMulNBits (com.microsoft) dequantizes its constant weight as th
     int64_t bits, k, n, block;
     int zp;  // 0 none, 1 packed uint8, 2 float
     bool gidx, bias, rank3;
+    int64_t rows = 5;  // of A when not rank 3
   };
+  // 4-bit codes without g_idx or float zero points stay packed (PackedB4): K over several of its
+  // K blocks (a multiple of the block size) with a partial last block, columns over several
+  // panels with a partial last one, 1 to 150 rows (GEMV and tiled kernels, row blocks).
   const Case cases[] = {{4, 64, 24, 32, 0, false, false, false}, {4, 70, 17, 16, 1, false, true, false},
                         {4, 48, 9, 16, 2, true, false, true},    {8, 40, 33, 16, 1, false, false, true},
-                        {2, 64, 5, 32, 1, false, true, false},   {4, 16, 1, 16, 0, false, false, false}};
+                        {2, 64, 5, 32, 1, false, true, false},   {4, 16, 1, 16, 0, false, false, false},
+                        {4, 600, 70, 64, 1, false, true, false, 1}, {4, 777, 45, 128, 0, false, false, false, 150},
+                        {4, 520, 33, 16, 1, false, true, true},  {4, 256, 96, 256, 1, false, false, false, 13}};
   for (const Case& c : cases) {
     const int64_t blocks = (c.k + c.block - 1) / c.block, blob = c.block * c.bits / 8, perByte = 8 / c.bits;
     std::vector<uint8_t> b(static_cast<size_t>(c.n * blocks * blob));
     for (auto& x : b) x = static_cast<uint8_t>(byte(rng));
     auto u8 = [](std::vector<int64_t> dims, const std::vector<uint8_t>& v) { return testutil::tensorOf(DType::UInt8, std::move(dims), v); };
     std::vector<float> scales = randomFloats(static_cast<size_t>(c.n * blocks), rng);
-    std::vector<Arg> args{{randomTensor(c.rank3 ? std::vector<int64_t>{2, 3, c.k} : std::vector<int64_t>{5, c.k}, rng, true), false},
+    std::vector<Arg> args{{randomTensor(c.rank3 ? std::vector<int64_t>{2, 3, c.k} : std::vector<int64_t>{c.rows, c.k}, rng, true), false},
                           {u8({c.n, blocks, blob}, b), true},
                           {f32({c.n * blocks}, scales), true}};
     if (c.zp == 1) {
@@ -220,7 +226,9 @@ TEST_CASE("cpu MatMulNBits (com.microsoft) dequantizes its constant weight as th
     if (c.zp == 0) n->setInput(3, nullptr);
     INFO("MatMulNBits bits " << c.bits << " K " << c.k << " N " << c.n << " block " << c.block << " zp " << c.zp << " g_idx "
                              << c.gidx << " bias " << c.bias);
-    checkAgainstRef(*model, feeds, "cpu.ms.matmulnbits");
+    const bool packed4 = c.bits == 4 && !c.gidx && c.zp != 2;
+    // float sums of K products of up to 15 * |scale| * |a| (the reference sums in double)
+    checkAgainstRef(*model, feeds, packed4 ? "cpu.ms.matmulnbits.f32.int4" : "cpu.ms.matmulnbits", 1e-4, c.k > 200 ? 1e-3 : 1e-5);
   }
 }
 
@@ -361,6 +369,11 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
     std::map<std::string, RtValue> feeds;
     auto model = oneNode("Softmax", 13, {{randomTensor({2, 12, 128, 128}, rng), false}}, {}, feeds);
     checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-7);
+  }
+  {  // a non-last axis with many columns (YOLOv8's distribution head): several column blocks and a tail
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Softmax", 13, {{randomTensor({2, 16, 4, 300}, rng, true), false}}, {testutil::one("axis", 1)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
   }
   for (int64_t opset : {11, 13})
     for (int64_t axis : {-1, 0, 1, 2}) {
