@@ -28,6 +28,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Pow", 7, kLast, DType::Float, "cpu.pow.f32", OutputReuse::InPlace, createPow},
     {"", "Max", 8, kLast, DType::Float, "cpu.max.f32", OutputReuse::InPlace, createMax},
     {"", "Min", 8, kLast, DType::Float, "cpu.min.f32", OutputReuse::InPlace, createMin},
+    {"", "Exp", 6, kLast, DType::Float, "cpu.exp.f32", OutputReuse::InPlace, createExp},
     {"", "Erf", 9, kLast, DType::Float, "cpu.erf.f32", OutputReuse::InPlace, createErf},
     {"", "Sqrt", 6, kLast, DType::Float, "cpu.sqrt.f32", OutputReuse::InPlace, createSqrt},
     {"", "Sum", 6, kLast, DType::Float, "cpu.sum.f32", OutputReuse::InPlace, createSum},

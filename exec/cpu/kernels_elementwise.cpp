@@ -377,6 +377,7 @@ std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBin
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info, kDiv); }
 std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info) { return createBinary<PowOp>(info, -1); }
 std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Erf); }
+std::unique_ptr<CpuKernel> createExp(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Exp); }
 std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info) {
   return std::make_unique<UnaryKernel<SqrtF>>(info.in(0).numElements());
 }

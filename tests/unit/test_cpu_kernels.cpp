@@ -339,7 +339,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
 
 TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
   std::mt19937 rng(15);
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt"})
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp"})
     for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {2, 16}, {0, 4}, {3, 5, 7}}) {
       std::map<std::string, RtValue> feeds;
       Tensor x = randomTensor(dims, rng, true);
