@@ -418,7 +418,7 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
   std::vector<uint8_t*> free_;
 };
 
-/// Buffers for the outputs of lazy kernels (held by the run, sizes known only as it runs), kept
+/// Buffers for the outputs and workspaces of lazy kernels (sizes known only as they run), kept
 /// for later runs once nothing holds them: a detector's per-run tensors of megabytes would
 /// otherwise be fresh pages every run (a page fault per 4 KiB). Sizes are rounded up to classes
 /// of an eighth of their power of two, so that counts that change a little reuse the same
@@ -1869,8 +1869,7 @@ class RunState : public cpu::OutputAllocator {
       t.setRaw(Buffer::borrow(mem, mem.get(), bytes));
     }
     if (anyBytes && e.def->reuse != OutputReuse::View) {  // no element to write: nothing to run
-      std::unique_ptr<uint8_t, void (*)(uint8_t*)> ws(nullptr, [](uint8_t* p) { ::operator delete(p, std::align_val_t(kArenaAlignment)); });
-      if (e.workspace) ws.reset(static_cast<uint8_t*>(::operator new(e.workspace, std::align_val_t(kArenaAlignment))));
+      std::shared_ptr<uint8_t> ws = e.workspace ? sp_.held_->take(e.workspace) : nullptr;  // recycled like the outputs
       running_ = &st;
       e.kernel->compute({std::span<const void* const>(inp.data(), inp.size()), std::span<void* const>(outp.data(), outp.size()),
                          ws.get(), pool_, this});
