@@ -324,7 +324,7 @@ class LazyKernels {
     e->def = cpu::findCpuKernel(node_.domain, node_.opType, sinceVersion_, e->inTypes[0].dtype);
     if (!e->def) return decline("no fast kernel for input 0's type");
     const bool dynamic = e->def->reuse == OutputReuse::Dynamic;
-    const bool multiOutput = node_.opType == "Split" && canonicalDomain(node_.domain).empty();
+    const bool multiOutput = e->def->allOutputs;  // Split, LSTM, GRU write every output
     std::vector<TypeInfo> outs;
     try {
       outs = inferNodeOutputTypes(model_, node_, types, constants);
