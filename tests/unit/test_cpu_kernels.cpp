@@ -1380,3 +1380,27 @@ TEST_CASE("cpu Pad matches the reference kernel in every mode (constant value, a
     checkAgainstRef(*model, feeds, "cpu.pad.copy");
   }
 }
+
+TEST_CASE("cpu TopK matches the reference kernel (largest and smallest, any axis, ties, NaN, k = 0 and k = dim)", "[cpu][kernels]") {
+  std::mt19937 rng(43);
+  for (int iter = 0; iter < 36; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 9);
+    const int64_t r = 1 + iter % 3;
+    std::vector<int64_t> dims(static_cast<size_t>(r));
+    for (auto& d : dims) d = dim(rng);
+    if (iter % 6 == 0) dims.back() = 300;  // a long row: nth_element then sort
+    const int64_t axis = iter % 2 ? -1 : iter % r;
+    const int64_t ax = axis < 0 ? axis + r : axis, n = dims[static_cast<size_t>(ax)];
+    const int64_t k = iter % 5 == 0 ? 0 : iter % 5 == 1 ? n : std::uniform_int_distribution<int64_t>(1, n)(rng);
+    Tensor x = randomTensor(dims, rng, iter % 3 == 0);
+    if (iter % 4 == 1) {  // ties: values from a small set
+      auto* p = reinterpret_cast<float*>(x.raw.mutableData());
+      for (size_t i = 0; i < x.raw.size() / 4; ++i) p[i] = static_cast<float>(static_cast<int>(i * 7 % 5));
+    }
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("TopK", 11, {{x, false}, {testutil::i64({1}, {k}), true}},
+                         {Attribute::ofInt("axis", axis), Attribute::ofInt("largest", iter % 3 != 2)}, feeds, 2);
+    INFO("TopK dims rank " << r << " axis " << axis << " k " << k << " largest " << (iter % 3 != 2));
+    checkAgainstRef(*model, feeds, "cpu.topk");
+  }
+}
