@@ -53,6 +53,7 @@ struct QuantizeOptions : InputOptions {
   // Quantization scheme: types, granularity, node selection, target, SmoothQuant.
   std::optional<bool> perChannel;
   std::string weightType, activationType, target = "generic";
+  std::string activationScales;  // --activation-scales row|tensor (--dynamic; default row)
   bool symmetricActivations = false, reduceRange = false, keepIoFloat = true, smoothQuant = false;
   double alpha = 0.5;
   std::vector<std::string> opTypes, exclude;
@@ -263,6 +264,8 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
   if (!o.isStatic && !o.calibration.empty() && !(o.dynamic && o.smoothQuant))
     fail(ErrorKind::InvalidInput, "--calibration applies to --static, and to --dynamic with --smooth-quant");
+  if (!o.activationScales.empty() && !o.dynamic)
+    fail(ErrorKind::InvalidInput, "--activation-scales applies to --dynamic (--static calibrates one scale per tensor)");
   if (!o.isStatic && o.format == "qoperator")
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
@@ -377,6 +380,7 @@ int runQuantize(const QuantizeOptions& o) {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
     qo.scheme = scheme;
+    qo.rowScales = o.activationScales != "tensor";
     r = quantizeDynamic(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
   }
@@ -411,6 +415,7 @@ int runQuantize(const QuantizeOptions& o) {
              {"scheme", {{"target", o.target},
                          {"weight_type", std::string(dtypeName(scheme.weightType))},
                          {"activation_type", o.dynamic ? std::string("uint8") : std::string(dtypeName(scheme.activationType))},
+                         {"activation_scales", o.dynamic ? (o.activationScales == "tensor" ? "tensor" : "row") : "tensor"},
                          {"symmetric_activations", scheme.symmetricActivations},
                          {"per_channel", scheme.perChannel},
                          {"reduce_range", scheme.reduceRange}}},
@@ -462,7 +467,14 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "[min(0,block), max(0,block)] with a zero point per block)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
-                "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
+                "quantized at run time to uint8, one scale and zero point per row (per token) by default (standard ops + "
+                "MatMulInteger, opset 11+; see --activation-scales)");
+  sub->add_option("--activation-scales", o->activationScales,
+                  "With --dynamic: row (default: a scale and zero point per row of each MatMul/Gemm input, computed with "
+                  "ReduceMax/ReduceMin/Div/Round/Clip/Cast, the zero point taken off MatMulInteger's int32 result) or "
+                  "tensor (one per tensor by DynamicQuantizeLinear: the form ONNX Runtime fuses, less accurate on "
+                  "transformers; Conv always uses it)")
+      ->check(CLI::IsMember({"row", "tensor"}));
   sub->add_flag("--static", o->isStatic,
                 "Static quantization in the QDQ format: QuantizeLinear/DequantizeLinear around the activations "
                 "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel (opset 13+)");
