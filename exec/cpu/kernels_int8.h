@@ -15,7 +15,8 @@
 //
 // becomes quantize x with (sx, zx), int8 GEMM, float epilogue float(acc) * sx * ws[n] (+ bias):
 // the exact integer sum of the products the float MatMul of the dequantized values rounds.
-// The QuantizeLinear/DequantizeLinear nodes go when every reader is fused.
+// The QuantizeLinear/DequantizeLinear nodes go when every reader is fused. The per-row dynamic
+// form (quant/dynamic.h's default) is fused by findRowDynamicFusions (kernels_int8_rows.cpp).
 #pragma once
 
 #include <functional>
@@ -56,5 +57,10 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
 /// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                            const std::function<const Tensor*(const Value*)>& constantOf, int threads);
+
+/// The MatMuls whose activation is quantized per row in standard ops (quant/dynamic.h's default
+/// form; kernels_int8_rows.cpp), appended to `out` (findInt8Fusions calls it).
+void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                           const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
 
 }  // namespace onnxtool::cpu
