@@ -269,9 +269,11 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       auto rit = rowQuantized.find(x);
       if (rit == rowQuantized.end()) rit = rowQuantized.emplace(x, quantizeRows(g, x, afterProducer(), rowConsts, opset)).first;
       const RowQuantized& rq = rit->second;
-      if (!qw.colSumValue)
+      if (!qw.colSumValue) {
         qw.colSumValue = addInitializer(g, int32Tensor({static_cast<int64_t>(qw.colSum.size())}, qw.colSum),
                                         n->input(1)->name() + "_column_sum");
+        report.int8WeightBytes += 4 * qw.colSum.size();
+      }
       std::string base = n->output(0)->name();
       std::vector<Value*> mmIn{rq.q, qw.q};
       if (!qw.zeroIsZero) {
