@@ -489,7 +489,7 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->check(CLI::IsMember({"row", "tensor"}));
   sub->add_flag("--static", o->isStatic,
                 "Static quantization in the QDQ format: QuantizeLinear/DequantizeLinear around the activations "
-                "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel (opset 13+)");
+                "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel, biases corrected for their mean shift (opset 13+; see --no-bias-correction)");
   sub->add_option("--calibration", o->calibration,
                   "With --static (or --dynamic --smooth-quant): a folder of test_data_set_*/input_*.pb or of .npz files "
                   "(a sample each), or one .npz whose arrays have a leading sample axis")
