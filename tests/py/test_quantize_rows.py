@@ -110,6 +110,11 @@ def main():
                     got = np.load(os.path.join(out, "y.npy"))
                     err = float(np.abs(got - exact).max())
                     c.check(err <= 1e-5 * float(np.abs(exact).max()), f"opset {opset}: {ex} vs ONNX Runtime: max diff {err:.3g}")
+            # inspect: two per-channel weight scales, two activations quantized at run time
+            r = run(["inspect", dst, "--json"])
+            sc = json.loads(r.stdout).get("quantization", {}).get("scales", {}) if r.returncode == 0 else {}
+            c.check(sc.get("per_channel") == 2 and sc.get("runtime") == 2 and sc.get("per_tensor") == 0,
+                    f"opset {opset}: inspect scales {sc} {r.stderr}")
             # the cpu executor runs both MatMuls on its fused per-row int8 kernel, nothing on reference kernels
             r = run(["bench", dst, "--executor", "cpu", "--shape", "x=1,16,64", "--iterations", "2", "--warmup", "1", "--profile"])
             c.check(r.returncode == 0 and r.stdout.count("cpu.dynqmatmul.rows.u8s8.fused") == 2 and "fallback nodes (reference kernels): 0 of" in r.stdout,
