@@ -103,7 +103,12 @@ Shape shapeFromProto(const pb::TensorShapeProto& sp) {
   s.dims.reserve(static_cast<size_t>(sp.dim_size()));
   for (const auto& dp : sp.dim()) {
     Dim d;
-    if (dp.has_dim_value()) {
+    if ((dp.has_dim_value() && dp.dim_value() < 0) || (dp.has_dim_param() && dp.dim_param() == "?")) {
+      // Exporters (paddle2onnx, some older converters) write -1 for a dynamic dim, and "?" for
+      // several unrelated ones (a PaddleOCR classifier's input is [-1,3,"?","?"], fed 48x192).
+      // onnx.checker accepts both and ONNX Runtime reads them as unknown, not as one named dim;
+      // so do we (saved back as unknown dims).
+    } else if (dp.has_dim_value()) {
       d.kind = Dim::Kind::Value;
       d.value = dp.dim_value();
     } else if (dp.has_dim_param()) {

@@ -120,17 +120,25 @@ bool denseFloat(const Tensor* t) {
 
 class Converter {
  public:
-  Converter(Model& m, const Float16Options& o, Float16Report& r)
-      : m_(m), g_(*m.graph), o_(o), r_(r), narrow_{o.target, r} {}
+  /// Converts graph g of model m: the main graph, or (body) an If/Loop/Scan body, whose inputs
+  /// and outputs stay float32 as its node's interface does (Casts inside at the borders; values
+  /// of enclosing graphs it reads are cast inside it).
+  Converter(Model& m, Graph& g, const Float16Options& o, Float16Report& r, bool body = false)
+      : m_(m), g_(g), o_(o), r_(r), narrow_{o.target, r}, body_(body) {}
 
   void run() {
     std::vector<Node*> order;
     if (auto t = g_.topologicalOrder()) order = *t;
     else fail(ErrorKind::InvalidInput, "the graph has a cycle");
     markShapeComputation(order);
-    if (!o_.keepIoTypes) narrowInputs(order.empty() ? nullptr : order.front());
-    for (size_t k = 0; k < order.size(); ++k) convertNode(order[k], k + 1 < order.size() ? order[k + 1] : nullptr);
-    if (!o_.keepIoTypes) narrowOutputs();
+    const bool keepIo = o_.keepIoTypes || body_;
+    if (!keepIo) narrowInputs(order.empty() ? nullptr : order.front());
+    for (size_t k = 0; k < order.size(); ++k) {
+      convertNode(order[k], k + 1 < order.size() ? order[k + 1] : nullptr);
+      for (Graph* sg : order[k]->subgraphs())
+        if (computes(*sg)) Converter(m_, *sg, o_, r_, true).run();
+    }
+    if (!keepIo) narrowOutputs();
     cleanup();
     g_.sortTopologically();
     // Declared types keep their shapes and take the new element types.
@@ -143,6 +151,20 @@ class Converter {
   }
 
  private:
+  /// Whether body g computes on floats (beyond moving data, which Casts at its float32 borders
+  /// would only add to), in itself or a nested body.
+  static bool computes(const Graph& g) {
+    static const std::unordered_set<std::string> moves = {
+        "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Concat", "Split", "Slice", "Gather",
+        "GatherElements", "GatherND", "Expand", "Tile", "Shape", "Size", "Constant", "Cast", "CastLike", "If", "Loop", "Scan"};
+    for (const auto& n : g.nodes()) {
+      if (!n->isDomain("") || !moves.count(n->opType)) return true;
+      for (Graph* sg : n->subgraphs())
+        if (computes(*sg)) return true;
+    }
+    return false;
+  }
+
   const char* suffix() const { return o_.target == DType::Float16 ? "_fp16" : "_bf16"; }
   std::string_view narrowTypeStr() const { return o_.target == DType::Float16 ? "tensor(float16)" : "tensor(bfloat16)"; }
 
@@ -195,7 +217,7 @@ class Converter {
       return out;
     }
     if (!n->subgraphs().empty()) {
-      why = "holds subgraphs (kept float32 with its bodies)";
+      why = "holds subgraphs: its interface stays float32 (its bodies are converted inside)";
       return out;
     }
     if (auto it = keepWhy_.find(n); it != keepWhy_.end()) {
@@ -297,7 +319,7 @@ class Converter {
       h = g_.addInitializer(std::move(t));
       h->setType(withDtype(v->type(), o_.target));
       renamedInits_.emplace_back(v, h);
-    } else if (Node* p = v->producer(); p && p->opType == "Constant" && p->isDomain("") && p->attr("value") &&
+    } else if (Node* p = v->producer(); p && v->graph() == &g_ && p->opType == "Constant" && p->isDomain("") && p->attr("value") &&
                                            p->attr("value")->t && denseFloat(p->attr("value")->t.get())) {
       Tensor t = narrowTensor(*p->attr("value")->t, narrow_);
       Node* c = g_.addNode("Constant", {}, {g_.uniqueName(v->name() + suffix())}, "", p);
@@ -426,6 +448,7 @@ class Converter {
   std::unordered_set<Node*> backCasts_;  // the Casts after converted nodes' outputs
   std::vector<Node*> constants_;
   std::vector<std::pair<Value*, Value*>> renamedInits_;
+  bool body_ = false;
 };
 
 }  // namespace
@@ -441,7 +464,7 @@ Float16Report convertToFloat16(Model& model, const Float16Options& options) {
   if (options.target == DType::BFloat16 && opset < 13)
     fail(ErrorKind::Unsupported, "bfloat16 needs opset 13 or newer; the model has {} (onnxtool convert --opset 13 moves it)", opset);
   inferShapes(model);
-  Converter(model, options, report).run();
+  Converter(model, *model.graph, options, report).run();
   return report;
 }
 

@@ -249,7 +249,9 @@ class Specialization {
     upcastHalf();
     timer.lap("clone");
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
+    int4WeightsToNBits();
     foldWeightDequantize();
+    timer.lap("weights");
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {
       auto& d = io.inputDims[name];
@@ -307,6 +309,144 @@ class Specialization {
                            cpu::ThreadPool* pool, RunProfile* profile) const;
 
  private:
+  /// Weight-only int4 (`quantize --int4`): a blocked DequantizeLinear of a constant int4/uint4
+  /// matrix whose every reader is a MatMul (the weight [K, N], blocks along K) or a Gemm without
+  /// transA and alpha (its C, if any, added after with beta 1) becomes a com.microsoft
+  /// MatMulNBits node of the plan's clone per reader, whose kernel keeps the codes packed and
+  /// dequantizes them block by block as its GEMM runs (PackedB4): an eighth of the float weight
+  /// in memory. (q - zp) is the same integer in MatMulNBits' unsigned codes (int4 + 8).
+  void int4WeightsToNBits() {
+    Graph& g = *model_->graph;
+    auto constantOf = [](const Value* v) -> const Tensor* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
+    std::vector<Node*> dqs;
+    for (const auto& n : g.nodes())
+      if (n->opType == "DequantizeLinear" && n->isDomain("") && n->output(0) && n->output(0)->hasUses() &&
+          !n->output(0)->isGraphOutput())
+        dqs.push_back(n.get());
+    bool any = false;
+    for (Node* dq : dqs) {
+      const Tensor* q = constantOf(dq->input(0));
+      const Tensor* sc = dq->inputs().size() > 1 ? constantOf(dq->input(1)) : nullptr;
+      const Tensor* zp = dq->inputs().size() > 2 && dq->input(2) ? constantOf(dq->input(2)) : nullptr;
+      if (!q || !sc || (dq->inputs().size() > 2 && dq->input(2) && !zp)) continue;
+      const bool isSigned = q->dtype() == DType::Int4;
+      if ((!isSigned && q->dtype() != DType::UInt4) || q->dims.size() != 2 || sc->dtype() != DType::Float) continue;
+      if (zp && (zp->dtype() != q->dtype() || zp->dims != sc->dims)) continue;
+      const int64_t bs = dq->attrInt("block_size", 0);
+      int64_t axis = dq->attrInt("axis", 1);
+      if (axis < 0) axis += 2;
+      if (bs < 16 || (bs & (bs - 1)) || (axis != 0 && axis != 1)) continue;
+      // Blocks run along K: axis 0 of a MatMul's or Gemm's B [K, N], axis 1 of a transposed B [N, K].
+      const bool transB = axis == 1;
+      const int64_t K = q->dims[transB ? 1 : 0], N = q->dims[transB ? 0 : 1], blocks = (K + bs - 1) / bs;
+      if (K <= 0 || N <= 0 || sc->dims != (transB ? std::vector<int64_t>{N, blocks} : std::vector<int64_t>{blocks, N})) continue;
+      bool ok = true;
+      for (const Use& u : dq->output(0)->uses()) {
+        const Node* r = u.node;
+        if (u.index != 1 || !r->isDomain("")) ok = false;
+        else if (r->opType == "MatMul") ok = ok && !transB;
+        else if (r->opType == "Gemm")
+          ok = ok && r->attrInt("transA", 0) == 0 && r->attrInt("transB", 0) == (transB ? 1 : 0) && r->attrFloat("alpha", 1.f) == 1.f &&
+               (r->inputs().size() < 3 || !r->input(2) || r->attrFloat("beta", 1.f) == 1.f);
+        else ok = false;
+      }
+      if (!ok) continue;
+      // MatMulNBits' tensors: codes [N][blocks][bs / 2], scales [N * blocks], zero points [N][ceil(blocks / 2)].
+      auto nibble = [](const Tensor& t, int64_t i) -> int {
+        const int v = (static_cast<uint8_t>(t.raw.data()[i / 2]) >> ((i & 1) * 4)) & 15;
+        return t.dtype() == DType::Int4 ? (v ^ 8) - 8 : v;
+      };
+      const int shift = isSigned ? 8 : 0;
+      // Column n's codes in K order, n's blocks one after the other; the padding of a last partial
+      // block is 0 (MatMulNBits reads only K of them).
+      std::string codes(static_cast<size_t>(N * blocks * bs / 2), '\0');
+      const auto* src = reinterpret_cast<const uint8_t*>(q->raw.data());
+      auto* dst = reinterpret_cast<uint8_t*>(codes.data());
+      const int64_t colBytes = blocks * (bs / 2);
+      const unsigned flip = isSigned ? 8u : 0u;  // int4 + 8 = its bits ^ 8
+      if (transB && K % 2 == 0) {  // [N, K]: column n's codes are already contiguous
+        for (int64_t n = 0; n < N; ++n) {
+          std::memcpy(dst + n * colBytes, src + n * (K / 2), static_cast<size_t>(K / 2));
+          if (flip)
+            for (int64_t b = 0; b < K / 2; ++b) dst[n * colBytes + b] ^= 0x88;
+        }
+      } else if (!transB && N % 2 == 0) {  // [K, N]: two rows at a time into one byte of 64 columns
+        for (int64_t n0 = 0; n0 < N; n0 += 64) {
+          const int64_t n1 = std::min(N, n0 + 64);
+          for (int64_t k = 0; k < K; k += 2) {
+            const uint8_t* r0 = src + k * (N / 2);
+            const uint8_t* r1 = k + 1 < K ? r0 + N / 2 : nullptr;
+            for (int64_t n = n0; n < n1; ++n) {
+              const int sh = static_cast<int>(n & 1) * 4;
+              const unsigned lo = ((r0[n >> 1] >> sh) & 15u) ^ flip, hi = r1 ? ((r1[n >> 1] >> sh) & 15u) ^ flip : 0u;
+              dst[n * colBytes + (k >> 1)] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+          }
+        }
+      } else {
+        const int64_t rowStride = transB ? 1 : N, colStride = transB ? K : 1;  // element (k, n) at k * rowStride + n * colStride
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0, i = n * colStride; k < K; ++k, i += rowStride) {
+            const unsigned v = ((src[i >> 1] >> ((i & 1) * 4)) & 15u) ^ flip;
+            dst[n * colBytes + (k >> 1)] |= static_cast<uint8_t>(v << ((k & 1) * 4));
+          }
+      }
+      std::vector<float> scales(static_cast<size_t>(N * blocks));
+      const int64_t zpRow = (blocks + 1) / 2;
+      std::string zeros(static_cast<size_t>(N * zpRow), '\0');
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t i = transB ? n * blocks + b : b * N + n;
+          std::memcpy(&scales[static_cast<size_t>(n * blocks + b)], sc->raw.data() + i * 4, 4);
+          const int z = (zp ? nibble(*zp, i) : 0) + shift;
+          zeros[static_cast<size_t>(n * zpRow + b / 2)] |= static_cast<char>(z << ((b & 1) * 4));
+        }
+      auto bytesOf = [&](std::string data, std::vector<int64_t> dims, const std::string& suffix) {
+        Tensor t;
+        t.name = g.uniqueName(dq->output(0)->name() + suffix);
+        t.dataType = static_cast<int32_t>(DType::UInt8);
+        t.dims = std::move(dims);
+        t.setRaw(Buffer::fromString(std::move(data)));
+        return g.addInitializer(std::move(t));
+      };
+      Value* vCodes = bytesOf(std::move(codes), {N, blocks, bs / 2}, "_nbits");
+      Tensor st = Tensor::fromFloats(g.uniqueName(dq->output(0)->name() + "_nbits_scales"), {N * blocks}, scales);
+      Value* vScales = g.addInitializer(std::move(st));
+      Value* vZeros = zp || !isSigned ? bytesOf(std::move(zeros), {N * zpRow}, "_nbits_zero_points") : nullptr;  // int4 without: 8
+      std::vector<Use> uses = dq->output(0)->uses();
+      for (const Use& u : uses) {
+        Node* r = u.node;
+        Value* c = r->opType == "Gemm" && r->inputs().size() > 2 ? r->input(2) : nullptr;
+        std::vector<Value*> ins{r->input(0), vCodes, vScales};
+        if (vZeros) ins.push_back(vZeros);
+        Node* m = r;
+        if (c) {  // Gemm with C: MatMulNBits, then the Gemm becomes Add(product, C)
+          m = g.addNode("MatMulNBits", ins, {g.uniqueName(r->output(0)->name() + "_nbits")}, "com.microsoft", r);
+          m->name = m->output(0)->name();
+          r->opType = "Add";
+          r->attributes.clear();
+          r->truncateInputs(0);
+          r->addInput(m->output(0));
+          r->addInput(c);
+        } else {
+          r->opType = "MatMulNBits";
+          r->domain = "com.microsoft";
+          r->attributes.clear();
+          r->truncateInputs(0);
+          for (Value* v : ins) r->addInput(v);
+        }
+        m->setAttr(Attribute::ofInt("K", K));
+        m->setAttr(Attribute::ofInt("N", N));
+        m->setAttr(Attribute::ofInt("bits", 4));
+        m->setAttr(Attribute::ofInt("block_size", bs));
+      }
+      g.removeNode(dq);
+      q->raw.dropMappedPages();  // read once here; nothing reads it again
+      any = true;
+    }
+    if (any && !model_->opsetVersion("com.microsoft")) model_->opsetImports.push_back({"com.microsoft", 1, {}});
+  }
+
   /// Weight-only quantization (`quantize --int4`, int8 weights with float activations) and the
   /// weights of grouped convolutions: a DequantizeLinear of constant inputs none of whose readers
   /// is a MatMul/Gemm/group-1 Conv on another DequantizeLinear's output (a QDQ island, which the
@@ -323,13 +463,18 @@ class Specialization {
       bool ok = dq->output(0)->hasUses();
       for (Value* in : dq->inputs()) ok = ok && (!in || constantOf(in));
       for (const Use& u : dq->output(0)->uses()) {
-        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm and group-1 Conv on a QDQ
-        // activation. A grouped (depthwise) Conv's weight is folded: the float kernel between
-        // the DequantizeLinear and QuantizeLinear of its activations computes exactly what the
-        // graph says, on constant weights.
+        // What the int8 fusions take (kernels_int8.h): MatMul, Gemm, group-1 and depthwise Conv
+        // (weights [group, 1, KH, KW]) on a QDQ activation. Another grouped Conv's weight is
+        // folded: the float kernel between the DequantizeLinear and QuantizeLinear of its
+        // activations computes exactly what the graph says, on constant weights.
         const Node* r = u.node;
+        const int64_t group = r->opType == "Conv" ? r->attrInt("group", 1) : 1;
+        const Tensor* wq = constantOf(dq->input(0));
+        // (int8, at most 8x8 taps: what the int8 depthwise kernel takes whatever the values)
+        const bool depthwise = group > 1 && u.index == 1 && wq && wq->dtype() == DType::Int8 && wq->dims.size() == 4 &&
+                               wq->dims[0] == group && wq->dims[1] == 1 && wq->dims[2] * wq->dims[3] <= 64;
         bool int8Reader = r->isDomain("") && (r->opType == "MatMul" || r->opType == "Gemm" ||
-                                               (r->opType == "Conv" && r->attrInt("group", 1) == 1));
+                                               (r->opType == "Conv" && (group == 1 || depthwise)));
         for (Value* other : r->inputs())
           if (int8Reader && other && other != dq->output(0) && other->producer() && other->producer()->opType == "DequantizeLinear")
             ok = false;
@@ -489,9 +634,15 @@ class Specialization {
     st.opset = opsetFor(*model_, *f.last);
     int idx = static_cast<int>(steps_.size());
     st.in.push_back(slotFor(f.input));
+    if (f.input2) st.in.push_back(slotFor(f.input2));
     int out = slotFor(f.output);
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);
+    if (f.output2) {
+      int out2 = slotFor(f.output2);
+      slots_[static_cast<size_t>(out2)].def = idx;
+      st.out.push_back(out2);
+    }
     st.kernel = std::move(f.kernel);
     st.def = f.def;
     st.kernelName = std::string(st.def->name);
@@ -759,11 +910,10 @@ class Specialization {
       job.types.push_back(*sl.type);
       info.outputs.push_back(&job.types.back());
     }
-    // Fast kernels have one output (omitted optional ones aside), but Split: its kernel writes
-    // every output; others with optional outputs (Mean, Indices, ...) would leave them unwritten.
-    bool multiOutput = st.node->opType == "Split" && canonicalDomain(st.node->domain).empty();
+    // Fast kernels write output 0 only unless their def says allOutputs (Split, LSTM, GRU);
+    // others with optional outputs (Mean, Indices, ...) would leave them unwritten.
     for (size_t k = 1; k < st.out.size(); ++k)
-      if (st.out[k] >= 0 && !multiOutput) return false;
+      if (st.out[k] >= 0 && !def->allOutputs) return false;
     return true;
   }
 

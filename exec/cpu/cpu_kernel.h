@@ -153,6 +153,9 @@ struct CpuKernelDef {
   /// address): the plan then gives it the model's own initializer bytes, with no aligned copy.
   /// Otherwise (the default) every constant's bytes are aligned to 16.
   bool unalignedConstants = false;
+  /// compute() writes every output the node has (Split, LSTM's Y, Y_h and Y_c). Otherwise only
+  /// output 0: a node using another output of the op runs on the reference kernel.
+  bool allOutputs = false;
 };
 
 /// The fast kernels of this build (cpu_kernels.cpp), in lookup order.

@@ -106,9 +106,9 @@ void packABlock(const float* a, int64_t lda, bool transA, float alpha, int64_t i
 void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* ws) {
   const int mr = cfg.mk.mr, nr = cfg.mk.nr;
   const float* a = p.a + (p.aOffsets ? p.aOffsets[bi] : 0);
-  const float* b = p.packedB ? nullptr : p.b + (p.bOffsets ? p.bOffsets[bi] : 0);
+  const float* b = p.packedB || p.packedB4 ? nullptr : p.b + (p.bOffsets ? p.bOffsets[bi] : 0);
   float* c = p.c + bi * p.cStride;
-  const int64_t kc = p.packedB ? p.packedB->kc() : gemmKc(p.k, cfg.kcMax);
+  const int64_t kc = p.packedB ? p.packedB->kc() : p.packedB4 ? p.packedB4->kc() : gemmKc(p.k, cfg.kcMax);
   const int64_t kBlocks = p.k == 0 ? 1 : ceilDiv(p.k, kc);
   const int64_t mcMax = std::max<int64_t>(mr, cfg.mc / mr * mr);
   const int64_t ncMax = p.packedB ? roundUp(n1 - n0, nr) : std::max<int64_t>(nr, cfg.nc / nr * nr);
@@ -122,6 +122,10 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
   te.lo = ep.lo;
   te.hi = ep.hi;
   te.ldr = ep.ldr;
+  // A 4-bit B read by one block of rows (a GEMV, a short M) is dequantized a panel at a time
+  // right before the kernel reads it (hot in L1); taller products dequantize the whole kc x nc
+  // block once for all their row blocks.
+  const bool b4PerPanel = p.packedB4 && m1 - m0 <= mcMax;
   for (int64_t jc = n0; jc < n1; jc += ncMax) {
     const int64_t nc = std::min(ncMax, n1 - jc), nPanels = ceilDiv(nc, nr);
     for (int64_t pb = 0; pb < kBlocks; ++pb) {
@@ -129,6 +133,11 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
       const float* bp;
       if (p.packedB) {
         bp = p.packedB->panel(pb, jc / nr);
+      } else if (b4PerPanel) {
+        bp = packedBlock;  // filled panel by panel below
+      } else if (p.packedB4) {
+        p.packedB4->unpack(pb, jc, nc, packedBlock);
+        bp = packedBlock;
       } else {
         packBBlock(b, p.ldb, p.transB, k0, kcb, jc, nc, nr, packedBlock);
         bp = packedBlock;
@@ -143,10 +152,14 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
           const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - j));
           te.colBias = ep.colBias ? ep.colBias + j : nullptr;
           const float* bPanel = bp + jp * kcb * nr;
+          if (b4PerPanel) {
+            p.packedB4->unpack(pb, j, nr, packedBlock);
+            bPanel = packedBlock;
+          }
           // The next B panel, fetched towards L2 in slices while this one computes: a prepacked
           // weight is read once per run, from L3 or memory, and the hardware prefetchers stop
           // at page boundaries.
-          const float* next = mr == 1 ? nullptr  // the GEMV kernels prefetch B themselves
+          const float* next = mr == 1 || b4PerPanel ? nullptr  // the GEMV kernels prefetch B themselves
                               : jp + 1 < nPanels ? bPanel + kcb * nr
                               : p.packedB && pb + 1 < kBlocks && ic + mcMax >= m1 ? p.packedB->panel(pb + 1, jc / nr)
                                                                                     : nullptr;
@@ -222,8 +235,84 @@ PackedB::PackedB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
   }
 }
 
+namespace {
+
+void packedB4RowsPortable(const uint8_t* codes, int64_t rows, int nr, const float* zero, const float* scale, float* dst) {
+  const int half = nr / 2;
+  for (int64_t r = 0; r < rows; ++r, codes += half, dst += nr)
+    for (int c = 0; c < half; ++c) {
+      const unsigned byte = codes[c];
+      dst[c] = (static_cast<float>(byte & 15u) - zero[c]) * scale[c];
+      dst[c + half] = (static_cast<float>(byte >> 4) - zero[c + half]) * scale[c + half];
+    }
+}
+
+}  // namespace
+
+PackedB4::PackedB4(const uint8_t* codes, const float* scales, const uint8_t* zeros, int64_t k, int64_t n, int64_t block,
+                   int nr, int64_t kcMax, Isa isa)
+    : nr_(nr), k_(k), n_(n), block_(block), panels_(ceilDiv(n, nr)) {
+  kc_ = std::min(block * std::max<int64_t>(1, kcMax / block), std::max<int64_t>(block, roundUp(k, block)));
+  rows_ = isa == Isa::Avx512 ? packedB4RowsAvx512(nr) : isa == Isa::Avx2 ? packedB4RowsAvx2(nr) : nullptr;
+  if (!rows_) rows_ = packedB4RowsPortable;
+  const int64_t blocks = ceilDiv(k, block), blob = block / 2, zpRow = (blocks + 1) / 2, half = nr / 2, cols = panels_ * nr;
+  // The scales and zero points, per block along K and padded column (zeros past n).
+  scale_.assign(static_cast<size_t>(blocks * cols), 0.f);
+  zero_.assign(static_cast<size_t>(blocks * cols), 0.f);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t q = 0; q < blocks; ++q) {
+      float sc;
+      std::memcpy(&sc, scales + j * blocks + q, sizeof sc);
+      scale_[static_cast<size_t>(q * cols + j)] = sc;
+      unsigned z = 8;
+      if (zeros) z = (zeros[j * zpRow + q / 2] >> ((q & 1) * 4)) & 15u;
+      zero_[static_cast<size_t>(q * cols + j)] = static_cast<float>(z);
+    }
+  // The codes, panel by panel: byte c of a row holds column c (low nibble) and c + nr / 2. A K
+  // block holds whole quantization blocks (kc_ is a multiple of `block`); columns past n read
+  // zeros. Each quantization block of the panel's columns is read as nr streams at once.
+  codes_.resize(static_cast<size_t>(std::max<int64_t>(1, k * panels_ * half)));
+  const std::vector<uint8_t> none(static_cast<size_t>(blob), 0);
+  std::vector<const uint8_t*> col(static_cast<size_t>(nr));
+  for (int64_t k0 = 0; k0 < k; k0 += kc_) {
+    const int64_t kcb = std::min(kc_, k - k0);
+    uint8_t* base = codes_.data() + k0 * panels_ * half;
+    for (int64_t jp = 0; jp < panels_; ++jp)
+      for (int64_t r0 = 0; r0 < kcb; r0 += block) {
+        const int64_t q = (k0 + r0) / block, rows = std::min(block, kcb - r0);
+        for (int64_t c = 0; c < nr; ++c) {
+          const int64_t j = jp * nr + c;
+          col[static_cast<size_t>(c)] = j < n ? codes + (j * blocks + q) * blob : none.data();
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          uint8_t* row = base + (jp * kcb + r0 + r) * half;
+          const int sh = static_cast<int>(r & 1) * 4;
+          for (int64_t c = 0; c < half; ++c)
+            row[c] = static_cast<uint8_t>(((col[static_cast<size_t>(c)][r >> 1] >> sh) & 15u) |
+                                          (((col[static_cast<size_t>(c + half)][r >> 1] >> sh) & 15u) << 4));
+        }
+      }
+  }
+}
+
+void PackedB4::unpack(int64_t p, int64_t j0, int64_t nc, float* dst) const {
+  const int64_t k0 = p * kc_, kcb = std::min(kc_, k_ - k0), half = nr_ / 2, cols = panels_ * nr_;
+  const uint8_t* base = codes_.data() + k0 * panels_ * half;
+  const int64_t first = j0 / nr_, last = std::min(panels_, ceilDiv(j0 + nc, nr_));
+  for (int64_t jp = first; jp < last; ++jp) {
+    const uint8_t* src = base + jp * kcb * half;
+    float* d = dst + (jp - first) * kcb * nr_;
+    for (int64_t r = 0; r < kcb;) {
+      const int64_t kk = k0 + r, q = kk / block_, rows = std::min(kcb - r, (q + 1) * block_ - kk);
+      const size_t at = static_cast<size_t>(q * cols + jp * nr_);
+      rows_(src + r * half, rows, nr_, zero_.data() + at, scale_.data() + at, d + r * nr_);
+      r += rows;
+    }
+  }
+}
+
 size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p) {
-  const int64_t kc = std::max<int64_t>(1, p.packedB ? p.packedB->kc() : gemmKc(p.k, cfg.kcMax));
+  const int64_t kc = std::max<int64_t>(1, p.packedB ? p.packedB->kc() : p.packedB4 ? p.packedB4->kc() : gemmKc(p.k, cfg.kcMax));
   const int64_t mcMax = std::max<int64_t>(cfg.mk.mr, cfg.mc / cfg.mk.mr * cfg.mk.mr);
   const int64_t ncMax = std::max<int64_t>(cfg.mk.nr, cfg.nc / cfg.mk.nr * cfg.mk.nr);
   int64_t floats = mcMax * kc + (p.packedB ? 0 : kc * ncMax);

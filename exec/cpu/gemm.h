@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
@@ -68,6 +69,51 @@ class PackedB {
   PackedFloats data_;
 };
 
+/// A constant B of 4-bit codes (weight-only int4: com.microsoft MatMulNBits, or a blocked
+/// DequantizeLinear of int4/uint4 weights), kept at about an eighth of its float bytes and
+/// dequantized one kc x nc block at a time while the GEMM runs, into the block gemm() packs a
+/// non-constant B into (so the float micro-kernels run unchanged; the block is reused by every
+/// row block of A). Element (k, n) = (code - zero) * scale, with a scale and a zero point per
+/// column and block of `block` rows along K: one rounding, as the reference DequantizeLinear and
+/// MatMulNBits compute it.
+class PackedB4 {
+ public:
+  /// From MatMulNBits' layout: `codes` [n][blocks][block / 2] bytes, element k of a block in the
+  /// low nibble of byte k / 2 when k is even; `scales` [n][blocks]; `zeros` [n][ceil(blocks /
+  /// 2)] bytes packed the same way, or null (zero point 8). blocks = ceil(k / block). The
+  /// panels have `nr` columns (the GEMM configuration's), K blocks a multiple of `block` rows
+  /// (about kcMax), and `isa` picks the dequantizing loop. Bytes are read with memcpy-safe
+  /// accesses (any address).
+  PackedB4(const uint8_t* codes, const float* scales, const uint8_t* zeros, int64_t k, int64_t n, int64_t block, int nr,
+           int64_t kcMax, Isa isa);
+  int nr() const { return nr_; }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t kc() const { return kc_; }
+  /// Writes K block p, columns [j0, j0 + nc) (j0 a multiple of nr) as float panels of nr
+  /// columns, k-major, one after the other (PackedB::panel's layout; columns past n are zeros).
+  void unpack(int64_t p, int64_t j0, int64_t nc, float* dst) const;
+  size_t bytes() const { return codes_.size() + (scale_.size() + zero_.size()) * sizeof(float); }
+
+  /// Rows of one panel through the path's loop: `rows` rows of nr / 2 bytes each (column c in
+  /// the low nibble of byte c, column c + nr / 2 in the high nibble of byte c), every row's
+  /// floats (code - zero[c]) * scale[c] written to dst (nr floats a row).
+  using RowsFn = void (*)(const uint8_t* codes, int64_t rows, int nr, const float* zero, const float* scale, float* dst);
+
+ private:
+  int nr_;
+  int64_t k_, n_, block_, kc_, panels_;
+  std::vector<uint8_t, PrefaultedAllocator<uint8_t>> codes_;  ///< [kBlock][panel][row][nr / 2]
+  /// Per block of `block` rows along K and padded column: [qBlock][panels * nr].
+  std::vector<float> scale_, zero_;
+  RowsFn rows_;
+};
+
+/// The dequantizing loops of PackedB4 per ISA path (gemm_int4.cpp); null where the path has none
+/// for this nr (the portable loop then runs).
+PackedB4::RowsFn packedB4RowsAvx512(int nr);
+PackedB4::RowsFn packedB4RowsAvx2(int nr);
+
 /// The epilogue of a GEMM, in the order applied: + C's prior contents (accumulateC: the caller
 /// filled C, e.g. with beta * Gemm's C), + rowBias[i], + colBias[j], + residual[i, j], clamp to
 /// [lo, hi], then act (a vec.h function; VecUnary::Count: none).
@@ -93,6 +139,7 @@ struct GemmProblem {
   int64_t ldb = 0;
   bool transB = false;
   const PackedB* packedB = nullptr;  ///< packed for this configuration's NR and kcMax
+  const PackedB4* packedB4 = nullptr;  ///< or a 4-bit B, for the same NR (b, packedB unused)
   float* c = nullptr;
   int64_t ldc = 0;
   /// Batches: A, B (when not packed) and C of batch i start at aOffsets[i], bOffsets[i] and

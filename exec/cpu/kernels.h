@@ -27,6 +27,10 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info);
 /// ConvTranspose with constant weights, group 1, explicit pads (kernels_conv_transpose.cpp).
 std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 
+/// LSTM and GRU (opset 7+) with constant W, R, B, P and the default activations (kernels_rnn.cpp).
+std::unique_ptr<CpuKernel> createLstm(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createGru(const CpuNodeInfo& info);
+
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info);

@@ -797,15 +797,25 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   const auto& x = info.in(0).dims;
   const auto& w = info.in(1).dims;
   const auto& y = info.out(0).dims;
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return nullptr;
+  // A 1-D convolution (audio front ends: [N, C, L], weights [M, C/g, k]) is the 2-D one of a
+  // map one row high: the same bytes, height 1 and a 1-row kernel.
+  const bool oneD = x.size() == 3 && w.size() == 3 && y.size() == 3;
+  if (!oneD && (x.size() != 4 || w.size() != 4 || y.size() != 4)) return nullptr;
   ConvGeometry g{};
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.m = w[0], g.kh = w[2], g.kw = w[3];
-  g.oh = y[2], g.ow = y[3];
+  g.n = x[0], g.c = x[1], g.h = oneD ? 1 : x[2], g.w = x.back();
+  g.m = w[0], g.kh = oneD ? 1 : w[2], g.kw = w.back();
+  g.oh = oneD ? 1 : y[2], g.ow = y.back();
   g.group = n.attrInt("group", 1);
   if (g.group <= 0 || g.c % g.group || g.m % g.group || w[1] != g.c / g.group || y[1] != g.m || y[0] != g.n) return nullptr;
-  auto strides = n.attrInts("strides", {1, 1}), dil = n.attrInts("dilations", {1, 1});
-  auto pads = n.attrInts("pads", {0, 0, 0, 0});
+  auto strides = n.attrInts("strides", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1});
+  auto dil = n.attrInts("dilations", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1});
+  auto pads = n.attrInts("pads", oneD ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0});
+  if (oneD) {
+    if (strides.size() != 1 || dil.size() != 1 || pads.size() != 2) return nullptr;
+    strides.insert(strides.begin(), 1);
+    dil.insert(dil.begin(), 1);
+    pads = {0, pads[0], 0, pads[1]};
+  }
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return nullptr;
   g.sh = strides[0], g.sw = strides[1], g.dh = dil[0], g.dw = dil[1];
   if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return nullptr;

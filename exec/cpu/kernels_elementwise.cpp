@@ -233,23 +233,37 @@ class SoftmaxKernel : public CpuKernel {
       });
       return;
     }
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t in = 0; in < inner_; ++in) {
-        const float* xr = x + o * n_ * inner_ + in;
-        float* yr = y + o * n_ * inner_ + in;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < n_; ++i) mx = std::max(mx, xr[i * inner_]);
-        float sum = 0.f;
+    // A softmax over a non-last axis (YOLOv8's distribution head: 16 bins, 8400 anchors inner):
+    // blocks of up to kCols contiguous columns, each pass a vector operation along a row of the
+    // block (max, x - max, exp, sum, scale), blocks split over the pool.
+    const int64_t colBlocks = (inner_ + kCols - 1) / kCols;
+    parallelFor(args.pool, outer_ * colBlocks, std::max<int64_t>(1, kGrain / 8 / (n_ * kCols)), [&](int64_t s, int64_t e) {
+      FlushDenormals ftz;
+      alignas(64) float mx[kCols], sum[kCols];
+      for (int64_t b = s; b < e; ++b) {
+        const int64_t o = b / colBlocks, j0 = b % colBlocks * kCols, cols = std::min(kCols, inner_ - j0);
+        const float* xb = x + o * n_ * inner_ + j0;
+        float* yb = y + o * n_ * inner_ + j0;
+        std::fill(mx, mx + cols, -std::numeric_limits<float>::infinity());
+        for (int64_t i = 0; i < n_; ++i)
+          for (int64_t j = 0; j < cols; ++j) mx[j] = std::max(mx[j], xb[i * inner_ + j]);
+        std::fill(sum, sum + cols, 0.f);
         for (int64_t i = 0; i < n_; ++i) {
-          float e = std::exp(xr[i * inner_] - mx);
-          yr[i * inner_] = e;
-          sum += e;
+          float* yr = yb + i * inner_;
+          vk_.binary[kSubOp](xb + i * inner_, mx, yr, cols);
+          vk_.unary[static_cast<int>(VecUnary::Exp)](yr, yr, cols);
+          vk_.binary[kAddOp](sum, yr, sum, cols);
         }
-        for (int64_t i = 0; i < n_; ++i) yr[i * inner_] /= sum;
+        for (int64_t j = 0; j < cols; ++j) sum[j] = 1.f / sum[j];
+        for (int64_t i = 0; i < n_; ++i) vk_.binary[kMulOp](yb + i * inner_, sum, yb + i * inner_, cols);
       }
+    });
   }
 
  private:
+  static constexpr int64_t kCols = 512;
+  static constexpr int kSubOp = static_cast<int>(VecBinary::Sub), kAddOp = static_cast<int>(VecBinary::Add),
+                       kMulOp = static_cast<int>(VecBinary::Mul);
   int64_t outer_, n_, inner_;
   const VecKernels& vk_;
 };

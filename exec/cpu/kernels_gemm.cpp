@@ -107,7 +107,15 @@ class MatMulKernel : public CpuKernel {
     gemm(cfg_, p, args.pool, threads_, static_cast<float*>(args.workspace));
   }
   double flops() const override { return 2.0 * static_cast<double>(aOff_.size()) * m_ * n_ * k_; }
-  bool readsInput(size_t i) const override { return i != 1 || !packed_; }  // a constant B is packed
+  bool readsInput(size_t i) const override {  // a constant B is packed (MatMulNBits: its scales and zero points too)
+    return packed4_ ? i == 0 : i != 1 || !packed_;
+  }
+  std::string variant() const override { return packed4_ ? ".int4" : ""; }
+  /// B as 4-bit codes in MatMulNBits' layout (PackedB4), kept packed.
+  void usePackedB4(const uint8_t* codes, const float* scales, const uint8_t* zeros, int64_t block) {
+    packed_.reset();
+    packed4_ = std::make_unique<PackedB4>(codes, scales, zeros, k_, n_, block, cfg_.mk.nr, cfg_.kcMax, cfg_.isa);
+  }
   bool fuseBias(const float* bias, int64_t n) override {
     if (!fused_.bias.empty() || fused_.act != VecUnary::Count || n != n_) return false;
     fused_.bias.assign(bias, bias + n);
@@ -126,6 +134,7 @@ class MatMulKernel : public CpuKernel {
     p.a = a, p.lda = k_;
     p.b = b, p.ldb = n_;
     p.packedB = packed_.get();
+    p.packedB4 = packed4_.get();
     p.c = y, p.ldc = n_;
     p.batches = static_cast<int64_t>(aOff_.size());
     p.aOffsets = aOff_.data();
@@ -141,6 +150,7 @@ class MatMulKernel : public CpuKernel {
   GemmConfig cfg_;
   int threads_;
   std::unique_ptr<PackedB> packed_;
+  std::unique_ptr<PackedB4> packed4_;
   FusedGemmEpilogue fused_;
 };
 
@@ -203,10 +213,10 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
   return std::make_unique<MatMulKernel>(m, n, k, offsets(a, m * k), offsets(b, k * n), nullptr, info.threads);
 }
 
-/// com.microsoft MatMulNBits with constant B, scales, zero points and g_idx: the weight is
-/// dequantized once here (as the reference kernel does it, one rounding to float per value) and
-/// packed for our GEMM; a constant bias (input 5) rides the epilogue. A 4-bit GEMM that keeps
-/// the weight packed is to come.
+/// com.microsoft MatMulNBits with constant B, scales, zero points and g_idx: 4-bit codes with
+/// uint8 (or no) zero points and no g_idx stay packed (PackedB4: dequantized one block at a time
+/// while the GEMM runs, one rounding per value as the reference kernel); other forms are
+/// dequantized once here and packed as floats. A constant bias (input 5) rides the epilogue.
 std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info) {
   const Node& nd = *info.node;
   const int64_t K = nd.attrInt("K", 0), N = nd.attrInt("N", 0), bits = nd.attrInt("bits", 4), block = nd.attrInt("block_size", 0);
@@ -242,6 +252,16 @@ std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info) {
   auto code = [&](const uint8_t* bytes, int64_t i) { return (bytes[i / perByte] >> ((i % perByte) * bits)) & ((1 << bits) - 1); };
   const auto* pb = reinterpret_cast<const uint8_t*>(bq->raw.data());
   const auto* pz = zt && !floatZp ? reinterpret_cast<const uint8_t*>(zt->raw.data()) : nullptr;
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) m *= a[i];
+  if (bits == 4 && groups.empty() && !floatZp && std::getenv("ONNXTOOL_INT4") == nullptr) {
+    // 4-bit codes stay packed (an eighth of the float weight), dequantized block by block as
+    // the GEMM runs. ONNXTOOL_INT4=float (any value) dequantizes once here instead.
+    auto kernel = std::make_unique<MatMulKernel>(m, N, K, std::vector<int64_t>{0}, std::vector<int64_t>{0}, nullptr, info.threads);
+    kernel->usePackedB4(pb, scales.data(), pz, block);
+    if (!b2.empty()) kernel->fuseBias(b2.data(), N);
+    return kernel;
+  }
   std::vector<float> w(static_cast<size_t>(K * N));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
@@ -257,8 +277,6 @@ std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info) {
       }
       w[static_cast<size_t>(k * N + n)] = static_cast<float>(v);
     }
-  int64_t m = 1;
-  for (size_t i = 0; i + 1 < a.size(); ++i) m *= a[i];
   auto kernel = std::make_unique<MatMulKernel>(m, N, K, std::vector<int64_t>{0}, std::vector<int64_t>{0}, w.data(), info.threads);
   if (!b2.empty()) kernel->fuseBias(b2.data(), N);
   return kernel;

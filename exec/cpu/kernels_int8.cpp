@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "exec/cpu/dwconv_int8.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/qgemm.h"
@@ -28,6 +29,28 @@ struct Clamp {
   float lo = 0, hi = 0;
   static Clamp relu() { return {true, 0.f, std::numeric_limits<float>::infinity()}; }
 };
+
+/// A QuantizeLinear (uint8, per tensor, constant parameters) fused into a step's float epilogue:
+/// the step writes saturate(nearbyint(y / scale) + zero), what the node computes from y.
+struct OutQuant {
+  bool on = false;
+  float scale = 1, zero = 0;
+};
+
+/// QuantizeLinear of one float as the reference computes it.
+inline uint8_t quantizeOne(float y, float scale, float zero) {
+  float r = std::nearbyint(y / scale);
+  if (std::isnan(r)) r = 0;
+  return static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
+}
+
+/// The same with the reciprocal of the scale (within one step of it, see dwconv_int8.h) and no
+/// libm call (the baseline build has no SSE4.1 rounding instruction): y is finite.
+inline uint8_t quantizeFast(float y, float inv, float zero) {
+  float q = std::min(std::max(y * inv, -zero), 255.0f - zero);  // (integer bounds: clamping commutes with rounding)
+  q = (q + 12582912.0f) - 12582912.0f;  // 1.5 * 2^23: rounds half to even in the default mode
+  return static_cast<uint8_t>(q + zero);
+}
 
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
 template <typename T>
@@ -87,10 +110,11 @@ class MatMulIntegerKernel : public CpuKernel {
 class QuantMatMulKernel : public CpuKernel {
  public:
   /// Dynamic when `fixedScale` is 0.
+  /// `u8In`: the input is the QuantizeLinear's uint8 output already (static, fixed scale only).
   QuantMatMulKernel(qgemm::PackedB b, int64_t m, std::vector<int32_t> bZero, std::vector<float> wScale, std::vector<float> bias,
-                    float fixedScale, float fixedZero, Clamp clamp = {})
+                    float fixedScale, float fixedZero, Clamp clamp = {}, bool u8In = false)
       : b_(std::move(b)), m_(m), bZero_(std::move(bZero)), wScale_(std::move(wScale)), bias_(std::move(bias)),
-        fixedScale_(fixedScale), fixedZero_(fixedZero), clamp_(clamp) {
+        fixedScale_(fixedScale), fixedZero_(fixedZero), clamp_(clamp), u8In_(u8In && fixedScale != 0) {
     if (fixedScale_ != 0)
       for (float& w : wScale_) w = fixedScale_ * w;  // DequantizeLinear x MatMul: scales multiply
   }
@@ -116,7 +140,13 @@ class QuantMatMulKernel : public CpuKernel {
       }
       for (int64_t j = 0; j < b_.n; ++j) colScale[j] = scale * wScale_[static_cast<size_t>(j)];
     }
-    qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
+    const void* packed = ws;
+    if (u8In_ && b_.path == qgemm::Path::Avx512Vnni && b_.k % 4 == 0 && bZero_.empty())
+      packed = args.inputs[0];  // the uint8 rows are the packed layout already (row sums: only for weight zero points)
+    else if (u8In_)
+      qgemm::packA(b_.path, static_cast<const uint8_t*>(args.inputs[0]), m_, b_.k, b_.k, ws, rowSum);
+    else
+      qgemm::quantizeA(b_.path, x, m_, b_.k, scale, zero, ws, rowSum, fixedScale_ != 0);
     qgemm::Epilogue e;
     e.aZero = static_cast<int32_t>(zero);
     e.bZero = bZero_.empty() ? nullptr : bZero_.data();
@@ -126,7 +156,7 @@ class QuantMatMulKernel : public CpuKernel {
     e.bias = bias_.empty() ? nullptr : bias_.data();
     e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
     e.ldc = b_.n;
-    qgemm::gemm(b_, ws, m_, e, args.pool);
+    qgemm::gemm(b_, packed, m_, e, args.pool);
     if (act_ != VecUnary::Count) {  // a fused activation (GELU, Sigmoid, ...) over the float output
       float* y = static_cast<float*>(args.outputs[0]);
       auto f = vecKernels().unary[static_cast<int>(act_)];
@@ -152,6 +182,7 @@ class QuantMatMulKernel : public CpuKernel {
   std::vector<float> wScale_, bias_;
   float fixedScale_, fixedZero_;
   Clamp clamp_;
+  bool u8In_;
   VecUnary act_ = VecUnary::Count;
 };
 
@@ -176,14 +207,30 @@ class QdqConvKernel : public CpuKernel {
     double yZero = 0;
   };
   /// `w`: the int8 weights [M, K]; `colScale`: x scale * weight scale per output channel.
+  /// The input is uint8 (a QuantizeLinear's output, QLinearConv's); `oq`: the
+  /// float output quantized as a following QuantizeLinear does.
   QdqConvKernel(Geometry g, qgemm::Path path, const int8_t* w, std::vector<int32_t> bZero, std::vector<float> colScale,
-                std::vector<float> bias, float scale, float zero, Clamp clamp, Requantize rq)
-      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), scale_(scale),
-        zero_(zero), clamp_(clamp), rq_(std::move(rq)) {
+                std::vector<float> bias, float zero, Clamp clamp, Requantize rq, OutQuant oq = {},
+                bool residual = false, OutQuant side = {})
+      : g_(g), path_(path), bZero_(std::move(bZero)), colScale_(std::move(colScale)), bias_(std::move(bias)), zero_(zero),
+        clamp_(clamp), rq_(std::move(rq)), oq_(oq), residual_(residual), side_(side) {
     k_ = g_.c * g_.kh * g_.kw;
     pix_ = g_.oh * g_.ow;
     direct_ = path_ == qgemm::Path::Avx512Vnni && bZero_.empty();
-    qxBytes_ = rq_.on && path_ != qgemm::Path::Avx2 ? 0 : alignUp(qgemm::packedABytes(path_, 1, g_.c * g_.h * g_.w));
+    if (oq_.on) {  // the fused QuantizeLinear's epilogue constants (qgemm.h DirectConvArgs::y8)
+      const float inv = 1.0f / oq_.scale;
+      for (size_t i = 0; i < colScale_.size(); ++i) {
+        qScale_.push_back(colScale_[i] * inv);
+        qBias_.push_back(bias_.empty() ? 0.0f : bias_[i] * inv);
+      }
+      float lo = 0, hi = 255;
+      if (clamp_.on) lo = std::max(lo, static_cast<float>(quantizeOne(clamp_.lo, oq_.scale, oq_.zero))),
+                     hi = std::min(hi, static_cast<float>(quantizeOne(clamp_.hi, oq_.scale, oq_.zero)));
+      qLo_ = lo - oq_.zero, qHi_ = hi - oq_.zero;
+      qInv_ = inv;
+    }
+    pointwise_ = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 && g_.padT == 0 && g_.padL == 0 && g_.oh == g_.h &&
+                 g_.ow == g_.w;
     if (direct_) {
       kp_ = (k_ + 3) / 4 * 4;
       panels_ = (pix_ + 31) / 32;
@@ -206,34 +253,33 @@ class QdqConvKernel : public CpuKernel {
   }
   size_t workspaceBytes() const override {
     size_t acc = rq_.on ? alignUp(static_cast<size_t>(pix_ * g_.m) * sizeof(int32_t)) : 0;
-    if (direct_) return qxBytes_ + 2 * colBytes_ + acc;
-    return qxBytes_ + aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
+    if (direct_) return 2 * colBytes_ + acc;
+    return aBytes_ + rowSumBytes_ + static_cast<size_t>(pix_ * g_.m) * sizeof(float);
   }
   void compute(const CpuComputeArgs& args) const override {
-    const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     auto* ws = static_cast<uint8_t*>(args.workspace);
-    uint8_t* qx = ws;
     const int64_t chw = g_.c * g_.h * g_.w;
-    int32_t scratch = 0;
     for (int64_t img = 0; img < g_.n; ++img) {
-      if (rq_.on) {  // QLinearConv: the input is uint8 already (AVX2 reads int16: widen it)
-        const uint8_t* xi = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;
-        if (path_ == qgemm::Path::Avx2) {
-          auto* q16 = reinterpret_cast<int16_t*>(qx);
-          for (int64_t i = 0; i < chw; ++i) q16[i] = xi[i];
-        } else {
-          qx = const_cast<uint8_t*>(xi);  // read only
-        }
-      } else {
-        qgemm::quantizeA(path_, x + img * chw, 1, chw, scale_, zero_, qx, &scratch, true);
-      }
-      float* yi = y + img * g_.m * pix_;
+      const uint8_t* qx = static_cast<const uint8_t*>(args.inputs[0]) + img * chw;  // (the AVX2 GEMM's im2row widens it)
+      float* yi = oq_.on || rq_.on ? nullptr : y + img * g_.m * pix_;  // (a uint8 output otherwise)
       if (direct_) {
-        uint8_t* col = ws + qxBytes_;
+        uint8_t* col = ws;
         uint8_t* panels = col + colBytes_;
-        im2col(qx, col, panels_ * 32);
-        qgemm::packColPanelsAvx512(col, panels_ * 32, kp_, panels_, panels);
+        const int64_t ld = panels_ * 32;
+        if (!pointwise_)  // (a 1x1, stride-1, unpadded conv's channel planes are its im2col rows)
+          parallelFor(args.pool, g_.c, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g_.kh * g_.kw * pix_)),
+                      [&](int64_t c0, int64_t c1) {
+                        if (g_.sw > 2) return im2col(qx, col, ld, c0, c1);
+                        qgemm::Im2colArgs ia;  // column stride 1 or 2: whole vectors, the padding by mask
+                        ia.x = qx, ia.h = g_.h, ia.w = g_.w, ia.kh = g_.kh, ia.kw = g_.kw, ia.dh = g_.dh, ia.dw = g_.dw;
+                        ia.sh = g_.sh, ia.sw = g_.sw;
+                        ia.padT = g_.padT, ia.padL = g_.padL, ia.oh = g_.oh, ia.ow = g_.ow;
+                        ia.pad = static_cast<uint8_t>(zero_), ia.col = col, ia.ld = ld;
+                        qgemm::im2colAvx512(ia, c0, c1);
+                        if (c1 == g_.c)
+                          for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
+                      });
         qgemm::DirectConvArgs c;
         c.w = w_.data();
         c.wRowSum = wRowSum_.data();
@@ -244,15 +290,33 @@ class QdqConvKernel : public CpuKernel {
         c.bias = bias_.empty() ? nullptr : bias_.data();
         c.clamp = clamp_.on, c.lo = clamp_.lo, c.hi = clamp_.hi;
         c.y = yi;
+        if (residual_) c.residual = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_, c.qInv = qInv_;
+        if (side_.on) {
+          c.side8 = static_cast<uint8_t*>(args.outputs[1]) + img * g_.m * pix_;
+          c.sideInv = 1.0f / side_.scale, c.sideLo = -side_.zero, c.sideHi = 255.0f - side_.zero;
+          c.sideZero = static_cast<int32_t>(side_.zero);
+        }
+        if (oq_.on) {
+          c.y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
+          c.qScale = qScale_.data(), c.qBias = qBias_.data(), c.qLo = qLo_, c.qHi = qHi_;
+          c.yZero = static_cast<int32_t>(oq_.zero);
+        }
         if (rq_.on) c.c32 = reinterpret_cast<int32_t*>(panels + colBytes_);
-        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) { qgemm::convGemmAvx512Vnni(c, p0, p1); });
+        // each thread packs the panels it computes, right before
+        qgemm::parallelPanels(panels_, g_.m * pix_ * k_, args.pool, [&](int64_t p0, int64_t p1) {
+          if (pointwise_)
+            qgemm::packRowsAvx512(qx + p0 * 32, pix_, g_.c, pix_ - p0 * 32, kp_, p1 - p0, panels + p0 * kp_ * 32);
+          else
+            qgemm::packColPanelsAvx512(col + p0 * 32, ld, kp_, p1 - p0, panels + p0 * kp_ * 32);
+          qgemm::convGemmAvx512Vnni(c, p0, p1);
+        });
         if (rq_.on) requantize(c.c32, pix_, 1, static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_);
         continue;
       }
-      uint8_t* a = ws + qxBytes_;
+      uint8_t* a = ws;
       auto* rowSum = reinterpret_cast<int32_t*>(a + aBytes_);
       auto* cbuf = reinterpret_cast<float*>(a + aBytes_ + rowSumBytes_);
-      if (path_ == qgemm::Path::Avx2) im2row(reinterpret_cast<const int16_t*>(qx), reinterpret_cast<int16_t*>(a), rowSum);
+      if (path_ == qgemm::Path::Avx2) im2row(qx, reinterpret_cast<int16_t*>(a), rowSum);
       else im2row(qx, a, rowSum);
       qgemm::Epilogue e;
       e.aZero = static_cast<int32_t>(zero_);
@@ -268,20 +332,56 @@ class QdqConvKernel : public CpuKernel {
       e.cf = cbuf;
       e.colScale = colScale_.data();
       e.bias = bias_.empty() ? nullptr : bias_.data();
-      e.clamp = clamp_.on, e.lo = clamp_.lo, e.hi = clamp_.hi;
+      e.clamp = clamp_.on && !residual_, e.lo = clamp_.lo, e.hi = clamp_.hi;
       e.ldc = g_.m;
       qgemm::gemm(b_, a, pix_, e, args.pool);
       // [pixels, M] -> [M, pixels], in blocks that stay in cache.
       constexpr int64_t kBlk = 32;
+      if (residual_) {  // + the residual, then the clamp (and the QuantizeLinear)
+        const float* res = static_cast<const float*>(args.inputs[1]) + img * g_.m * pix_;
+        uint8_t* y8 = oq_.on ? static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_ : nullptr;
+        const float lo = clamp_.on ? clamp_.lo : -std::numeric_limits<float>::infinity();
+        const float hi = clamp_.on ? clamp_.hi : std::numeric_limits<float>::infinity();
+        for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
+          for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm) {
+              const int64_t pe = std::min(pix_, p0 + kBlk);
+              if (y8)
+                for (int64_t p = p0; p < pe; ++p)
+                  y8[mm * pix_ + p] = quantizeFast(std::min(std::max(cbuf[p * g_.m + mm] + res[mm * pix_ + p], lo), hi), qInv_, oq_.zero);
+              else
+                for (int64_t p = p0; p < pe; ++p) yi[mm * pix_ + p] = std::min(std::max(cbuf[p * g_.m + mm] + res[mm * pix_ + p], lo), hi);
+            }
+        quantizeSide(yi, args, img);
+        continue;
+      }
+      if (oq_.on) {
+        uint8_t* y8 = static_cast<uint8_t*>(args.outputs[0]) + img * g_.m * pix_;
+        for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
+          for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
+            for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
+              for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p)
+                y8[mm * pix_ + p] = quantizeFast(cbuf[p * g_.m + mm], qInv_, oq_.zero);
+        continue;
+      }
       for (int64_t p0 = 0; p0 < pix_; p0 += kBlk)
         for (int64_t m0 = 0; m0 < g_.m; m0 += kBlk)
           for (int64_t mm = m0; mm < std::min(g_.m, m0 + kBlk); ++mm)
             for (int64_t p = p0; p < std::min(pix_, p0 + kBlk); ++p) yi[mm * pix_ + p] = cbuf[p * g_.m + mm];
+      quantizeSide(yi, args, img);
     }
   }
   double flops() const override { return 2.0 * g_.n * g_.m * k_ * pix_; }
 
  private:
+  /// The uint8 second output of image `img` from its float output (the GEMM paths).
+  void quantizeSide(const float* yi, const CpuComputeArgs& args, int64_t img) const {
+    if (!side_.on) return;
+    uint8_t* y8 = static_cast<uint8_t*>(args.outputs[1]) + img * g_.m * pix_;
+    const float inv = 1.0f / side_.scale;
+    for (int64_t i = 0; i < g_.m * pix_; ++i) y8[i] = quantizeFast(yi[i], inv, side_.zero);
+  }
+
   /// acc[m * mStride + p * pStride] -> y [M, pixels] uint8.
   void requantize(const int32_t* acc, int64_t mStride, int64_t pStride, uint8_t* y) const {
     for (int64_t mm = 0; mm < g_.m; ++mm) {
@@ -296,9 +396,10 @@ class QdqConvKernel : public CpuKernel {
   }
 
   /// im2col rows [kp][ld] of uint8: row (c, ki, kj) holds the tap over every output pixel.
-  void im2col(const uint8_t* q, uint8_t* col, int64_t ld) const {
+  /// Channels [c0, c1) (the zero rows past K with the last channel).
+  void im2col(const uint8_t* q, uint8_t* col, int64_t ld, int64_t c0, int64_t c1) const {
     const uint8_t pad = static_cast<uint8_t>(zero_);
-    for (int64_t ch = 0; ch < g_.c; ++ch)
+    for (int64_t ch = c0; ch < c1; ++ch)
       for (int64_t ki = 0; ki < g_.kh; ++ki)
         for (int64_t kj = 0; kj < g_.kw; ++kj) {
           uint8_t* row = col + ((ch * g_.kh + ki) * g_.kw + kj) * ld;
@@ -324,26 +425,42 @@ class QdqConvKernel : public CpuKernel {
           }
           std::memset(row + pix_, 0, static_cast<size_t>(ld - pix_));
         }
-    for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
+    if (c1 == g_.c)
+      for (int64_t kk = k_; kk < kp_; ++kk) std::memset(col + kk * ld, 0, static_cast<size_t>(ld));
   }
 
-  template <typename T>
-  void im2row(const T* q, T* a, int32_t* rowSum) const {
+  template <typename TIn, typename T>
+  void im2row(const TIn* q, T* a, int32_t* rowSum) const {
     const int64_t kp = static_cast<int64_t>(qgemm::packedABytes(path_, 1, k_)) / (path_ == qgemm::Path::Avx2 ? 2 : 1);
     const T pad = static_cast<T>(zero_);
+    if (pointwise_) {  // a transpose [C][pixels] -> [pixels][kp]
+      const int64_t hw = g_.h * g_.w;
+      for (int64_t p = 0; p < pix_; ++p) {
+        T* row = a + p * kp;
+        int32_t sum = 0;
+        for (int64_t ch = 0; ch < g_.c; ++ch) {
+          const T v = static_cast<T>(q[ch * hw + p]);
+          row[ch] = v;
+          sum += v;
+        }
+        for (int64_t idx = g_.c; idx < kp; ++idx) row[idx] = 0;
+        rowSum[p] = sum;
+      }
+      return;
+    }
     for (int64_t oy = 0; oy < g_.oh; ++oy)
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
         T* row = a + (oy * g_.ow + ox) * kp;
         int32_t sum = 0;
         int64_t idx = 0;
         for (int64_t ch = 0; ch < g_.c; ++ch) {
-          const T* qc = q + ch * g_.h * g_.w;
+          const TIn* qc = q + ch * g_.h * g_.w;
           for (int64_t ki = 0; ki < g_.kh; ++ki) {
             int64_t iy = oy * g_.sh - g_.padT + ki * g_.dh;
             bool rowIn = iy >= 0 && iy < g_.h;
             for (int64_t kj = 0; kj < g_.kw; ++kj) {
               int64_t ix = ox * g_.sw - g_.padL + kj * g_.dw;
-              T v = rowIn && ix >= 0 && ix < g_.w ? qc[iy * g_.w + ix] : pad;
+              T v = rowIn && ix >= 0 && ix < g_.w ? static_cast<T>(qc[iy * g_.w + ix]) : pad;
               row[idx++] = v;
               sum += v;
             }
@@ -360,26 +477,86 @@ class QdqConvKernel : public CpuKernel {
   std::vector<int8_t> w_;
   std::vector<int32_t> wRowSum_, bZero_;
   std::vector<float> colScale_, bias_;
-  float scale_, zero_;
+  float zero_;
   Clamp clamp_;
   Requantize rq_;
-  bool direct_ = false;
+  OutQuant oq_;
+  bool direct_ = false, pointwise_ = false;
+  bool residual_;  ///< a second input [N, M, OH, OW] float added before the clamp (a fused Add)
+  OutQuant side_;  ///< the float output also quantized into a second, uint8 output (a QuantizeLinear among its readers)
+  std::vector<float> qScale_, qBias_;
+  float qLo_ = 0, qHi_ = 0, qInv_ = 1;
   int64_t k_ = 0, pix_ = 0, kp_ = 0, panels_ = 0;
-  size_t qxBytes_ = 0, aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
+  size_t aBytes_ = 0, rowSumBytes_ = 0, colBytes_ = 0;
+};
+
+/// The int8 depthwise convolution (dwconv_int8.h) of a QDQ Conv(group = C = M): uint8 input (a
+/// QuantizeLinear's output), one int8 filter per channel; float output
+/// y = acc * (x_scale * w_scale[c]) + bias[c] [clamped], or that quantized by a fused QuantizeLinear.
+class QdqDepthwiseKernel : public CpuKernel {
+ public:
+  QdqDepthwiseKernel(dwint8::Plane p, int64_t n, int64_t c, std::vector<float> wt, std::vector<float> scale, std::vector<float> bias,
+                     float xZero, Clamp clamp, OutQuant oq, int threads)
+      : p_(p), n_(n), c_(c), wt_(std::move(wt)), scale_(std::move(scale)), bias_(std::move(bias)), xZero_(xZero), clamp_(clamp),
+        oq_(oq), pre_(std::make_unique<dwint8::Prepared>(dwint8::prepare(activeIsa(), p_))), slots_(std::max(1, threads)) {
+    slotFloats_ = static_cast<size_t>(pre_->scratchFloats);
+  }
+  size_t workspaceBytes() const override { return static_cast<size_t>(slots_) * slotFloats_ * sizeof(float); }
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* x = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* scratch = static_cast<float*>(args.workspace);
+    const int64_t planes = n_ * c_, hw = p_.h * p_.w, ohw = p_.oh * p_.ow;
+    const int64_t chunks = std::min<int64_t>(slots_, planes);
+    // Chunk t of the planes uses scratch slot t: a fixed split, whichever thread runs it.
+    parallelFor(args.pool, chunks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t pl = t * planes / chunks; pl < (t + 1) * planes / chunks; ++pl) {
+          const auto ch = static_cast<size_t>(pl % c_);
+          dwint8::Channel cc;
+          cc.x = x + pl * hw;
+          cc.xZero = xZero_;
+          cc.wt = wt_.data() + ch * static_cast<size_t>(p_.kh * p_.kw);
+          cc.scale = scale_[ch];
+          cc.bias = bias_.empty() ? 0.0f : bias_[ch];
+          cc.clamp = clamp_.on, cc.lo = clamp_.lo, cc.hi = clamp_.hi;
+          if (oq_.on) {
+            cc.y8 = static_cast<uint8_t*>(args.outputs[0]) + pl * ohw;
+            cc.yScale = oq_.scale, cc.yZero = oq_.zero;
+          } else {
+            cc.y = static_cast<float*>(args.outputs[0]) + pl * ohw;
+          }
+          dwint8::planeFor(*pre_, p_, cc, scratch + static_cast<size_t>(t) * slotFloats_);
+        }
+    });
+  }
+  double flops() const override { return 2.0 * n_ * c_ * p_.oh * p_.ow * p_.kh * p_.kw; }
+
+ private:
+  dwint8::Plane p_;
+  int64_t n_, c_;
+  std::vector<float> wt_, scale_, bias_;
+  float xZero_;
+  Clamp clamp_;
+  OutQuant oq_;
+  std::unique_ptr<dwint8::Prepared> pre_;
+  int slots_;
+  size_t slotFloats_ = 0;
 };
 
 /// The geometry of a 2-D, group-1 convolution with explicit pads (or VALID); false otherwise.
+/// `depthwise`: group = C = M instead, weights [M, 1, KH, KW] (geo.c is then C).
 bool convGeometry(const Node& op, const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
-                  QdqConvKernel::Geometry& geo) {
+                  QdqConvKernel::Geometry& geo, bool depthwise = false) {
   for (const Attribute& a : op.attributes)
     if (!a.refAttrName.empty()) return false;
-  if (op.attrInt("group", 1) != 1 || x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (depthwise ? (op.attrInt("group", 1) != x[1] || w[1] != 1 || w[0] != x[1]) : op.attrInt("group", 1) != 1) return false;
   std::string autoPad = op.attrString("auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID") return false;
   geo.n = x[0], geo.c = x[1], geo.h = x[2], geo.w = x[3];
   geo.m = w[0], geo.kh = w[2], geo.kw = w[3];
   geo.oh = y[2], geo.ow = y[3];
-  if (w[1] != geo.c || y[1] != geo.m || y[0] != geo.n) return false;
+  if ((!depthwise && w[1] != geo.c) || y[1] != geo.m || y[0] != geo.n) return false;
   auto strides = op.attrInts("strides", {1, 1}), dil = op.attrInts("dilations", {1, 1});
   auto pads = op.attrInts("pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) return false;
@@ -408,15 +585,22 @@ bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, q
 /// QuantizeLinear to uint8 with one scale and zero point (run-time inputs).
 class QuantizeLinearKernel : public CpuKernel {
  public:
-  QuantizeLinearKernel(int64_t n, bool vnni) : n_(n), vnni_(vnni) {}
+  QuantizeLinearKernel(int64_t n, qgemm::Path path) : n_(n), path_(path) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float scale = *static_cast<const float*>(args.inputs[1]);
     float zero = args.inputs.size() > 2 && args.inputs[2] ? *static_cast<const uint8_t*>(args.inputs[2]) : 0.0f;
     auto* y = static_cast<uint8_t*>(args.outputs[0]);
-    int32_t sum = 0;
-    if (vnni_) {
-      qgemm::quantizeRowAvx512(x, n_, scale, zero, y, sum, true);
+    // (pieces over the pool: this runs on every activation of a static QDQ model the steps don't fuse)
+    if (path_ == qgemm::Path::Avx512Vnni) {
+      parallelFor(args.pool, n_, 1 << 15, [&](int64_t s, int64_t e) {
+        int32_t unused = 0;
+        qgemm::quantizeRowAvx512(x + s, e - s, scale, zero, y + s, unused, true);
+      });
+      return;
+    }
+    if (path_ == qgemm::Path::Avx2) {
+      parallelFor(args.pool, n_, 1 << 15, [&](int64_t s, int64_t e) { qgemm::quantizeU8Avx2(x + s, e - s, scale, zero, y + s); });
       return;
     }
     for (int64_t i = 0; i < n_; ++i) {
@@ -428,7 +612,7 @@ class QuantizeLinearKernel : public CpuKernel {
 
  private:
   int64_t n_;
-  bool vnni_;
+  qgemm::Path path_;
 };
 
 /// DequantizeLinear of uint8 or int8 to float: one scale (and zero point), or one per index along
@@ -538,7 +722,7 @@ std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info) {
   if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.in(1).numElements() != 1) return nullptr;
   if (info.hasInput(2) && (info.in(2).dtype != DType::UInt8 || info.in(2).numElements() != 1)) return nullptr;
   if (info.out(0).dtype != DType::UInt8) return nullptr;
-  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()) == qgemm::Path::Avx512Vnni);
+  return std::make_unique<QuantizeLinearKernel>(info.in(0).numElements(), qgemm::pathFor(activeIsa()));
 }
 
 std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
@@ -600,7 +784,7 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
     rq.bias.assign(b, b + geo.m);
   }
   return std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::vector<float>{},
-                                         std::vector<float>{}, sx, zx, Clamp{}, std::move(rq));
+                                         std::vector<float>{}, zx, Clamp{}, std::move(rq));
 }
 
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info) { return createDequantize<uint8_t>(info); }
@@ -626,6 +810,17 @@ const CpuKernelDef kDynamicDef{"", "MatMulInteger", 10, 1 << 20, DType::Float, "
                                nullptr};
 const CpuKernelDef kQdqDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.qdqmatmul.u8s8.fused", OutputReuse::None, nullptr};
 const CpuKernelDef kQdqConvDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvResDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual", OutputReuse::None,
+                                  nullptr};
+const CpuKernelDef kQdqConvResU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual.u8out",
+                                    OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvSideDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+u8copy", OutputReuse::None,
+                                   nullptr};
+const CpuKernelDef kQdqConvResSideDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused+residual+u8copy",
+                                      OutputReuse::None, nullptr};
+const CpuKernelDef kQdqConvU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqDwDef{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused", OutputReuse::None, nullptr};
+const CpuKernelDef kQdqDwU8Def{"", "Conv", 1, 1 << 20, DType::Float, "cpu.qdqdwconv.u8s8.fused.u8out", OutputReuse::None, nullptr};
 
 bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   if (!v || v->isGraphOutput() || v->uses().size() != 1) return false;
@@ -677,23 +872,99 @@ Clamp fuseClamp(const Graph& g, FusedInt8Step& st, const std::function<const Sta
   return c;
 }
 
-/// x -> QuantizeLinear -> DequantizeLinear with constant uint8 per-tensor parameters (the same
-/// on both): x, the scale and the zero point; nullptr when the activation is not in that form.
-const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const Tensor*(const Value*)>& constantOf,
-                                 float& sx, float& zx) {
+/// An Add that is the only reader of the step's float output, with a float tensor of the same
+/// shape on its other side (ResNet's and MobileNet's residual connections), joins the step: the
+/// other side becomes the step's second input, added in the epilogue before a Relu/Clip. An Add
+/// joins one step only (`claimed`).
+const Value* fuseResidual(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                          std::set<const Node*>& claimed) {
+  const Node* add = singleReader(st.output, g);
+  if (!isOp(add, "Add") || add->inputs().size() != 2 || !add->output(0) || claimed.count(add)) return nullptr;
+  const Value* other = add->input(0) == st.output ? add->input(1) : add->input(0);
+  if (!other || other == st.output) return nullptr;
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(other);
+  const StaticTensorType* y = typeOf(add->output(0));
+  if (!a || !b || !y || a->dims != b->dims || a->dims != y->dims || b->dtype != DType::Float || y->dtype != DType::Float) return nullptr;
+  claimed.insert(add);
+  st.covered.push_back(add);
+  st.last = add;
+  st.output = add->output(0);
+  return other;
+}
+
+/// A QuantizeLinear (uint8 output, constant per-tensor scale and zero point) that is the only
+/// reader of the step's float output joins the step, which then writes its uint8 output.
+OutQuant fuseOutQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                      const std::function<const Tensor*(const Value*)>& constantOf) {
+  const Node* q = singleReader(st.output, g);
+  if (!isOp(q, "QuantizeLinear") || !q->output(0) || !q->input(1) || !q->input(2) || q->input(0) != st.output) return {};
+  for (const Attribute& a : q->attributes)
+    if (!a.refAttrName.empty()) return {};
+  if (q->attrInt("block_size", 0) != 0 || q->attr("output_dtype") || q->attrInt("precision", 0) != 0) return {};
+  float s, z;
+  DType dts, dtz;
+  if (!scalarOf(constantOf(q->input(1)), s, dts) || !scalarOf(constantOf(q->input(2)), z, dtz) || dts != DType::Float ||
+      dtz != DType::UInt8 || !(s > 0) || !std::isfinite(s))
+    return {};
+  const StaticTensorType* a = typeOf(st.output);
+  const StaticTensorType* b = typeOf(q->output(0));
+  if (!a || !b || a->dims != b->dims || b->dtype != DType::UInt8) return {};
+  st.covered.push_back(q);
+  st.last = q;
+  st.output = q->output(0);
+  OutQuant o;
+  o.on = true, o.scale = s, o.zero = z;
+  return o;
+}
+
+/// A QuantizeLinear (as fuseOutQuant takes) among several readers of the step's float output (or
+/// its only reader when the output is also a graph output) joins the step, which then also writes its uint8 output (`output2`); the step keeps its place
+/// (the other readers come after it) and its float output.
+OutQuant fuseSideQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                       const std::function<const Tensor*(const Value*)>& constantOf) {
+  if (!st.output || (st.output->uses().size() < 2 && !st.output->isGraphOutput())) return {};
+  for (const Use& u : st.output->uses()) {
+    const Node* q = u.node;
+    if (q->graph() != &g || !isOp(q, "QuantizeLinear") || u.index != 0 || !q->output(0) || !q->input(1) || !q->input(2)) continue;
+    bool byRef = false;
+    for (const Attribute& a : q->attributes) byRef |= !a.refAttrName.empty();
+    if (byRef || q->attrInt("block_size", 0) != 0 || q->attr("output_dtype") || q->attrInt("precision", 0) != 0) continue;
+    float sc, z;
+    DType dts, dtz;
+    if (!scalarOf(constantOf(q->input(1)), sc, dts) || !scalarOf(constantOf(q->input(2)), z, dtz) || dts != DType::Float ||
+        dtz != DType::UInt8 || !(sc > 0) || !std::isfinite(sc))
+      continue;
+    const StaticTensorType* a = typeOf(st.output);
+    const StaticTensorType* b = typeOf(q->output(0));
+    if (!a || !b || a->dims != b->dims || b->dtype != DType::UInt8) continue;
+    st.covered.push_back(q);
+    st.output2 = q->output(0);
+    OutQuant o;
+    o.on = true, o.scale = sc, o.zero = z;
+    return o;
+  }
+  return {};
+}
+
+/// DequantizeLinear(xq uint8, constant scalar float scale, constant scalar uint8 zero point): xq
+/// (what a fused step reads: a QuantizeLinear's output, the output of a step that fused one, or
+/// any uint8 tensor), the scale and the zero point; nullptr when the activation is not in that
+/// form.
+const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                 const std::function<const Tensor*(const Value*)>& constantOf, float& sx, float& zx) {
   const Node* dx = v ? v->producer() : nullptr;
-  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(2)) return nullptr;
-  const Node* qx = dx->input(0) ? dx->input(0)->producer() : nullptr;
-  if (!isOp(qx, "QuantizeLinear") || qx->graph() != &g || !qx->input(2) || qx->attr("output_dtype")) return nullptr;
-  float sq, zq;
-  DType dts, dtz, dts2, dtz2;
-  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz) ||
-      !scalarOf(constantOf(qx->input(1)), sq, dts2) || !scalarOf(constantOf(qx->input(2)), zq, dtz2))
-    return nullptr;
-  if (dts != DType::Float || dts2 != DType::Float || dtz != DType::UInt8 || dtz2 != DType::UInt8 || sx != sq || zx != zq ||
-      !(sx > 0) || !std::isfinite(sx))
-    return nullptr;
-  return qx->input(0);
+  if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(0) || !dx->input(2)) return nullptr;
+  for (const Attribute& a : dx->attributes)
+    if (!a.refAttrName.empty()) return nullptr;
+  if (dx->attrInt("block_size", 0) != 0 || dx->attrInt("output_dtype", 0) > 1) return nullptr;
+  DType dts, dtz;
+  if (!scalarOf(constantOf(dx->input(1)), sx, dts) || !scalarOf(constantOf(dx->input(2)), zx, dtz)) return nullptr;
+  if (dts != DType::Float || dtz != DType::UInt8 || !(sx > 0) || !std::isfinite(sx)) return nullptr;
+  const StaticTensorType* qt = typeOf(dx->input(0));
+  const StaticTensorType* ft = typeOf(v);
+  if (!qt || !ft || qt->dtype != DType::UInt8 || ft->dtype != DType::Float || qt->dims != ft->dims) return nullptr;
+  return dx->input(0);
 }
 
 /// A layer's bias [n] as float: a float constant, or a DequantizeLinear of a constant int32 tensor
@@ -717,17 +988,75 @@ bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const
   return true;
 }
 
+/// A depthwise Conv (group = C = M, weights [C, 1, KH, KW]) on a QDQ activation (`q8`, the
+/// QuantizeLinear's uint8 output) and a DequantizeLinear'd constant int8 weight (per tensor or per
+/// channel, any zero point), when every channel's sum stays exact in float (see dwconv_int8.h).
+std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                          const std::function<const Tensor*(const Value*)>& constantOf, const Value* q8,
+                                          const std::vector<int64_t>& xd, const std::vector<int64_t>& yd, float sx, float zx,
+                                          int threads) {
+  const Node* dw = op->input(1) ? op->input(1)->producer() : nullptr;
+  if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
+  const Tensor* wq = constantOf(dw->input(0));
+  if (!wq || wq->dtype() != DType::Int8 || wq->dims.size() != 4 || wq->raw.size() != wq->expectedBytes().value_or(UINT64_MAX))
+    return std::nullopt;
+  QdqConvKernel::Geometry geo{};
+  if (!convGeometry(*op, xd, wq->dims, yd, geo, true)) return std::nullopt;
+  const int64_t c = geo.c, taps = geo.kh * geo.kw;
+  if (taps > dwint8::kMaxTaps) return std::nullopt;
+  int64_t axis = dw->attrInt("axis", 1);
+  if (axis < 0) axis += 4;
+  const Tensor* wsT = constantOf(dw->input(1));
+  bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
+  std::vector<float> scale;
+  if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, c, scale)) return std::nullopt;
+  std::vector<int32_t> wZero(static_cast<size_t>(c), 0);
+  if (dw->input(2) && !perColumn<int8_t>(constantOf(dw->input(2)), DType::Int8, c, wZero)) return std::nullopt;
+  std::vector<float> bias;
+  if (op->input(2) && !biasOf(g, op->input(2), c, constantOf, bias)) return std::nullopt;
+  // The weights as float integers (w - zero); each channel's |sum| bound: 255 * sum |w - zero| < 2^24.
+  std::vector<float> wt(static_cast<size_t>(c * taps));
+  const auto* wb = reinterpret_cast<const uint8_t*>(wq->raw.data());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    int64_t absSum = 0;
+    for (int64_t t = 0; t < taps; ++t) {
+      const int32_t v = static_cast<int8_t>(wb[ch * taps + t]) - wZero[static_cast<size_t>(ch)];
+      wt[static_cast<size_t>(ch * taps + t)] = static_cast<float>(v);
+      absSum += v < 0 ? -v : v;
+    }
+    if (255 * absSum >= (int64_t{1} << 24)) return std::nullopt;
+  }
+  for (float& s : scale) s = sx * s;
+  FusedInt8Step st;
+  st.last = op;
+  st.covered = {op};
+  st.input = q8;
+  st.output = op->output(0);
+  Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
+  OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
+  st.def = oq.on ? &kQdqDwU8Def : &kQdqDwDef;
+  dwint8::Plane p;
+  p.h = geo.h, p.w = geo.w, p.oh = geo.oh, p.ow = geo.ow, p.kh = geo.kh, p.kw = geo.kw;
+  p.sh = geo.sh, p.sw = geo.sw, p.dh = geo.dh, p.dw = geo.dw, p.padT = geo.padT, p.padL = geo.padL;
+  if (p.oh <= 0 || p.ow <= 0 || p.sh <= 0 || p.sw <= 0 || p.dh <= 0 || p.dw <= 0 || p.padT < 0 || p.padL < 0) return std::nullopt;
+  st.kernel = std::make_unique<QdqDepthwiseKernel>(p, geo.n, c, std::move(wt), std::move(scale), std::move(bias), zx, clamp, oq,
+                                                   threads);
+  return st;
+}
+
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                     const std::function<const Tensor*(const Value*)>& constantOf) {
+                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads,
+                                     std::set<const Node*>& claimed) {
   if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
-  const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
-  if (!x) return std::nullopt;
-  const StaticTensorType* xt = typeOf(x);
+  const Value* q8 = quantizedActivation(g, op->input(0), typeOf, constantOf, sx, zx);
+  if (!q8) return std::nullopt;
+  const StaticTensorType* xt = typeOf(q8);
   const StaticTensorType* yt = typeOf(op->output(0));
-  if (!xt || !yt || xt->dtype != DType::Float || xt->dims.size() != 4 || yt->dims.size() != 4) return std::nullopt;
+  if (!xt || !yt || xt->dims.size() != 4 || yt->dims.size() != 4 || yt->dtype != DType::Float) return std::nullopt;
+  if (op->attrInt("group", 1) != 1) return qdqDepthwise(g, op, typeOf, constantOf, q8, xt->dims, yt->dims, sx, zx, threads);
   const Node* dw = op->input(1)->producer();
   if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
   const Tensor* wq = constantOf(dw->input(0));
@@ -753,25 +1082,30 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   FusedInt8Step st;
   st.last = op;
   st.covered = {op};
-  st.input = x;
+  st.input = q8;
   st.output = op->output(0);
-  st.def = &kQdqConvDef;
+  st.input2 = fuseResidual(g, st, typeOf, claimed);
   Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
+  OutQuant oq = fuseOutQuant(g, st, typeOf, constantOf);
+  OutQuant side = oq.on ? OutQuant{} : fuseSideQuant(g, st, typeOf, constantOf);
+  st.def = st.input2 ? (oq.on ? &kQdqConvResU8Def : side.on ? &kQdqConvResSideDef : &kQdqConvResDef)
+                     : oq.on ? &kQdqConvU8Def : side.on ? &kQdqConvSideDef : &kQdqConvDef;
   st.kernel = std::make_unique<QdqConvKernel>(geo, qgemm::pathFor(activeIsa()), wd, std::move(bZero), std::move(wScale),
-                                              std::move(bias), sx, zx, clamp, QdqConvKernel::Requantize{});
+                                              std::move(bias), zx, clamp, QdqConvKernel::Requantize{}, oq,
+                                              st.input2 != nullptr, side);
   return st;
 }
 
 /// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                    const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
-  std::set<const Node*> fusedOps;
+                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
+  std::set<const Node*> fusedOps, claimed;
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
     const Node* op = nn.get();
     if (isOp(op, "Conv")) {
-      if (auto st = qdqConv(g, op, typeOf, constantOf)) {
+      if (auto st = qdqConv(g, op, typeOf, constantOf, threads, claimed)) {
         fusedOps.insert(op);
         steps.push_back(std::move(*st));
       }
@@ -787,10 +1121,10 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     for (const Attribute& a : op->attributes) attrsByRef |= !a.refAttrName.empty();
     if (attrsByRef) continue;
     float sx, zx;
-    const Value* x = quantizedActivation(g, op->input(0), constantOf, sx, zx);
-    if (!x) continue;
-    const StaticTensorType* xt = typeOf(x);
-    if (!xt || xt->dtype != DType::Float || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
+    const Value* q8 = quantizedActivation(g, op->input(0), typeOf, constantOf, sx, zx);
+    if (!q8) continue;
+    const StaticTensorType* xt = typeOf(q8);
+    if (!xt || xt->dims.size() < 2 || (gemm && xt->dims.size() != 2)) continue;
     // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.
     const Node* dw = op->input(1)->producer();
     if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) continue;
@@ -837,7 +1171,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     FusedInt8Step st;
     st.last = op;
     st.covered = {op};
-    st.input = x;
+    st.input = q8;
     st.output = op->output(0);
     st.def = &kQdqDef;
     if (!gemm) {  // MatMul -> Add(bias [N]): the bias joins the epilogue
@@ -857,11 +1191,19 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     }
     Clamp clamp = fuseClamp(g, st, typeOf, constantOf);
     st.kernel = std::make_unique<QuantMatMulKernel>(qgemm::packB(qgemm::pathFor(activeIsa()), wd, k, n), m, std::move(bZero),
-                                                    std::move(wScale), std::move(bias), sx, zx, clamp);
+                                                    std::move(wScale), std::move(bias), sx, zx, clamp, true);
     fusedOps.insert(op);
     steps.push_back(std::move(st));
   }
-  // The QuantizeLinear/DequantizeLinear nodes every reader of which is fused go too.
+  // The DequantizeLinear nodes every reader of which is fused go too, and the QuantizeLinear
+  // nodes all of whose DequantizeLinear readers went, unless a step reads their uint8 output
+  // (then they run, or are the last node of the step that writes it).
+  std::set<const Value*> stepInputs;
+  for (const auto& st : steps) {
+    stepInputs.insert(st.input);
+    for (const Node* c : st.covered)
+      if (isOp(c, "QuantizeLinear")) fusedOps.insert(c);
+  }
   std::set<const Node*> gone(fusedOps);
   bool grew = true;
   while (grew) {
@@ -869,7 +1211,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     for (const auto& nn : g.nodes()) {
       const Node* q = nn.get();
       if (gone.count(q) || !(isOp(q, "DequantizeLinear") || isOp(q, "QuantizeLinear")) || !q->output(0) ||
-          q->output(0)->isGraphOutput() || !q->output(0)->hasUses())
+          q->output(0)->isGraphOutput() || !q->output(0)->hasUses() || stepInputs.count(q->output(0)))
         continue;
       bool all = std::all_of(q->output(0)->uses().begin(), q->output(0)->uses().end(),
                              [&](const Use& u) { return gone.count(u.node) > 0; });
@@ -1062,7 +1404,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     for (auto& c : chains) out.push_back(std::move(c));
   }
   findRowDynamicFusions(g, typeOf, constantOf, out);
-  findQdqFusions(g, typeOf, constantOf, out);
+  findQdqFusions(g, typeOf, constantOf, threads, out);
   return out;
 }
 

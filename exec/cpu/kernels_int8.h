@@ -13,10 +13,19 @@
 //   x -> QuantizeLinear(sx, zx const) -> DequantizeLinear(sx, zx) -> MatMul/Gemm(.,
 //        DequantizeLinear(Wq const int8, ws, wz const)) [Gemm bias const]
 //
-// becomes quantize x with (sx, zx), int8 GEMM, float epilogue float(acc) * sx * ws[n] (+ bias):
-// the exact integer sum of the products the float MatMul of the dequantized values rounds.
-// The QuantizeLinear/DequantizeLinear nodes go when every reader is fused. The per-row dynamic
-// form (quant/dynamic.h's default) is fused by findRowDynamicFusions (kernels_int8_rows.cpp).
+// becomes one step reading xq = QuantizeLinear(x) (uint8), int8 GEMM, float epilogue
+// float(acc) * sx * ws[n] (+ bias): the exact integer sum of the products the float MatMul of the
+// dequantized values rounds. Any uint8 xq behind a DequantizeLinear with constant per-tensor
+// parameters will do. Conv steps (group 1, and depthwise ones on dwconv_int8.h) also take a
+// following residual Add (group 1: the other side as a second input), Relu/Clip and then a
+// QuantizeLinear (uint8, per tensor) that is the only reader of their output: the step writes
+// that uint8 tensor directly, and the next QDQ step reads it, so that a chain of QDQ convolutions
+// keeps its activations in uint8 (no float round trip between the layers); a QuantizeLinear among
+// several readers becomes a second, uint8 output of the step. The DequantizeLinear nodes go when
+// every reader is fused; a QuantizeLinear goes into the step that produces its input, or else
+// runs (its output is what the steps read).
+// The per-row dynamic form (quant/dynamic.h's default) is fused by findRowDynamicFusions
+// (kernels_int8_rows.cpp).
 #pragma once
 
 #include <functional>
@@ -37,13 +46,15 @@ std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info);
 /// QLinearConv 2-D, group 1, uint8 x constant int8 -> uint8, constant scales and zero points.
 std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info);
 
-/// One fused step: it runs at the position of `last`, reads `input` (x) and writes `output`,
+/// One fused step: it runs at the position of `last`, reads `input` (x) [and `input2`] and writes `output`,
 /// replacing every node in `covered`.
 struct FusedInt8Step {
   const Node* last = nullptr;
   std::vector<const Node*> covered;
   const Value* input = nullptr;
+  const Value* input2 = nullptr;  ///< a second input (the residual of a fused Add), or none
   const Value* output = nullptr;
+  const Value* output2 = nullptr;  ///< a second output (a QuantizeLinear of `output` among its readers), or none
   std::unique_ptr<CpuKernel> kernel;
   const CpuKernelDef* def = nullptr;  ///< the name and output reuse the step reports
 };

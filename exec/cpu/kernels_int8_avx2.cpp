@@ -147,4 +147,23 @@ ONNXTOOL_AVX2 void quantizeRowAvx2(const float* x, int64_t k, float scale, float
   rowSum = static_cast<int32_t>(total);
 }
 
+ONNXTOOL_AVX2 void quantizeU8Avx2(const float* x, int64_t n, float scale, float zero, uint8_t* dst) {
+  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero);
+  const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {  // exactly the reference: nearbyint(x / scale) + zero, NaN -> 0 first
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
+    q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, vz), lo), hi);
+    const __m256i qi = _mm256_cvttps_epi32(q);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + i), _mm_packus_epi16(w, w));
+  }
+  for (; i < n; ++i) {
+    float r = std::nearbyint(x[i] / scale);
+    if (std::isnan(r)) r = 0;
+    dst[i] = static_cast<uint8_t>(std::clamp(r + zero, 0.0f, 255.0f));
+  }
+}
+
 }  // namespace onnxtool::cpu::qgemm

@@ -20,25 +20,46 @@ namespace {
 
 constexpr int kMr = 8;  // rows per tile: 8 x 2 accumulators of 16 int32 lanes
 
+// acc += dpbusd(u8 a, s8 b) in place, on named accumulators: GCC 12 compiles the intrinsic on
+// an array of accumulators (or through a reference) with a register copy per accumulator per
+// step, as many moves as multiply-adds (or spills them to the stack).
+#if defined(__GNUC__) && !defined(__clang__)
+#define ONNXTOOL_DPBUSD(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+#else
+#define ONNXTOOL_DPBUSD(acc, a, b) (acc) = _mm512_dpbusd_epi32((acc), (a), (b))
+#endif
+
+/// The R x 2 accumulators of a tile, named, and one k group of 4 for row r: broadcast(r) gives
+/// the row's 4 bytes as a register, the sums c<r>0 += dpbusd(X0, Y0), c<r>1 += dpbusd(X1, Y1)
+/// with (X, Y) = (broadcast, B) (GEMM: A unsigned broadcast) or (col, broadcast) (direct conv).
+#define ONNXTOOL_TILE_ACCS                                                                                      \
+  const __m512i zero_ = _mm512_setzero_si512();                                                                \
+  __m512i c00 = zero_, c01 = zero_, c10 = zero_, c11 = zero_, c20 = zero_, c21 = zero_, c30 = zero_, c31 = zero_, \
+          c40 = zero_, c41 = zero_, c50 = zero_, c51 = zero_, c60 = zero_, c61 = zero_, c70 = zero_, c71 = zero_
+#define ONNXTOOL_TILE_ARRAY                                                                                         \
+  const __m512i acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}, {c60, c61}, \
+                             {c70, c71}}
+
 /// Tile of R rows x one 32-column panel: acc[r][h] += sum over k groups of 4 of A x B.
 template <int R>
 ONNXTOOL_AVX512 void tile(const uint8_t* a, int64_t lda, const int8_t* bp, int64_t groups, const PackedB& b, int64_t row0,
                           int64_t col0, const Epilogue& e, __m512i azcs0, __m512i azcs1) {
-  __m512i acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  ONNXTOOL_TILE_ACCS;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i b0 = _mm512_loadu_si512(bp + g * 128);
     __m512i b1 = _mm512_loadu_si512(bp + g * 128 + 64);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      __builtin_memcpy(&quad, a + r * lda + g * 4, 4);
-      __m512i av = _mm512_set1_epi32(quad);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
-    }
+#define ONNXTOOL_ROW(r)                                  \
+  if constexpr (R > r) {                                 \
+    int32_t quad;                                        \
+    __builtin_memcpy(&quad, a + r * lda + g * 4, 4);     \
+    const __m512i av = _mm512_set1_epi32(quad);          \
+    ONNXTOOL_DPBUSD(c##r##0, av, b0);                    \
+    ONNXTOOL_DPBUSD(c##r##1, av, b1);                    \
   }
+    ONNXTOOL_ROW(0) ONNXTOOL_ROW(1) ONNXTOOL_ROW(2) ONNXTOOL_ROW(3) ONNXTOOL_ROW(4) ONNXTOOL_ROW(5) ONNXTOOL_ROW(6) ONNXTOOL_ROW(7)
+#undef ONNXTOOL_ROW
+  }
+  ONNXTOOL_TILE_ARRAY;
   const int64_t k = b.k;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -172,27 +193,106 @@ ONNXTOOL_AVX512 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int6
   }
 }
 
+ONNXTOOL_AVX512 void packRowsAvx512(const uint8_t* rows, int64_t ld, int64_t k, int64_t cols, int64_t kp, int64_t panels,
+                                    uint8_t* dst) {
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    uint8_t* out = dst + pn * kp * 32;
+    const int64_t c0 = pn * 32, cnt = cols - c0 >= 32 ? 32 : cols - c0;
+    const auto m0 = static_cast<__mmask16>(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
+    const auto m1 = static_cast<__mmask16>(cnt >= 32 ? 0xFFFF : cnt <= 16 ? 0 : (1u << (cnt - 16)) - 1);
+    for (int64_t g = 0; g < kp / 4; ++g) {
+      __m128i r[4][2];
+      for (int q = 0; q < 4; ++q) {
+        const int64_t row = g * 4 + q;
+        if (row >= k) {
+          r[q][0] = r[q][1] = _mm_setzero_si128();
+          continue;
+        }
+        const uint8_t* src = rows + row * ld + c0;
+        r[q][0] = _mm_maskz_loadu_epi8(m0, src);
+        r[q][1] = _mm_maskz_loadu_epi8(m1, src + 16);
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m128i t0 = _mm_unpacklo_epi8(r[0][h], r[1][h]), t1 = _mm_unpackhi_epi8(r[0][h], r[1][h]);
+        __m128i t2 = _mm_unpacklo_epi8(r[2][h], r[3][h]), t3 = _mm_unpackhi_epi8(r[2][h], r[3][h]);
+        uint8_t* o = out + g * 128 + h * 64;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), _mm_unpackhi_epi16(t0, t2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm_unpacklo_epi16(t1, t3));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 48), _mm_unpackhi_epi16(t1, t3));
+      }
+    }
+  }
+}
+
+ONNXTOOL_AVX512 void im2colAvx512(const Im2colArgs& a, int64_t c0, int64_t c1) {
+  const __m512i padv = _mm512_set1_epi8(static_cast<char>(a.pad));
+  for (int64_t ch = c0; ch < c1; ++ch)
+    for (int64_t ki = 0; ki < a.kh; ++ki)
+      for (int64_t kj = 0; kj < a.kw; ++kj) {
+        uint8_t* row = a.col + ((ch * a.kh + ki) * a.kw + kj) * a.ld;
+        const int64_t off = kj * a.dw - a.padL;
+        for (int64_t oy = 0; oy < a.oh; ++oy) {
+          uint8_t* dst = row + oy * a.ow;
+          const int64_t iy = oy * a.sh - a.padT + ki * a.dh;
+          const bool in = iy >= 0 && iy < a.h;
+          const uint8_t* src = a.x + (ch * a.h + (in ? iy : 0)) * a.w + off;
+          if (a.sw == 2) {  // 64 input bytes per 32 outputs: the even bytes (vpmovwb of the 16-bit pairs)
+            for (int64_t x0 = 0; x0 < a.ow; x0 += 32) {
+              const int64_t n = a.ow - x0 < 32 ? a.ow - x0 : 32;
+              const auto store = static_cast<__mmask32>(n == 32 ? 0xFFFFFFFFu : (1u << n) - 1);
+              const int64_t base = 2 * x0 + off;
+              const int64_t lo = -base > 0 ? -base : 0, hi = a.w - base;
+              __mmask64 valid = 0;
+              if (in && hi > lo && lo < 64) {
+                valid = hi >= 64 ? ~__mmask64{0} : (__mmask64{1} << hi) - 1;
+                valid &= ~((__mmask64{1} << lo) - 1);
+              }
+              const __m512i v = _mm512_mask_loadu_epi8(padv, valid, src + 2 * x0);
+              _mm256_mask_storeu_epi8(dst + x0, store, _mm512_cvtepi16_epi8(v));
+            }
+            continue;
+          }
+          for (int64_t x0 = 0; x0 < a.ow; x0 += 64) {
+            const int64_t n = a.ow - x0 < 64 ? a.ow - x0 : 64;
+            const __mmask64 store = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+            // lanes whose input column x0 + l + off is in [0, w); the others hold the pad (zero point)
+            const int64_t lo = -(x0 + off) > 0 ? -(x0 + off) : 0, hi = a.w - (x0 + off);
+            __mmask64 valid = 0;
+            if (in && hi > lo && lo < 64) {
+              valid = hi >= 64 ? ~__mmask64{0} : (__mmask64{1} << hi) - 1;
+              valid &= ~((__mmask64{1} << lo) - 1);
+            }
+            const __m512i v = _mm512_mask_loadu_epi8(padv, valid & store, src + x0);
+            _mm512_mask_storeu_epi8(dst + x0, store, v);
+          }
+        }
+        for (int64_t i = a.oh * a.ow; i < a.ld; ++i) row[i] = 0;
+      }
+}
+
 namespace {
 
 template <int R>
 ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, const DirectConvArgs& c, int64_t row0,
                               int64_t pix0) {
-  __m512i acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  ONNXTOOL_TILE_ACCS;
   const int64_t groups = kp / 4;
   for (int64_t g = 0; g < groups; ++g) {
-    __m512i c0 = _mm512_loadu_si512(cp + g * 128);
-    __m512i c1 = _mm512_loadu_si512(cp + g * 128 + 64);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      __builtin_memcpy(&quad, w + r * kp + g * 4, 4);
-      __m512i wv = _mm512_set1_epi32(quad);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], c0, wv);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], c1, wv);
-    }
+    __m512i col0 = _mm512_loadu_si512(cp + g * 128);
+    __m512i col1 = _mm512_loadu_si512(cp + g * 128 + 64);
+#define ONNXTOOL_ROW(r)                                  \
+  if constexpr (R > r) {                                 \
+    int32_t quad;                                        \
+    __builtin_memcpy(&quad, w + r * kp + g * 4, 4);      \
+    const __m512i wv = _mm512_set1_epi32(quad);          \
+    ONNXTOOL_DPBUSD(c##r##0, col0, wv);                  \
+    ONNXTOOL_DPBUSD(c##r##1, col1, wv);                  \
   }
+    ONNXTOOL_ROW(0) ONNXTOOL_ROW(1) ONNXTOOL_ROW(2) ONNXTOOL_ROW(3) ONNXTOOL_ROW(4) ONNXTOOL_ROW(5) ONNXTOOL_ROW(6) ONNXTOOL_ROW(7)
+#undef ONNXTOOL_ROW
+  }
+  ONNXTOOL_TILE_ARRAY;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     int64_t i = row0 + r;
@@ -208,10 +308,27 @@ ONNXTOOL_AVX512 void convTile(const int8_t* w, int64_t kp, const uint8_t* cp, co
         _mm512_mask_storeu_epi32(c.c32 + i * c.pix + p, mask, _mm512_sub_epi32(acc[r][h], corr));
         continue;
       }
-      __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr)), sc);
+      const __m512 a = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], corr));
+      if (c.y8) {  // the fused QuantizeLinear (qgemm.h DirectConvArgs::y8); cvtps2dq rounds half to even
+        __m512 t = _mm512_fmadd_ps(a, _mm512_set1_ps(c.qScale[i]), _mm512_set1_ps(c.qBias[i]));
+        if (c.residual)
+          t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, c.residual + i * c.pix + p), _mm512_set1_ps(c.qInv), t);
+        t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(c.qLo)), _mm512_set1_ps(c.qHi));
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(c.yZero));
+        _mm_mask_storeu_epi8(c.y8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(q));
+        continue;
+      }
+      __m512 y = _mm512_mul_ps(a, sc);
       if (c.bias) y = _mm512_add_ps(y, bs);
+      if (c.residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, c.residual + i * c.pix + p));
       if (c.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(c.lo)), _mm512_set1_ps(c.hi));
       _mm512_mask_storeu_ps(c.y + i * c.pix + p, mask, y);
+      if (c.side8) {
+        const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(y, _mm512_set1_ps(c.sideInv)), _mm512_set1_ps(c.sideLo)),
+                                       _mm512_set1_ps(c.sideHi));
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(c.sideZero));
+        _mm_mask_storeu_epi8(c.side8 + i * c.pix + p, mask, _mm512_cvtepi32_epi8(q));
+      }
     }
   }
 }

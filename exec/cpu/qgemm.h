@@ -82,6 +82,8 @@ bool minMaxAvx2(const float* x, int64_t n, float& mn, float& mx);
 bool minMaxAvx512(const float* x, int64_t n, float& mn, float& mx);
 void quantizeRowAvx2(const float* x, int64_t k, float scale, float zero, int16_t* dst, int32_t& rowSum, bool nanToZeroPoint);
 void quantizeRowAvx512(const float* x, int64_t k, float scale, float zero, uint8_t* dst, int32_t& rowSum, bool nanToZeroPoint);
+/// QuantizeLinear to uint8 (per tensor), exactly as the reference computes it.
+void quantizeU8Avx2(const float* x, int64_t n, float scale, float zero, uint8_t* dst);
 
 /// Runs fn(p0, p1) over [0, panels) split between the pool's threads, in chunks of at least
 /// ~64K multiply-adds (`work` is the whole product's); inline when the pool is null or busy.
@@ -102,8 +104,40 @@ struct DirectConvArgs {
   float lo = 0, hi = 0;
   float* y = nullptr;
   int32_t* c32 = nullptr;  ///< instead of y: acc - aZero * wRowSum[m] as int32 (QLinearConv requantizes it)
+  /// [M][pix] float added to y before the clamp (a fused residual Add); with y8, added as
+  /// residual * qInv (1 / yScale) to the scaled sum.
+  const float* residual = nullptr;
+  float qInv = 1;
+  /// Besides y, its QuantizeLinear: round_half_even(clamp(y * sideInv, sideLo, sideHi)) + sideZero
+  /// (sideLo, sideHi: the saturation less the zero point).
+  uint8_t* side8 = nullptr;
+  float sideInv = 1, sideLo = 0, sideHi = 255;
+  int32_t sideZero = 0;
+  /// Instead of y: a fused QuantizeLinear(y, yScale, yZero) [after the clamp], as
+  /// round_half_even(float(acc - aZero * wRowSum[m]) * qScale[m] + qBias[m]) clamped to [qLo, qHi],
+  /// + yZero; qScale = rowScale / yScale, qBias = bias / yScale, [qLo, qHi] the clamp's bounds
+  /// quantized and the saturation, less yZero (Clip and QuantizeLinear are monotonic). The products
+  /// with 1 / yScale can differ from the division in the last ulp: one step, at rounding ties only.
+  uint8_t* y8 = nullptr;
+  const float* qScale = nullptr;
+  const float* qBias = nullptr;
+  float qLo = 0, qHi = 0;
+  int32_t yZero = 0;
 };
+/// im2col rows [C*KH*KW][ld] of a convolution's uint8 input [C][h][w] with column stride 1 or 2
+/// (out-of-image taps hold `pad`, the zero point; columns past oh*ow hold 0), channels [c0, c1).
+struct Im2colArgs {
+  const uint8_t* x = nullptr;
+  int64_t h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, padT = 0, padL = 0, oh = 0, ow = 0;
+  uint8_t pad = 0;
+  uint8_t* col = nullptr;
+  int64_t ld = 0;
+};
+void im2colAvx512(const Im2colArgs& a, int64_t c0, int64_t c1);
 void packColPanelsAvx512(const uint8_t* col, int64_t ldcol, int64_t kp, int64_t panels, uint8_t* dst);
+/// The same packing straight from k rows of `cols` bytes (row stride ld): rows past k and columns
+/// past `cols` read as 0 (a 1x1 convolution's input planes are its im2col rows).
+void packRowsAvx512(const uint8_t* rows, int64_t ld, int64_t k, int64_t cols, int64_t kp, int64_t panels, uint8_t* dst);
 void convGemmAvx512Vnni(const DirectConvArgs& c, int64_t p0, int64_t p1);
 
 }  // namespace onnxtool::cpu::qgemm

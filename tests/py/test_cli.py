@@ -4,6 +4,7 @@ write binary to a terminal, atomic outputs."""
 import atexit
 import json
 import os
+import re
 import pty
 import shutil
 import subprocess
@@ -118,6 +119,16 @@ def test_help_and_usage(c):
         c.check(all(f in text for f in flags), f"man page of {sub} documents {flags}")
         readme = open(os.path.join(SOURCE_DIR, "README.md")).read()
         c.check(all(f in readme for f in flags), f"README documents {sub} {flags}")
+    # every long flag of every subcommand's --help is in its man page and in the README
+    readme = open(os.path.join(SOURCE_DIR, "README.md")).read()
+    for sub in ("inspect", "check", "optimize", "quantize", "convert", "run", "bench"):
+        r = run([sub, "--help"])
+        flags = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", r.stdout)) - {"--help"})
+        c.check(r.returncode == 0 and len(flags) >= 3, f"{sub} --help lists its flags: {flags}")
+        page = os.path.join(SOURCE_DIR, "man", f"onnxtool-{sub}.1")
+        text = open(page).read().replace("\\-", "-") if os.path.exists(page) else ""
+        c.check(not [f for f in flags if f not in text], f"man page of {sub} lacks {[f for f in flags if f not in text]}")
+        c.check(not [f for f in flags if f not in readme], f"README lacks {sub} {[f for f in flags if f not in readme]}")
     c.check(run([]).returncode == 2, "no subcommand: exit 2")
     c.check(run(["frobnicate"]).returncode == 2, "unknown subcommand: exit 2")
     c.check(run(["inspect", "--bogus", SMALL]).returncode == 2, "unknown flag: exit 2")

@@ -3,7 +3,8 @@ Every model written passes onnx.checker (full) and runs in ONNX Runtime (float16
 CPU provider has the kernels, else the refusal is asserted), its outputs stay within the stated
 tolerance of the float32 model on ONNX Runtime and on our reference executor (the quantize report),
 and what must stay float32 does: an op whose schema has no float16 (Celu at opset 17), Resize's
-scales, Range and the shape computation feeding it, an If with its bodies, --op-block-list ops.
+scales, Range and the shape computation feeding it, an If's interface (its bodies are converted
+inside, Casts at their borders), --op-block-list ops.
 
 Tolerances: float16 |y16 - y32| <= 1e-2 * max|y32| + 1e-3; bfloat16 (8-bit mantissa) 6e-2 * max|y32|
 + 1e-2."""
@@ -135,7 +136,16 @@ def mixed_checks(c, tmp):
     iff = next(n for n in m.graph.node if n.op_type == "If")
     body_reads = {i for a in iff.attribute for n in a.g.node for i in n.input}
     c.check("t" in body_reads and types.get("t") == F32, "the outer value If's bodies read is float32 under its name")
-    c.check(all(a.g.output[0].type.tensor_type.elem_type == F32 for a in iff.attribute), "If bodies stay float32")
+    c.check(all(a.g.output[0].type.tensor_type.elem_type == F32 for a in iff.attribute), "If bodies' outputs stay float32")
+    then_g = next(a.g for a in iff.attribute if a.name == "then_branch")
+    mul = next((n for n in then_g.node if n.op_type == "Mul"), None)
+    then_types = {**types, **{o.name: o.type.tensor_type.elem_type for o in then_g.output}}
+    body_casts = [n for n in then_g.node if n.op_type == "Cast"]
+    c.check(mul is not None and len(body_casts) >= 2 and
+            all(x.attribute[0].i in (F16, F32) for x in body_casts) and
+            any(x.attribute[0].i == F16 and mul.input[0] == x.output[0] for x in body_casts),
+            f"the then body's Mul runs in float16 on a Cast of the outer value: {[n.op_type for n in then_g.node]}")
+    del then_types
     # runs in ONNX Runtime, close to float32 there and on our executor (the report)
     got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x.astype(np.float16)})
     for name, g, w in zip(["up", "rg", "y2"], got, want):

@@ -457,9 +457,34 @@ def dynamic_smooth_checks(c, tmp):
                 f"dynamic smooth-quant at least halves the rms error: {errs}")
 
 
+def control_input_checks(c, tmp):
+    """-i files are held in every random evaluation set: a control input (here the target shape
+    of a Reshape; a sample rate in an audio model) with one valid value fails on random values."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Reshape", ["y", "shape"], ["z"])],
+                          "control", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64]),
+                                      helper.make_tensor_value_info("shape", TensorProto.INT64, [3])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, "M", 16])], [w])
+    src = os.path.join(tmp, "control.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    shape = os.path.join(tmp, "shape.npy")
+    np.save(shape, np.array([2, -1, 16], np.int64))
+    x = os.path.join(tmp, "x.npy")
+    np.save(x, rng.standard_normal((4, 64)).astype(np.float32))
+    for args, sets in ((["-i", f"shape={shape}", "--eval-sets", "3"], 3), (["-i", f"shape={shape}", "-i", f"x={x}"], 1)):
+        rep = quantize([src, "-o", os.path.join(tmp, "control_q.onnx"), "--int8", "--dynamic", "--shape", "x=4,64"] + args,
+                       f"control input {args}", c)
+        if rep is not None:
+            ev = rep.get("evaluation", {})
+            c.check(ev.get("input_sets") == sets and ev["outputs"][0]["cosine_similarity"] > 0.99,
+                    f"control input {args}: {sets} evaluation set(s) expected: {ev}")
+
+
 def main():
     c = Checker("quantize options")
     with tempfile.TemporaryDirectory() as tmp:
+        control_input_checks(c, tmp)
         hand_checks(c, tmp)
         bias_correction_checks(c, tmp)
         smooth_checks(c, tmp)

@@ -123,7 +123,38 @@ def main():
                     counts[tool] = n
                     c.check(ours <= n, f"{name}: onnxtool leaves {ours} nodes, {tool} {n}")
             print(f"{name}: nodes {count_nodes(onnx.load(src).graph)} -> {counts}")
+        fp16_in_bodies(c, d, tmp)
     c.finish()
+
+
+def fp16_in_bodies(c, d, tmp):
+    """quantize --fp16 converts inside If bodies (the 16 kHz model computes everything in them):
+    onnx.checker accepts the result and ONNX Runtime runs it within float16's tolerance."""
+    src = os.path.join(d, "silero_vad_16k_op15.onnx")
+    dst = os.path.join(tmp, "vad_fp16.onnx")
+    sr = os.path.join(tmp, "sr16k.npy")
+    np.save(sr, np.array(16000, dtype=np.int64))
+    r = run(["quantize", src, "-o", dst, "--fp16", "--shape", "input=1,512", "--shape", "state=2,1,128", "-i", f"sr={sr}",
+             "--json"])
+    if not c.check(r.returncode == 0, f"--fp16 on {src}: {r.stderr}"):
+        return
+    import json
+    rep = json.loads(r.stdout)
+    converted = rep.get("nodes_quantized", 0)
+    c.check(converted >= 50, f"--fp16 converts the If bodies' nodes: {converted} converted ({r.stdout[:400]})")
+    try:
+        onnx.checker.check_model(dst, full_check=True)
+        c.check(True, "")
+    except Exception as e:  # noqa: BLE001
+        c.check(False, f"the --fp16 model fails onnx.checker: {e}")
+    ref, half = ort.InferenceSession(src, providers=["CPUExecutionProvider"]), ort.InferenceSession(dst, providers=["CPUExecutionProvider"])
+    for seed in range(3):
+        f = feeds_for(ref, 1, 16000, seed)
+        f16 = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in f.items()}
+        for o, (a, b) in zip(ref.get_outputs(), zip(ref.run(None, f), half.run(None, f16))):
+            err = float(np.max(np.abs(a - b.astype(np.float32))))
+            c.check(b.dtype == np.float16 and err <= 1e-2 * float(np.max(np.abs(a))) + 1e-3,
+                    f"--fp16 silero 16k {o.name}: {b.dtype}, max abs diff {err} (float32 up to {np.max(np.abs(a))})")
 
 
 if __name__ == "__main__":

@@ -526,6 +526,35 @@ TEST_CASE("cpu depthwise Conv applies every fused epilogue: BatchNormalization, 
         }
 }
 
+TEST_CASE("cpu 1-D Conv (audio front ends) runs on the packed and depthwise kernels and matches the reference", "[cpu][conv]") {
+  std::mt19937 rng(41);
+  struct Case {
+    int64_t n, c, l, m, k, s, d, pb, pe, group;
+    bool bias, relu;
+  };
+  const Case cases[] = {{1, 1, 576, 258, 256, 128, 1, 0, 0, 1, false, false},  // an STFT as a strided conv
+                        {2, 129, 40, 128, 3, 1, 1, 1, 1, 1, true, true},
+                        {1, 16, 33, 24, 5, 2, 2, 2, 3, 1, true, false},
+                        {3, 32, 50, 32, 3, 1, 1, 1, 1, 32, true, true},       // depthwise
+                        {1, 12, 17, 8, 1, 1, 1, 0, 0, 4, false, false}};
+  for (const Case& k : cases) {
+    Builder b(17);
+    b.input("x", randomTensor({k.n, k.c, k.l}, rng, true));
+    b.constant("w", randomTensor({k.m, k.c / k.group, k.k}, rng));
+    if (k.bias) b.constant("b", randomTensor({k.m}, rng));
+    b.node("Conv", {"x", "w", k.bias ? "b" : ""}, k.relu ? "c" : "y",
+           {testutil::ints("kernel_shape", {k.k}), testutil::ints("strides", {k.s}), testutil::ints("dilations", {k.d}),
+            testutil::ints("pads", {k.pb, k.pe}), testutil::one("group", k.group)});
+    if (k.relu) b.node("Relu", {"c"}, "y");
+    b.output("y");
+    INFO("1-D conv c" << k.c << " l" << k.l << " m" << k.m << " k" << k.k << " s" << k.s << " d" << k.d << " g" << k.group);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    CHECK((ranOn(kernels, "cpu.conv.f32.gemm") || ranOn(kernels, "cpu.conv.f32.depthwise") || ranOn(kernels, "cpu.conv.f32.winograd")));
+    CHECK(std::none_of(kernels.begin(), kernels.end(), [](const std::string& k) { return k.find("(fallback)") != std::string::npos; }));
+  }
+}
+
 TEST_CASE("cpu Conv with weights computed at run time runs on the im2col kernel", "[cpu][conv]") {
   std::mt19937 rng(22);
   Builder b(13);

@@ -541,7 +541,8 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> MatMul/Gemm with int8
     // Exact integer sums vs the float MatMul of the dequantized values: float rounding apart.
     RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
     CHECK(ranKernel(prof, "cpu.qdqmatmul.u8s8.fused"));
-    CHECK(prof.nodes.size() == 1);  // Q, DQ, DQ of the weight, MatMul (+ Add): one step
+    // the input's QuantizeLinear, then DQ, DQ of the weight, MatMul (+ Add): one step on its uint8 output
+    CHECK(prof.nodes.size() == 2);
   }
 }
 
@@ -605,15 +606,15 @@ TEST_CASE("cpu fuses QuantizeLinear -> DequantizeLinear -> Conv with int8 weight
     INFO("x " << c.x[1] << "x" << c.x[2] << "x" << c.x[3] << " w " << c.w[0] << "x" << c.w[2] << "x" << c.w[3]);
     RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
     CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
-    CHECK(prof.nodes.size() == 1);
+    CHECK(prof.nodes.size() == 2);  // the input's QuantizeLinear, then one step on its uint8 output
   }
 }
 
-TEST_CASE("cpu runs a static QDQ depthwise Conv (+ ReLU6) on the float depthwise kernel with the weight folded at prepare",
+TEST_CASE("cpu runs a static QDQ depthwise Conv (+ ReLU6) on the int8 depthwise kernel, no weight DequantizeLinear at run time",
           "[cpu][int8]") {
-  // MobileNets quantized --static: the int8 conv fusion takes group-1 convs only; a depthwise
-  // one ran im2col on run-time weights (the DequantizeLinear's output, every run) and its Clip on
-  // the reference kernel, ~10x slower than float.
+  // MobileNets quantized --static: a depthwise conv once ran im2col on run-time weights (the
+  // DequantizeLinear's output, every run) and its Clip on the reference kernel, ~10x slower than
+  // float; then the float depthwise kernel on the dequantized input; now the int8 one.
   std::mt19937 rng(47);
   for (int64_t stride : {1, 2}) {
     auto m = emptyModel(13);
@@ -644,7 +645,7 @@ TEST_CASE("cpu runs a static QDQ depthwise Conv (+ ReLU6) on the float depthwise
     feeds["x"] = testutil::T(testutil::f32({1, c, 14, 14}, normals(static_cast<size_t>(c * 196), rng)));
     INFO("stride " << stride);
     RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
-    CHECK(ranKernel(prof, "cpu.conv.f32.depthwise"));
+    CHECK(ranKernel(prof, "cpu.qdqdwconv.u8s8.fused"));
     for (const NodeRun& n : prof.nodes) {
       INFO("node " << n.node << " ran " << n.kernel);
       CHECK_FALSE(n.fallback);
@@ -852,27 +853,41 @@ TEST_CASE("cpu folds weight-only DequantizeLinear at prepare: MatMul+bias as Gem
       CHECK(nr.opType != "DequantizeLinear");
       CHECK_FALSE(nr.fallback);
     }
-    CHECK(ranKernel(prof, level == 3 ? "cpu.gemm.f32" : "cpu.matmul.f32"));
+    // -O3's Gemm (MatMul + bias) reads the int4 weight as MatMulNBits + Add, the Add fused as its bias
+    CHECK(ranKernel(prof, "cpu.ms.matmulnbits.f32.int4"));
   }
 }
 
-TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked, int8 per axis) as a prepared float weight",
+TEST_CASE("cpu runs MatMul/Gemm on a DequantizeLinear'd constant weight: int4 blocked kept packed, int8 per axis as a prepared float weight",
           "[cpu][int8]") {
   std::mt19937 rng(59);
-  for (int variant = 0; variant < 3; ++variant) {  // int4 block 16, int4 block 32 with K not a multiple, int8 per axis
+  // int4 symmetric block 16 (no zero point), uint4 block 32 with K not a multiple, int8 per
+  // axis, and Gemm with transB and C over uint4 (K over several GEMM K blocks, 2 row blocks)
+  for (int variant = 0; variant < 4; ++variant) {
     auto m = emptyModel(21);
     Graph& g = *m->graph;
-    const int64_t k = variant == 1 ? 70 : 64, n = 24;
-    Value* x = graphInput(g, "x", DType::Float, {3, k});
-    Tensor tw = testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
+    const bool gemm = variant == 3;
+    const int64_t k = variant == 1 ? 70 : gemm ? 600 : 64, n = gemm ? 40 : variant == 1 ? 25 : 24, rows = gemm ? 150 : 3;
+    Value* x = graphInput(g, "x", DType::Float, {rows, k});
+    Tensor tw = gemm ? testutil::f32({n, k}, normals(static_cast<size_t>(k * n), rng))
+                     : testutil::f32({k, n}, normals(static_cast<size_t>(k * n), rng));
     tw.name = "w";
     Value* w = g.addInitializer(std::move(tw));
-    Node* mm = g.addNode("MatMul", {x, w}, {"y"});
+    Node* mm;
+    if (gemm) {
+      Tensor tc = testutil::f32({n}, normals(static_cast<size_t>(n), rng));
+      tc.name = "c";
+      mm = g.addNode("Gemm", {x, w, g.addInitializer(std::move(tc))}, {"y"});
+      mm->setAttr(Attribute::ofInt("transB", 1));
+    } else {
+      mm = g.addNode("MatMul", {x, w}, {"y"});
+    }
     mm->name = "mm";
     g.addOutput(mm->output(0));
-    if (variant < 2) {
+    if (variant != 2) {
       Int4QuantizeOptions o;
-      o.blockSize = variant == 0 ? 16 : 32;
+      o.blockSize = variant == 0 ? 16 : variant == 1 ? 32 : 64;
+      o.symmetric = variant == 0;
       REQUIRE(quantizeInt4(*m, o).nodesQuantized == 1);
     } else {  // int8 weights, per column, behind a DequantizeLinear; float activations
       std::vector<int8_t> q(static_cast<size_t>(k * n));
@@ -897,10 +912,342 @@ TEST_CASE("cpu runs MatMul on a DequantizeLinear'd constant weight (int4 blocked
       g.removeInitializer(w);
     }
     std::map<std::string, RtValue> feeds;
-    feeds["x"] = testutil::T(testutil::f32({3, k}, normals(static_cast<size_t>(3 * k), rng)));
+    feeds["x"] = testutil::T(testutil::f32({rows, k}, normals(static_cast<size_t>(rows * k), rng)));
     INFO("variant " << variant);
-    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
-    CHECK(ranKernel(prof, "cpu.matmul.f32"));  // on the weight folded to float at prepare
-    CHECK(prof.nodes.size() == 1);  // the DequantizeLinear ran once, at prepare
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, gemm ? 1e-4 : 1e-5);
+    // int4: the codes stay packed (MatMulNBits' kernel, PackedB4); int8: the weight folded to float at prepare
+    CHECK(ranKernel(prof, variant == 2 ? "cpu.matmul.f32" : "cpu.ms.matmulnbits.f32.int4"));
+    CHECK(prof.nodes.size() == 1);  // no DequantizeLinear at run time; Gemm's C fused as the bias
   }
+}
+
+namespace {
+
+/// DequantizeLinear(xq uint8 graph input) -> Conv (int8 weights behind a DequantizeLinear, per
+/// output channel) [-> Clip] [-> QuantizeLinear]: what a QDQ model's layer is once the previous
+/// layer's QuantizeLinear wrote xq.
+struct U8ConvCase {
+  std::vector<int64_t> x, w;  // [N, C, H, W], [M, C/group, KH, KW]
+  int64_t group = 1;
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
+  bool bias = true, int32Bias = false, clip = false, quantizeOut = false, wZero = false;
+  bool residual = false;  // Conv -> Add(float input "r" of the output's shape) [-> Clip] [-> Q]
+  bool sideQuant = false;  // the float output is a graph output and a QuantizeLinear's input (two outputs)
+};
+
+std::unique_ptr<Model> u8ConvModel(const U8ConvCase& c, std::mt19937& rng) {
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  Value* xq = graphInput(g, "xq", DType::UInt8, c.x);
+  auto init = [&](Tensor t, const std::string& name) {
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  const int64_t mOut = c.w[0], wn = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+  std::uniform_int_distribution<int> s8(-128, 127), small(-3, 3);
+  std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+  Node* dx = g.addNode("DequantizeLinear", {xq, init(testutil::f32({}, {0.04f}), "xs"),
+                                            init(testutil::tensorOf<uint8_t>(DType::UInt8, {}, {117}), "xz")}, {"x"});
+  dx->name = "dqx";
+  std::vector<int8_t> wv(static_cast<size_t>(wn));
+  for (auto& v : wv) v = static_cast<int8_t>(s8(rng));
+  std::vector<float> ws(static_cast<size_t>(mOut));
+  for (auto& v : ws) v = sc(rng);
+  std::vector<Value*> dwIns = {init(testutil::tensorOf<int8_t>(DType::Int8, c.w, wv), "wq"), init(testutil::f32({mOut}, ws), "ws")};
+  if (c.wZero) {
+    std::vector<int8_t> z(static_cast<size_t>(mOut));
+    for (auto& v : z) v = static_cast<int8_t>(small(rng));
+    dwIns.push_back(init(testutil::tensorOf<int8_t>(DType::Int8, {mOut}, z), "wz"));
+  }
+  Node* dw = g.addNode("DequantizeLinear", dwIns, {"w"});
+  dw->name = "dqw";
+  dw->setAttr(Attribute::ofInt("axis", 0));
+  std::vector<Value*> ins = {dx->output(0), dw->output(0)};
+  if (c.bias && c.int32Bias) {  // the QDQ form's bias: int32 with scale x scale * w scale
+    std::vector<int32_t> bq(static_cast<size_t>(mOut));
+    std::vector<float> bs(static_cast<size_t>(mOut));
+    std::uniform_int_distribution<int32_t> bd(-3000, 3000);
+    for (size_t i = 0; i < bq.size(); ++i) bq[i] = bd(rng), bs[i] = 0.04f * ws[i];
+    Node* db = g.addNode("DequantizeLinear", {init(testutil::i32({mOut}, bq), "bq"), init(testutil::f32({mOut}, bs), "bs")}, {"b"});
+    db->name = "dqb";
+    db->setAttr(Attribute::ofInt("axis", 0));
+    ins.push_back(db->output(0));
+  } else if (c.bias) {
+    ins.push_back(init(testutil::f32({mOut}, normals(static_cast<size_t>(mOut), rng)), "b"));
+  }
+  Node* conv = g.addNode("Conv", ins, {"y"});
+  conv->name = "conv";
+  conv->setAttr(Attribute::ofInt("group", c.group));
+  conv->setAttr(Attribute::ofInts("strides", c.strides));
+  conv->setAttr(Attribute::ofInts("pads", c.pads));
+  conv->setAttr(Attribute::ofInts("dilations", c.dilations));
+  Value* y = conv->output(0);
+  if (c.residual) {
+    std::vector<int64_t> yd = {c.x[0], mOut, 0, 0};
+    for (int i = 0; i < 2; ++i)
+      yd[static_cast<size_t>(2 + i)] =
+          (c.x[static_cast<size_t>(2 + i)] + c.pads[static_cast<size_t>(i)] + c.pads[static_cast<size_t>(2 + i)] -
+           c.dilations[static_cast<size_t>(i)] * (c.w[static_cast<size_t>(2 + i)] - 1) - 1) / c.strides[static_cast<size_t>(i)] + 1;
+    Node* add = g.addNode("Add", {graphInput(g, "r", DType::Float, yd), y}, {"sum"});
+    add->name = "residual";
+    y = add->output(0);
+  }
+  if (c.clip) {
+    Node* clip = g.addNode("Clip", {y, init(testutil::f32({}, {0.f}), "lo"), init(testutil::f32({}, {6.f}), "hi")}, {"relu6"});
+    clip->name = "relu6";
+    y = clip->output(0);
+  }
+  if (c.quantizeOut || c.sideQuant) {
+    Node* q = g.addNode("QuantizeLinear", {y, init(testutil::f32({}, {0.03f}), "ys"),
+                                           init(testutil::tensorOf<uint8_t>(DType::UInt8, {}, {100}), "yz")}, {"yq"});
+    q->name = "q";
+    if (c.sideQuant) g.addOutput(y);
+    y = q->output(0);
+  }
+  g.addOutput(y);
+  return m;
+}
+
+/// Runs a u8ConvModel on ref and cpu (1 and 2 threads): a float output within rounding of the
+/// exact integer sums, a QuantizeLinear'd one within one step (equal but at rounding ties, which
+/// random data almost never hits: at most 1% of the elements may differ).
+RunProfile checkU8Conv(const U8ConvCase& c, std::mt19937& rng) {
+  auto m = u8ConvModel(c, rng);
+  std::uniform_int_distribution<int> u8(0, 255);
+  int64_t xn = 1;
+  for (int64_t d : c.x) xn *= d;
+  std::vector<uint8_t> xv(static_cast<size_t>(xn));
+  for (auto& v : xv) v = static_cast<uint8_t>(u8(rng));
+  std::map<std::string, RtValue> feeds;
+  feeds["xq"] = testutil::T(testutil::tensorOf<uint8_t>(DType::UInt8, c.x, xv));
+  for (const auto& e : m->graph->inputs())
+    if (e.value->name() == "r") {
+      std::vector<int64_t> rd;
+      for (const Dim& d : e.value->type().shape.dims) rd.push_back(d.value);
+      int64_t rn = 1;
+      for (int64_t d : rd) rn *= d;
+      auto rv = normals(static_cast<size_t>(rn), rng);
+      for (auto& v : rv) v *= 3;
+      feeds["r"] = testutil::T(testutil::f32(rd, rv));
+    }
+  if (!c.quantizeOut && !c.sideQuant) return compareWithRef(*m, feeds, 1e-4, 1e-4);
+  auto wants = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  const size_t q = wants.size() - 1;  // the uint8 output is the last
+  auto want = testutil::valuesOf(wants[q]);
+  RunProfile prof;
+  for (int threads : {1, 2}) {
+    PrepareOptions po;
+    po.graphOptLevel = 0;
+    po.threads = threads;
+    auto outs = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(outs.size() == wants.size());
+    if (c.sideQuant) {  // the float output besides
+      CompareResult r = compareValues(outs[0], wants[0], 1e-4, 1e-4);
+      INFO("float output, threads " << threads << ": " << r.message);
+      CHECK(r.ok);
+    }
+    auto got = testutil::valuesOf(outs[q]);
+    REQUIRE(got.size() == want.size());
+    size_t off = 0;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+      off += got[i] != want[i];
+    }
+    INFO("threads " << threads << ": " << off << " of " << got.size() << " differ, by at most " << worst);
+    CHECK(worst <= 1);
+    CHECK(off <= got.size() / 100 + 1);
+    // saturation both ways happens (the data is not all in one bucket)
+    CHECK(std::count(got.begin(), got.end(), 0.0) + std::count(got.begin(), got.end(), 255.0) < static_cast<long>(got.size()));
+  }
+  return prof;
+}
+
+}  // namespace
+
+TEST_CASE("cpu int8 depthwise Conv on a uint8 activation matches the reference (random shapes, strides, pads, dilations)",
+          "[cpu][int8]") {
+  std::mt19937 rng(59);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  const int64_t sizes[] = {1, 2, 5, 7, 14, 17, 33};
+  const int64_t chans[] = {1, 3, 16, 17, 40, 24, 96};
+  const int64_t kernels[][2] = {{3, 3}, {5, 5}, {1, 1}, {3, 2}, {7, 7}};
+  for (int it = 0; it < 60; ++it) {
+    U8ConvCase c;
+    const int64_t ch = chans[pick(rng) % 7], h = sizes[pick(rng) % 7], w = sizes[pick(rng) % 7];
+    const auto& k = kernels[pick(rng) % 5];
+    const int64_t s = 1 + pick(rng) % 3, d = 1 + (pick(rng) % 4 == 0);
+    c.pads = {pick(rng) % k[0], pick(rng) % k[1], pick(rng) % k[0], pick(rng) % k[1]};
+    if (h + c.pads[0] + c.pads[2] < d * (k[0] - 1) + 1 || w + c.pads[1] + c.pads[3] < d * (k[1] - 1) + 1) continue;  // no output
+    c.x = {1 + (it % 7 == 0), ch, h, w};
+    c.w = {ch, 1, k[0], k[1]};
+    c.group = ch;
+    c.strides = {s, 1 + pick(rng) % 2};
+    c.dilations = {d, d};
+    c.bias = it % 5 != 0;
+    c.int32Bias = it % 2 == 0;
+    c.clip = it % 3 == 0;
+    c.quantizeOut = it % 2 == 1;
+    c.wZero = it % 4 == 3;
+    INFO("case " << it << ": C " << ch << " " << h << "x" << w << " k " << k[0] << "x" << k[1] << " strides " << c.strides[0] << ","
+                 << c.strides[1] << " dilation " << d << " pads " << c.pads[0] << "," << c.pads[1] << "," << c.pads[2] << ","
+                 << c.pads[3] << (c.clip ? " clip" : "") << (c.quantizeOut ? " -> uint8" : ""));
+    RunProfile prof = checkU8Conv(c, rng);
+    // (one channel: group 1, the other int8 conv)
+    const std::string kernel = ch == 1 ? "cpu.qdqconv.u8s8.fused" : "cpu.qdqdwconv.u8s8.fused";
+    CHECK(ranKernel(prof, c.quantizeOut ? kernel + ".u8out" : kernel));
+    CHECK(prof.nodes.size() == 1);  // DQ, DQ of the weight (and bias), Conv [, Clip] [, Q]: one step
+  }
+}
+
+TEST_CASE("cpu QDQ Conv writes the following QuantizeLinear's uint8 output directly (within one step of the reference)",
+          "[cpu][int8]") {
+  std::mt19937 rng(61);
+  struct Case {
+    std::vector<int64_t> x, w, strides, pads;
+    bool clip, wZero;
+  };
+  const Case cases[] = {
+      {{1, 8, 10, 10}, {24, 8, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // 1x1, pixels past a panel of 32
+      {{1, 3, 17, 16}, {16, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},  // a stem, ReLU6
+      {{2, 16, 9, 9}, {33, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, false, false},  // M past a tile of 8, two images
+      {{1, 5, 8, 7}, {17, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, false, true},  // weight zero points: the GEMM path's epilogue
+      {{1, 32, 16, 16}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, false},  // big enough for two threads
+      {{1, 3, 5, 70}, {8, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true, false},  // rows past 64 columns (im2col in two vectors)
+      {{1, 2, 6, 130}, {5, 2, 3, 5}, {1, 1}, {0, 2, 2, 1}, false, false},  // 130 columns, asymmetric pads
+      {{1, 3, 8, 151}, {9, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},  // stride 2 over 64 output columns
+      {{1, 2, 9, 40}, {6, 2, 3, 3}, {2, 1}, {1, 0, 0, 2}, true, false},   // row stride 2, column stride 1
+      {{1, 3, 20, 21}, {8, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}, true, false},   // ResNet's stem
+  };
+  for (const Case& k : cases) {  // the float output also read by a QuantizeLinear: one step writes both
+    U8ConvCase c;
+    c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
+    c.int32Bias = true;
+    c.residual = k.clip;
+    c.sideQuant = true;
+    INFO("float + uint8 outputs: x " << k.x[1] << "x" << k.x[2] << "x" << k.x[3] << " w " << k.w[0] << "x" << k.w[2] << "x" << k.w[3]);
+    RunProfile prof = checkU8Conv(c, rng);
+    CHECK(ranKernel(prof, c.residual ? "cpu.qdqconv.u8s8.fused+residual+u8copy" : "cpu.qdqconv.u8s8.fused+u8copy"));
+    CHECK(prof.nodes.size() == 1);
+  }
+  for (bool quantizeOut : {false, true})
+    for (const Case& k : cases) {  // + a residual Add before the Clip (ResNet), joining the step
+      U8ConvCase c;
+      c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
+      c.int32Bias = true;
+      c.quantizeOut = quantizeOut;
+      c.residual = true;
+      INFO("residual: x " << k.x[1] << "x" << k.x[2] << "x" << k.x[3] << " w " << k.w[0] << "x" << k.w[2] << "x" << k.w[3]
+                          << (quantizeOut ? " -> uint8" : ""));
+      RunProfile prof = checkU8Conv(c, rng);
+      CHECK(ranKernel(prof, quantizeOut ? "cpu.qdqconv.u8s8.fused+residual.u8out" : "cpu.qdqconv.u8s8.fused+residual"));
+      CHECK(prof.nodes.size() == 1);
+    }
+  for (const Case& k : cases) {
+    U8ConvCase c;
+    c.x = k.x, c.w = k.w, c.strides = k.strides, c.pads = k.pads, c.clip = k.clip, c.wZero = k.wZero;
+    c.int32Bias = true;
+    c.quantizeOut = true;
+    INFO("x " << k.x[1] << "x" << k.x[2] << "x" << k.x[3] << " w " << k.w[0] << "x" << k.w[2] << "x" << k.w[3]);
+    RunProfile prof = checkU8Conv(c, rng);
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused.u8out"));
+    CHECK(prof.nodes.size() == 1);
+  }
+}
+
+TEST_CASE("cpu keeps a static QDQ MobileNet block in uint8 between its layers and matches the reference", "[cpu][int8]") {
+  // x -> Conv 1x1 -> ReLU6 -> depthwise 3x3 (stride s) -> ReLU6 -> Conv 1x1 -> y, quantized
+  // --static: every QuantizeLinear after a Conv/Clip goes into the step that computes its input,
+  // every step reads the previous one's uint8 output; only the input's QuantizeLinear runs alone.
+  std::mt19937 rng(67);
+  for (int64_t stride : {1, 2}) {
+    auto m = emptyModel(13);
+    Graph& g = *m->graph;
+    const int64_t c = 8, e = 24, hw = 15;
+    Value* x = graphInput(g, "x", DType::Float, {1, c, hw, hw});
+    auto init = [&](std::vector<int64_t> dims, const std::string& name, float mul) {
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      auto v = normals(static_cast<size_t>(n), rng);
+      for (auto& f : v) f *= mul;
+      Tensor t = testutil::f32(std::move(dims), v);
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    auto scalar = [&](float v, const std::string& name) {
+      Tensor t = testutil::f32({}, {v});
+      t.name = name;
+      return g.addInitializer(std::move(t));
+    };
+    auto relu6 = [&](Value* v, const std::string& name) {
+      Node* clip = g.addNode("Clip", {v, scalar(0.f, name + "_lo"), scalar(6.f, name + "_hi")}, {name});
+      clip->name = name;
+      return clip->output(0);
+    };
+    Node* c1 = g.addNode("Conv", {x, init({e, c, 1, 1}, "w1", 0.5f), init({e}, "b1", 0.5f)}, {"c1"});
+    c1->name = "expand";
+    Value* r1 = relu6(c1->output(0), "r1");
+    Node* c2 = g.addNode("Conv", {r1, init({e, 1, 3, 3}, "w2", 0.5f), init({e}, "b2", 0.5f)}, {"c2"});
+    c2->name = "dw";
+    c2->setAttr(Attribute::ofInt("group", e));
+    c2->setAttr(Attribute::ofInts("strides", {stride, stride}));
+    c2->setAttr(Attribute::ofInts("pads", {1, 1, 1, 1}));
+    Value* r2 = relu6(c2->output(0), "r2");
+    Node* c3 = g.addNode("Conv", {r2, init({c, e, 1, 1}, "w3", 0.3f), init({c}, "b3", 0.5f)}, {"y"});
+    c3->name = "project";
+    g.addOutput(c3->output(0));
+    std::map<std::string, ValueRange> ranges;
+    ranges["x"] = {-2.5f, 2.5f};
+    ranges["r1"] = {0.f, 6.f};
+    ranges["r2"] = {0.f, 6.f};
+    REQUIRE(quantizeStaticQdq(*m, ranges).nodesQuantized == 3);
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32({1, c, hw, hw}, normals(static_cast<size_t>(c * hw * hw), rng)));
+    INFO("stride " << stride);
+    // A one-step difference of an intermediate (at a rounding tie) moves y by ~ scale x |w|:
+    // well inside 0.05 here, which a wrong tap, channel or zero point is not.
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0.05);
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused.u8out"));
+    CHECK(ranKernel(prof, "cpu.qdqdwconv.u8s8.fused.u8out"));
+    CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
+    CHECK(prof.nodes.size() == 4);  // the input's QuantizeLinear and three steps
+    for (const NodeRun& n : prof.nodes) {
+      INFO("node " << n.node << " ran " << n.kernel);
+      CHECK_FALSE(n.fallback);
+      CHECK(n.kernel.find("dequantize") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("cpu QDQ steps read a QuantizeLinear's output that other readers also dequantize (the node then runs)", "[cpu][int8]") {
+  // x -> Q -> DQ -> Conv (a fused step reading Q's uint8 output) and the same DQ's float output a
+  // graph output, and Q's output also a graph output: Q and DQ must both still run.
+  std::mt19937 rng(71);
+  auto m = emptyModel(13);
+  Graph& g = *m->graph;
+  Value* x = graphInput(g, "x", DType::Float, {1, 4, 6, 6});
+  auto init = [&](Tensor t, const std::string& name) {
+    t.name = name;
+    return g.addInitializer(std::move(t));
+  };
+  Value* xs = init(testutil::f32({}, {0.05f}), "xs");
+  Value* xz = init(testutil::tensorOf<uint8_t>(DType::UInt8, {}, {128}), "xz");
+  Node* q = g.addNode("QuantizeLinear", {x, xs, xz}, {"xq"});
+  Node* dq = g.addNode("DequantizeLinear", {q->output(0), xs, xz}, {"xd"});
+  std::vector<int8_t> wv(8 * 4 * 9);
+  std::uniform_int_distribution<int> s8(-127, 127);
+  for (auto& v : wv) v = static_cast<int8_t>(s8(rng));
+  Node* dw = g.addNode("DequantizeLinear", {init(testutil::tensorOf<int8_t>(DType::Int8, {8, 4, 3, 3}, wv), "wq"),
+                                            init(testutil::f32({}, {0.01f}), "ws")}, {"w"});
+  Node* conv = g.addNode("Conv", {dq->output(0), dw->output(0)}, {"y"});
+  conv->setAttr(Attribute::ofInts("pads", {1, 1, 1, 1}));
+  g.addOutput(conv->output(0));
+  g.addOutput(dq->output(0));
+  g.addOutput(q->output(0));
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({1, 4, 6, 6}, normals(144, rng)));
+  RunProfile prof = compareWithRef(*m, feeds, 1e-4, 1e-4);
+  CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
+  CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
+  CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
 }

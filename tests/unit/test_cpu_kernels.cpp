@@ -183,17 +183,23 @@ TEST_CASE("cpu MatMulNBits (com.microsoft) dequantizes its constant weight as th
     int64_t bits, k, n, block;
     int zp;  // 0 none, 1 packed uint8, 2 float
     bool gidx, bias, rank3;
+    int64_t rows = 5;  // of A when not rank 3
   };
+  // 4-bit codes without g_idx or float zero points stay packed (PackedB4): K over several of its
+  // K blocks (a multiple of the block size) with a partial last block, columns over several
+  // panels with a partial last one, 1 to 150 rows (GEMV and tiled kernels, row blocks).
   const Case cases[] = {{4, 64, 24, 32, 0, false, false, false}, {4, 70, 17, 16, 1, false, true, false},
                         {4, 48, 9, 16, 2, true, false, true},    {8, 40, 33, 16, 1, false, false, true},
-                        {2, 64, 5, 32, 1, false, true, false},   {4, 16, 1, 16, 0, false, false, false}};
+                        {2, 64, 5, 32, 1, false, true, false},   {4, 16, 1, 16, 0, false, false, false},
+                        {4, 600, 70, 64, 1, false, true, false, 1}, {4, 777, 45, 128, 0, false, false, false, 150},
+                        {4, 520, 33, 16, 1, false, true, true},  {4, 256, 96, 256, 1, false, false, false, 13}};
   for (const Case& c : cases) {
     const int64_t blocks = (c.k + c.block - 1) / c.block, blob = c.block * c.bits / 8, perByte = 8 / c.bits;
     std::vector<uint8_t> b(static_cast<size_t>(c.n * blocks * blob));
     for (auto& x : b) x = static_cast<uint8_t>(byte(rng));
     auto u8 = [](std::vector<int64_t> dims, const std::vector<uint8_t>& v) { return testutil::tensorOf(DType::UInt8, std::move(dims), v); };
     std::vector<float> scales = randomFloats(static_cast<size_t>(c.n * blocks), rng);
-    std::vector<Arg> args{{randomTensor(c.rank3 ? std::vector<int64_t>{2, 3, c.k} : std::vector<int64_t>{5, c.k}, rng, true), false},
+    std::vector<Arg> args{{randomTensor(c.rank3 ? std::vector<int64_t>{2, 3, c.k} : std::vector<int64_t>{c.rows, c.k}, rng, true), false},
                           {u8({c.n, blocks, blob}, b), true},
                           {f32({c.n * blocks}, scales), true}};
     if (c.zp == 1) {
@@ -220,7 +226,9 @@ TEST_CASE("cpu MatMulNBits (com.microsoft) dequantizes its constant weight as th
     if (c.zp == 0) n->setInput(3, nullptr);
     INFO("MatMulNBits bits " << c.bits << " K " << c.k << " N " << c.n << " block " << c.block << " zp " << c.zp << " g_idx "
                              << c.gidx << " bias " << c.bias);
-    checkAgainstRef(*model, feeds, "cpu.ms.matmulnbits");
+    const bool packed4 = c.bits == 4 && !c.gidx && c.zp != 2;
+    // float sums of K products of up to 15 * |scale| * |a| (the reference sums in double)
+    checkAgainstRef(*model, feeds, packed4 ? "cpu.ms.matmulnbits.f32.int4" : "cpu.ms.matmulnbits", 1e-4, c.k > 200 ? 1e-3 : 1e-5);
   }
 }
 
@@ -361,6 +369,11 @@ TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf 
     std::map<std::string, RtValue> feeds;
     auto model = oneNode("Softmax", 13, {{randomTensor({2, 12, 128, 128}, rng), false}}, {}, feeds);
     checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-7);
+  }
+  {  // a non-last axis with many columns (YOLOv8's distribution head): several column blocks and a tail
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Softmax", 13, {{randomTensor({2, 16, 4, 300}, rng, true), false}}, {testutil::one("axis", 1)}, feeds);
+    checkAgainstRef(*model, feeds, "cpu.softmax", 1e-5, 1e-6);
   }
   for (int64_t opset : {11, 13})
     for (int64_t axis : {-1, 0, 1, 2}) {
@@ -1280,4 +1293,56 @@ TEST_CASE("cpu fusions: Conv (+ BatchNormalization) + x * Sigmoid(x) (SiLU) is o
                  literal(24 * 16, rng, 0.3f) + "> {\n  c = Conv(x, w)\n  s = Sigmoid(c)\n  y = Mul(c, s)\n}",
              {{"x", {2, 16, 7, 5}}},
              {"cpu.conv.f32.gemm." + std::string(cpu::isaName(cpu::activeGemmMicroKernel(24).isa)), "cpu.sigmoid.f32", "cpu.mul.f32"}, 3);
+}
+
+TEST_CASE("cpu LSTM and GRU match the reference kernel (directions, layouts, sequence_lens, states, peepholes, clip)",
+          "[cpu][kernels]") {
+  std::mt19937 rng(31);
+  for (int iter = 0; iter < 48; ++iter) {
+    const bool gru = iter % 2 == 1;
+    std::uniform_int_distribution<int64_t> small(1, 5), hid(1, 33), in(1, 20);
+    const int64_t S = small(rng) + (iter % 7 == 0 ? 9 : 0), B = small(rng), H = hid(rng), I = in(rng), G = gru ? 3 : 4;
+    const char* dirNames[] = {"forward", "reverse", "bidirectional"};
+    const std::string direction = dirNames[(iter / 2) % 3];
+    const int64_t D = direction == "bidirectional" ? 2 : 1;
+    const bool layout1 = iter % 5 == 1, withB = iter % 4 != 3, withLens = iter % 3 == 1, withH0 = iter % 4 < 2,
+               withC0 = !gru && iter % 6 < 3, withP = !gru && iter % 8 < 4, clip = iter % 9 == 4, lbr = gru && iter % 4 == 1,
+               inputForget = !gru && iter % 10 == 6;
+    auto scaled = [&](std::vector<int64_t> dims, float scale) {
+      Tensor t = randomTensor(std::move(dims), rng);
+      auto* p = reinterpret_cast<float*>(t.raw.mutableData());
+      for (size_t i = 0; i < t.raw.size() / 4; ++i) p[i] *= scale;
+      return t;
+    };
+    std::vector<Arg> args{{scaled(layout1 ? std::vector<int64_t>{B, S, I} : std::vector<int64_t>{S, B, I}, 1.f), false},
+                          {scaled({D, G * H, I}, 0.5f), true},
+                          {scaled({D, G * H, H}, 0.5f), true},
+                          {scaled({D, 2 * G * H}, 0.5f), true}};
+    std::vector<int32_t> lens(static_cast<size_t>(B));
+    for (auto& l : lens) l = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, S)(rng));
+    args.push_back({testutil::i32({B}, lens), false});
+    const std::vector<int64_t> state = layout1 ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H};
+    args.push_back({scaled(state, 1.f), false});
+    if (!gru) {
+      args.push_back({scaled(state, 1.f), false});
+      args.push_back({scaled({D, 3 * H}, 0.5f), true});
+    }
+    std::vector<Attribute> attrs{Attribute::ofString("direction", direction), Attribute::ofInt("hidden_size", H)};
+    if (layout1) attrs.push_back(Attribute::ofInt("layout", 1));
+    if (clip) attrs.push_back(Attribute::ofFloat("clip", 0.7f));
+    if (lbr) attrs.push_back(Attribute::ofInt("linear_before_reset", 1));
+    if (inputForget) attrs.push_back(Attribute::ofInt("input_forget", 1));
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode(gru ? "GRU" : "LSTM", 14, args, attrs, feeds, gru ? 2 : 3);
+    Node* n = model->graph->nodes().front().get();
+    if (!withB) n->setInput(3, nullptr);
+    if (!withLens) n->setInput(4, nullptr);
+    if (!withH0) n->setInput(5, nullptr);
+    if (!gru && !withC0) n->setInput(6, nullptr);
+    if (!gru && !withP) n->setInput(7, nullptr);
+    INFO((gru ? "GRU" : "LSTM") << " S " << S << " B " << B << " H " << H << " I " << I << " " << direction << " layout " << layout1
+                                << " B " << withB << " lens " << withLens << " h0 " << withH0 << " c0 " << withC0 << " P " << withP
+                                << " clip " << clip << " lbr " << lbr << " input_forget " << inputForget);
+    checkAgainstRef(*model, feeds, gru ? "cpu.gru" : "cpu.lstm", 1e-4, 2e-5);
+  }
 }

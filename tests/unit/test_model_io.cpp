@@ -348,3 +348,33 @@ TEST_CASE("node count and subgraph depth are counted on the wire, functions and 
   const uint8_t junk[] = {0x3a, 0x7f, 0x01};
   CHECK_FALSE(checkNodeLimits(junk, sizeof junk, 1, 1));
 }
+
+TEST_CASE("dynamic dims written as -1 or as \"?\" load as unknown dims", "[io]") {
+  // paddle2onnx writes a PaddleOCR classifier's input as [-1, 3, "?", "?"] and feeds it 48x192:
+  // onnx.checker accepts that, and ONNX Runtime reads each of them as an independent unknown dim.
+  pb::ModelProto m = externalModel("unused");
+  auto* g = m.mutable_graph();
+  g->clear_initializer();
+  auto* in = g->add_input();
+  in->set_name("w");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(pb::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_value(-1);
+  tt->mutable_shape()->add_dim()->set_dim_value(3);
+  tt->mutable_shape()->add_dim()->set_dim_param("?");
+  tt->mutable_shape()->add_dim()->set_dim_param("h");
+  auto model = loadModelFromBytes(m.SerializeAsString(), ".", "m.onnx");
+  const Shape& s = model->graph->inputs().at(0).type().shape;
+  REQUIRE(s.rank() == 4);
+  CHECK(s.dims[0].isUnknown());
+  CHECK(s.dims[1].isValue());
+  CHECK(s.dims[1].value == 3);
+  CHECK(s.dims[2].isUnknown());
+  CHECK(s.dims[3].isParam());
+  pb::ModelProto back;
+  REQUIRE(back.ParseFromString(serializeModel(*model)));
+  const auto& bs = back.graph().input(0).type().tensor_type().shape();
+  CHECK_FALSE(bs.dim(0).has_dim_value());
+  CHECK_FALSE(bs.dim(0).has_dim_param());
+  CHECK(bs.dim(3).dim_param() == "h");
+}
