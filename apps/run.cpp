@@ -43,7 +43,9 @@ struct RunOptions : InputOptions {
 
 std::string fileSafe(const std::string& name) {
   std::string s;
-  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  // ':' kept: exporters name values "onnx::Shape_2464", and a file named so is what a caller
+  // looks up by the output's name
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':') ? c : '_';
   if (s.empty() || s == "." || s == "..") s = "output";
   return s;
 }

@@ -142,14 +142,25 @@ void registerShapeInference() {
   });
 }
 
+/// The inference functions by "domain\nop", built once: the registry is complete after
+/// registerShapeInference() (an engine per inference of one node, as executors run it, would
+/// otherwise spend most of its time rebuilding this).
+const std::unordered_map<std::string, std::vector<const InferFnDef*>>& inferFnIndex() {
+  registerShapeInference();
+  static const auto index = [] {
+    std::unordered_map<std::string, std::vector<const InferFnDef*>> m;
+    for (const auto& d : InferRegistry::instance().all()) m[std::string(d.domain) + "\n" + std::string(d.opType)].push_back(&d);
+    return m;
+  }();
+  return index;
+}
+
 // ------------------------------------------------------------------------------ engine
 
 class InferEngine {
  public:
-  InferEngine(Model& model, const InferOptions& options) : model_(model), options_(options) {
+  InferEngine(Model& model, const InferOptions& options) : model_(model), options_(options), fnIndex_(inferFnIndex()) {
     for (const auto& f : model.functions) functionsByKey_[f->domain + "\n" + f->name] = f.get();
-    for (const auto& d : InferRegistry::instance().all())
-      fnIndex_[std::string(d.domain) + "\n" + std::string(d.opType)].push_back(&d);
   }
 
   void run();
@@ -185,7 +196,7 @@ class InferEngine {
   /// outputs is then left without a full type.
   std::unordered_map<const Node*, std::string> giveUpReasons_;
   std::unordered_map<std::string, const Function*> functionsByKey_;
-  std::unordered_map<std::string, std::vector<const InferFnDef*>> fnIndex_;
+  const std::unordered_map<std::string, std::vector<const InferFnDef*>>& fnIndex_;
   const std::vector<OpsetImport>* imports_ = nullptr;
   const std::vector<const Attribute*>* callerAttrs_ = nullptr;
   std::unordered_set<const Function*> activeFunctions_;
@@ -662,6 +673,45 @@ InferReport inferShapes(Model& model, const InferOptions& options) {
   engine.run();
   if (options.valueData) *options.valueData = std::move(engine.data);
   return std::move(engine.report());
+}
+
+std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, std::span<const TypeInfo> inputTypes,
+                                           std::span<const Tensor* const> inputValues) {
+  Model m;
+  m.irVersion = model.irVersion;
+  m.opsetImports = model.opsetImports;
+  m.graph = std::make_unique<Graph>();
+  Graph& g = *m.graph;
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    if (!n.input(i)) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    std::string name = "in" + std::to_string(i);
+    const Tensor* t = i < inputValues.size() ? inputValues[i] : nullptr;
+    Value* v = nullptr;
+    if (t) {
+      Tensor c = *t;  // its bytes shared
+      c.name = name;
+      v = g.addInitializer(std::move(c));
+    } else {
+      v = g.createValue(name);
+      if (i < inputTypes.size()) v->setType(inputTypes[i]);
+      g.addInput(v);
+    }
+    ins.push_back(v);
+  }
+  std::vector<std::string> outs;
+  for (size_t k = 0; k < n.outputs().size(); ++k) outs.push_back(n.output(k) ? "out" + std::to_string(k) : std::string());
+  Node* c = g.addNode(n.opType, ins, outs, n.domain);
+  c->name = n.name;
+  c->overload = n.overload;
+  c->attributes = n.attributes;
+  inferShapes(m);
+  std::vector<TypeInfo> r;
+  for (Value* v : c->outputs()) r.push_back(v ? v->type() : TypeInfo{});
+  return r;
 }
 
 size_t writeInferredValueInfos(Model& model) {

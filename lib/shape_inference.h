@@ -90,6 +90,15 @@ struct InferReport {
 /// Throws Error(InvalidInput) for a malformed --shape entry, and on the first finding if strict.
 InferReport inferShapes(Model& model, const InferOptions& options = {});
 
+/// The types of node `n`'s outputs (of `model`, whose opset imports apply) for inputs of the
+/// given types (one per input of n; ignored for omitted inputs), the inputs with a non-null entry
+/// in `inputValues` read as those constants: n's inference function run on a model holding n
+/// alone. For executors that meet shapes only at run time (a fast kernel made for the shapes it
+/// is given). An output inference says nothing about is TypeInfo{}; a finding (shapes that
+/// cannot meet) leaves the types as far as inferred. n must have no subgraphs.
+std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, std::span<const TypeInfo> inputTypes,
+                                           std::span<const Tensor* const> inputValues);
+
 /// Adds a value_info entry for every node output (all graphs) that has a type and no entry yet,
 /// so that saving the model persists the inferred types. Returns how many were added.
 size_t writeInferredValueInfos(Model& model);

@@ -20,8 +20,8 @@
 #include "exec/cpu/cpu_executor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -44,6 +44,7 @@
 #include "exec/cpu/kernels_int8.h"
 #include "passes/upcast_half.h"
 #include "exec/kernel.h"
+#include "exec/ref/kernel_util.h"
 #include "exec/ref/ref_executor.h"
 #include "lib/error.h"
 #include "lib/ir_clone.h"
@@ -127,12 +128,17 @@ class CpuBody {
   static constexpr size_t kMaxPlans = 32;
 };
 
+class LazyKernels;
+
 struct Step {
   const Node* node = nullptr;
   int64_t opset = 0;
   std::vector<int> in, out;   ///< slots, -1 for omitted values
   std::vector<int> outerReads;  ///< slots of this graph that the node's subgraphs read
   std::unique_ptr<CpuKernel> kernel;  ///< the fast kernel, or null for a fallback
+  /// Without a kernel: fast kernels made at run time for the shapes met (the reference kernel
+  /// for shapes none takes), for a node whose input shapes are unknown at prepare
+  std::unique_ptr<LazyKernels> lazy;
   const CpuKernelDef* def = nullptr;
   const KernelDef* ref = nullptr;  ///< the reference kernel of a fallback (null: function call)
   int workspaceRegion = -1;
@@ -158,6 +164,16 @@ int64_t opsetFor(const Model& m, const Node& n) {
   return 1;
 }
 
+/// Whether a tensor of this type fits in this machine's memory (its size computed without
+/// overflow): the plan only lays out (and lazy kernels only allocate) such tensors; a larger one
+/// stays typeless, and its node's reference kernel refuses it with a message.
+bool fitsMemory(const StaticTensorType& t) {
+  uint64_t bytes = static_cast<uint64_t>(dtypeBits(t.dtype) / 8);
+  for (int64_t d : t.dims)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return false;
+  return bytes <= ref::physicalMemoryBytes();
+}
+
 std::optional<StaticTensorType> staticType(const TypeInfo& t) {
   if (t.kind != TypeInfo::Kind::Tensor || !t.shape.hasRank) return std::nullopt;
   DType dt = t.dtype();
@@ -168,6 +184,7 @@ std::optional<StaticTensorType> staticType(const TypeInfo& t) {
     if (!d.isValue() || d.value < 0) return std::nullopt;
     s.dims.push_back(d.value);
   }
+  if (!fitsMemory(s)) return std::nullopt;
   return s;
 }
 
@@ -182,6 +199,185 @@ void collectOuterReads(const Graph& g, const Graph& top, std::vector<const Value
 }
 
 std::string dimsStr(const std::vector<int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ",")); }
+
+/// The fast kernels of a node whose input shapes are known only when it runs (values computed
+/// from data: the proposals a detector keeps after NonMaxSuppression). A kernel is made at run
+/// time for each set of input shapes met (and the values of the inputs that give output shapes:
+/// Reshape's shape, Slice's starts, ...), its output types from shape inference of the node
+/// alone (lib/shape_inference.h inferNodeOutputTypes); constant inputs are packed once for all
+/// of them (cpu::PackCache: a Gemm's weights whatever the row count). Kept per set of shapes,
+/// at most kMaxShapes, the least recently used dropped first. Shapes no fast kernel takes (a
+/// create() that declines, outputs inference cannot give) run on the reference kernel.
+/// Thread-safe: runs of a plan in several threads share it.
+class LazyKernels {
+ public:
+  struct Entry {
+    std::unique_ptr<CpuKernel> kernel;  ///< null: the reference kernel runs these shapes
+    const CpuKernelDef* def = nullptr;
+    std::vector<StaticTensorType> inTypes;                   ///< per input (omitted: Undefined)
+    std::vector<std::optional<StaticTensorType>> outTypes;  ///< per output (omitted, or Dynamic: nullopt)
+    std::deque<Tensor> values;  ///< the shape-giving inputs, copied: the kernel's constants
+    size_t workspace = 0;
+    std::string name;  ///< the kernel's name for profiles
+    mutable std::atomic<uint64_t> lastUse{0};
+  };
+
+  LazyKernels(const Model& model, const Node& node, int64_t opset, int sinceVersion, int threads,
+              std::vector<std::shared_ptr<const Tensor>> constants, std::string_view defName)
+      : model_(model), node_(node), opset_(opset), sinceVersion_(sinceVersion), threads_(threads), constants_(std::move(constants)),
+        defName_(defName) {}
+  /// The kernel table's name for the node's op (for messages made at prepare).
+  std::string_view defName() const { return defName_; }
+
+  /// The kernel for these inputs (one per input of the node, null for omitted ones), made now
+  /// if not kept; null when an input is no tensor (the reference kernel says what is wrong).
+  std::shared_ptr<const Entry> entry(const std::vector<const RtValue*>& inputs) const {
+    std::string key;
+    auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const RtValue* v = inputs[i];
+      int64_t tag = -1;
+      if (!v) {
+        put(&tag, sizeof tag);
+        continue;
+      }
+      if (!v->isTensor()) return nullptr;
+      const Tensor& t = *v->tensor;
+      int64_t head[2] = {t.dataType, static_cast<int64_t>(t.dims.size())};
+      put(head, sizeof head);
+      put(t.dims.data(), t.dims.size() * sizeof(int64_t));
+      if (givesShape(i, t)) put(t.raw.data(), t.raw.size());
+    }
+    const uint64_t now = clock_.fetch_add(1) + 1;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        it->second->lastUse.store(now, std::memory_order_relaxed);
+        return it->second;
+      }
+    }
+    // Made outside the lock (packing a weight takes a while; the pack cache has its own lock);
+    // two runs racing make it twice and keep one.
+    std::shared_ptr<Entry> e = make(inputs);
+    e->lastUse.store(now, std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    if (cache_.size() >= kMaxShapes && !cache_.count(key)) {
+      auto oldest = cache_.begin();
+      for (auto it = cache_.begin(); it != cache_.end(); ++it)
+        if (it->second->lastUse.load(std::memory_order_relaxed) < oldest->second->lastUse.load(std::memory_order_relaxed))
+          oldest = it;
+      cache_.erase(oldest);  // a run still using it holds its own reference
+    }
+    return cache_.emplace(key, std::move(e)).first->second;
+  }
+
+ private:
+  /// Whether input i's values (not only its shape) choose the output shapes or the kernel: the
+  /// shape-like inputs of the ops with fast kernels, when they are small.
+  bool givesShape(size_t i, const Tensor& t) const {
+    if (t.raw.size() > 64 * sizeof(int64_t) || t.dtype() == DType::String) return false;
+    std::string_view op = node_.opType;
+    if (!canonicalDomain(node_.domain).empty()) return false;
+    if (op == "Reshape" || op == "Expand" || op == "Tile" || op == "TopK" || op == "Split" || op == "Squeeze" ||
+        op == "Unsqueeze" || op == "OneHot" || op.rfind("Reduce", 0) == 0)
+      return i == 1;
+    if (op == "Slice") return i >= 1;
+    if (op == "Resize" || op == "Pad") return i >= 1 && i <= 3;
+    if (op == "ConstantOfShape" || op == "Range") return true;
+    return false;
+  }
+
+  std::shared_ptr<Entry> make(const std::vector<const RtValue*>& inputs) const {
+    auto e = std::make_shared<Entry>();
+    std::vector<TypeInfo> types(inputs.size());
+    std::vector<const Tensor*> constants(inputs.size(), nullptr);
+    std::vector<const StaticTensorType*> inPtrs(inputs.size(), nullptr);
+    e->inTypes.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]) continue;
+      const Tensor& t = *inputs[i]->tensor;
+      e->inTypes[i].dtype = t.dtype();
+      e->inTypes[i].dims = t.dims;
+      inPtrs[i] = &e->inTypes[i];
+      types[i] = TypeInfo::tensor(t.dtype(), Shape::of(t.dims));
+      if (i < constants_.size() && constants_[i]) {
+        constants[i] = constants_[i].get();
+      } else if (givesShape(i, t)) {
+        Tensor c = t;
+        c.setRaw(Buffer::copyOf(t.raw.bytes()));  // not a view of a run's arena
+        e->values.push_back(std::move(c));
+        constants[i] = &e->values.back();
+      }
+    }
+    const std::string shapes = [&] {
+      std::string r;
+      for (const StaticTensorType* t : inPtrs) r += fmt::format("{}{}", r.empty() ? "" : " ", t ? dimsStr(t->dims) : "-");
+      return r;
+    }();
+    auto decline = [&](std::string_view why) {
+      spdlog::debug("cpu executor: node '{}' ({}) runs {} on the reference kernel: {}", node_.displayName(), node_.opType, shapes, why);
+      e->kernel.reset();
+      return e;
+    };
+    if (inputs.empty() || !inputs[0] || dtypeBits(e->inTypes[0].dtype) < 8) return decline("no fast kernel for input 0's type");
+    e->def = cpu::findCpuKernel(node_.domain, node_.opType, sinceVersion_, e->inTypes[0].dtype);
+    if (!e->def) return decline("no fast kernel for input 0's type");
+    const bool dynamic = e->def->reuse == OutputReuse::Dynamic;
+    const bool multiOutput = e->def->allOutputs;  // Split, LSTM, GRU write every output
+    std::vector<TypeInfo> outs;
+    try {
+      outs = inferNodeOutputTypes(model_, node_, types, constants);
+    } catch (const std::exception& ex) {
+      return decline(ex.what());
+    }
+    e->outTypes.resize(node_.outputs().size());
+    std::vector<const StaticTensorType*> outPtrs(node_.outputs().size(), nullptr);
+    for (size_t k = 0; k < node_.outputs().size(); ++k) {
+      if (!node_.output(k)) continue;
+      if (k > 0 && !multiOutput) return decline("an optional output is used");
+      if (dynamic) continue;
+      e->outTypes[k] = k < outs.size() ? staticType(outs[k]) : std::nullopt;  // nullopt too for one past memory
+      if (!e->outTypes[k]) return decline(fmt::format("inference gives output {} no shape (or one too large)", k));
+      outPtrs[k] = &*e->outTypes[k];
+    }
+    cpu::CpuNodeInfo info;
+    info.node = &node_;
+    info.opset = opset_;
+    info.sinceVersion = sinceVersion_;
+    info.threads = threads_;
+    info.inputs = inPtrs;
+    info.outputs = outPtrs;
+    info.constants = constants;
+    info.packs = &packs_;
+    try {
+      e->kernel = e->def->create(info);
+    } catch (const std::exception& ex) {
+      return decline(ex.what());
+    }
+    if (!e->kernel) return decline("the fast kernel declines these shapes");
+    e->workspace = e->kernel->workspaceBytes();
+    if (e->workspace > ref::physicalMemoryBytes()) return decline("its workspace would not fit in memory");
+    e->name = fmt::format("{}{} (lazy)", e->def->name, e->kernel->variant());
+    return e;
+  }
+
+  /// Entries kept per node: one per number of detections met, say; past this many the least
+  /// recently used goes (making one again is cheap: its weights stay packed in packs_).
+  static constexpr size_t kMaxShapes = 32;
+  const Model& model_;
+  const Node& node_;
+  int64_t opset_;
+  int sinceVersion_;
+  int threads_;
+  std::vector<std::shared_ptr<const Tensor>> constants_;  ///< the plan's initializer inputs (null: computed)
+  std::string_view defName_;
+  mutable cpu::PackCache packs_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, std::shared_ptr<Entry>> cache_;
+  mutable std::atomic<uint64_t> clock_{0};
+};
+
 
 /// Arenas of one specialization kept for the next run: an arena comes back when the last
 /// output borrowing it is dropped, so a steady-state run allocates nothing (and touches pages
@@ -220,6 +416,58 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
   size_t bytes_;
   std::mutex mutex_;
   std::vector<uint8_t*> free_;
+};
+
+/// Buffers for the outputs and workspaces of lazy kernels (sizes known only as they run), kept
+/// for later runs once nothing holds them: a detector's per-run tensors of megabytes would
+/// otherwise be fresh pages every run (a page fault per 4 KiB). Sizes are rounded up to classes
+/// of an eighth of their power of two, so that counts that change a little reuse the same
+/// buffers; at most kKeepBytes are kept. Shared by the buffers' deleters, so it outlives the plan
+/// if needed. Thread-safe.
+class BufferCache : public std::enable_shared_from_this<BufferCache> {
+ public:
+  ~BufferCache() {
+    for (auto& [bytes, list] : free_)
+      for (uint8_t* p : list) ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  /// `bytes` (at least) of uninitialised memory aligned to kArenaAlignment.
+  std::shared_ptr<uint8_t> take(size_t bytes) {
+    const size_t cls = sizeClass(bytes);
+    uint8_t* p = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(cls);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        kept_ -= cls;
+      }
+    }
+    if (!p) p = static_cast<uint8_t*>(::operator new(cls, std::align_val_t(kArenaAlignment)));
+    return std::shared_ptr<uint8_t>(p, [cache = shared_from_this(), cls](uint8_t* q) { cache->give(q, cls); });
+  }
+
+ private:
+  static size_t sizeClass(size_t n) {
+    if (n <= 4096) return std::max<size_t>(alignUp(n), kArenaAlignment);
+    size_t step = std::bit_floor(n) / 8;
+    return (n + step - 1) / step * step;
+  }
+  void give(uint8_t* p, size_t cls) {
+    {
+      std::lock_guard lock(mutex_);
+      if (kept_ + cls <= kKeepBytes) {
+        free_[cls].push_back(p);
+        kept_ += cls;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(kArenaAlignment));
+  }
+  static constexpr size_t kKeepBytes = size_t{256} << 20;
+  std::mutex mutex_;
+  std::map<size_t, std::vector<uint8_t*>> free_;
+  size_t kept_ = 0;
 };
 
 /// Wall time of the phases of a prepare, for `-vv` (spdlog debug).
@@ -299,6 +547,8 @@ class Specialization {
     releaseUnreadInitializers();
     timer.lap("memory-plan");
     arenas_ = std::make_shared<ArenaCache>(arenaBytes_);
+    if (std::any_of(steps_.begin(), steps_.end(), [](const Step& st) { return st.lazy != nullptr; }))
+      held_ = std::make_shared<BufferCache>();
     pool_ = nullptr;  // runs get the pool as an argument
     precreated_.clear();
     spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
@@ -590,6 +840,7 @@ class Specialization {
     const Function* fn = model_->findFunction(n.domain, n.opType, n.overload);
     const OpSchema* schema = fn ? nullptr : findSchema(n.domain, n.opType, st.opset);
     if (schema && n.subgraphs().empty()) tryFast(st, *schema, threads);
+    if (!st.kernel && schema && !fn && n.subgraphs().empty()) planLazy(st, *schema, threads);
     if (!st.kernel) {
       if (fn) {
         st.kernelName = fmt::format("function {} (reference)", n.opType);
@@ -606,7 +857,37 @@ class Specialization {
         }
       }
     }
+    if (st.lazy) {
+      st.refKernelName = st.kernelName;
+      st.kernelName = fmt::format("{} (lazy)", st.lazy->defName());
+    }
     steps_.push_back(std::move(st));
+  }
+
+  /// A node without a fast kernel at prepare because shapes of its inputs or outputs are known
+  /// only at run time, whose op has one: its kernels are made as it runs (LazyKernels).
+  void planLazy(Step& st, const OpSchema& schema, int threads) {
+    const Node& n = *st.node;
+    bool known = true;
+    for (int s : st.in) known = known && (s < 0 || slots_[static_cast<size_t>(s)].type);
+    for (int s : st.out) known = known && (s < 0 || slots_[static_cast<size_t>(s)].type);
+    if (known || st.in.empty() || st.in[0] < 0) return;  // known shapes that the kernel declined
+    // The kernel for input 0's element type, if inference knows it (else any of the op's)
+    const CpuKernelDef* def = nullptr;
+    DType dt = n.input(0)->type().kind == TypeInfo::Kind::Tensor ? n.input(0)->type().dtype() : DType::Undefined;
+    if (dt != DType::Undefined) {
+      def = cpu::findCpuKernel(n.domain, n.opType, schema.sinceVersion, dt);
+    } else {
+      for (const CpuKernelDef& d : cpu::cpuKernels())
+        if (d.opType == n.opType && canonicalDomain(d.domain) == canonicalDomain(n.domain) && schema.sinceVersion >= d.sinceVersion &&
+            schema.sinceVersion <= d.lastVersion && !def)
+          def = &d;
+    }
+    if (!def) return;
+    std::vector<std::shared_ptr<const Tensor>> constants;
+    for (const Value* v : n.inputs())
+      constants.push_back(v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor : nullptr);
+    st.lazy = std::make_unique<LazyKernels>(*model_, n, st.opset, schema.sinceVersion, threads, std::move(constants), def->name);
   }
 
   /// Chains of nodes that run as one fused int8 step (kernels_int8.h): each at its last node.
@@ -1435,6 +1716,7 @@ class Specialization {
   std::vector<int> inputSlots_, outputSlots_;
   size_t arenaBytes_ = 0;
   std::shared_ptr<ArenaCache> arenas_;
+  std::shared_ptr<BufferCache> held_;  ///< outputs of lazy kernels (null without any)
 
 
   friend class RunState;
@@ -1519,6 +1801,8 @@ class RunState : public cpu::OutputAllocator {
       running_ = &st;
       st.kernel->compute({std::span<const void* const>(inp, st.in.size()), std::span<void* const>(outp, st.out.size()), ws, pool_,
                           this});
+    } else if (st.lazy) {
+      runLazy(st);
     } else {
       runFallback(st);
     }
@@ -1550,6 +1834,9 @@ class RunState : public cpu::OutputAllocator {
     return p;
   }
 
+  /// The kernel the last lazy step ran (null: its reference kernel).
+  const LazyKernels::Entry* lastLazy() const { return lazy_ && lazy_->kernel ? lazy_.get() : nullptr; }
+
   std::vector<RtValue> outputs() {
     std::vector<RtValue> r;
     for (int s : sp_.outputSlots_) r.push_back(s >= 0 ? value(s) : RtValue{});
@@ -1557,6 +1844,58 @@ class RunState : public cpu::OutputAllocator {
   }
 
  private:
+  /// A step of LazyKernels: the kernel for the shapes its inputs have now, its outputs held by
+  /// the run (as a reference kernel's are), else the reference kernel.
+  void runLazy(const Step& st) {
+    std::vector<const RtValue*> ins;
+    ins.reserve(st.in.size());
+    for (int s : st.in) ins.push_back(s >= 0 ? &value(s) : nullptr);
+    lazy_ = st.lazy->entry(ins);
+    if (!lazy_ || !lazy_->kernel) {
+      runFallback(st);
+      return;
+    }
+    const LazyKernels::Entry& e = *lazy_;
+    std::vector<const void*> inp(ins.size(), nullptr);
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k]) inp[k] = ins[k]->tensor->raw.data();
+    std::vector<void*> outp(st.out.size(), nullptr);
+    std::vector<std::optional<Tensor>> made(st.out.size());
+    bool anyBytes = e.def->reuse == OutputReuse::Dynamic;
+    for (size_t k = 0; k < st.out.size(); ++k) {
+      if (st.out[k] < 0 || k >= e.outTypes.size() || !e.outTypes[k]) continue;
+      const StaticTensorType& type = *e.outTypes[k];
+      const size_t bytes = static_cast<size_t>(type.numElements()) * static_cast<size_t>(dtypeBits(type.dtype) / 8);
+      anyBytes = anyBytes || bytes > 0;
+      Tensor& t = made[k].emplace();
+      t.name = sp_.slots_[static_cast<size_t>(st.out[k])].value->name();
+      t.dataType = static_cast<int32_t>(type.dtype);
+      t.dims = type.dims;
+      if (e.def->reuse == OutputReuse::View && k == 0) {  // input 0's bytes, which it keeps alive
+        t.setRaw(Buffer::borrow(ins[0]->tensor, ins[0]->tensor->raw.data(), bytes));
+        continue;
+      }
+      std::shared_ptr<uint8_t> mem = sp_.held_->take(bytes);
+      outp[k] = mem.get();
+      t.setRaw(Buffer::borrow(mem, mem.get(), bytes));
+    }
+    if (anyBytes && e.def->reuse != OutputReuse::View) {  // no element to write: nothing to run
+      std::shared_ptr<uint8_t> ws = e.workspace ? sp_.held_->take(e.workspace) : nullptr;  // recycled like the outputs
+      running_ = &st;
+      e.kernel->compute({std::span<const void* const>(inp.data(), inp.size()), std::span<void* const>(outp.data(), outp.size()),
+                         ws.get(), pool_, this});
+    }
+    for (size_t k = 0; k < st.out.size(); ++k) {
+      if (!made[k]) continue;
+      const Slot& sl = sp_.slots_[static_cast<size_t>(st.out[k])];
+      if (sl.type && (made[k]->dims != sl.type->dims || made[k]->dtype() != sl.type->dtype))  // a fast kernel downstream trusts it
+        fail(ErrorKind::Internal, "node '{}' ({}): output '{}' is {} {}, shape inference planned {} {}", st.node->displayName(),
+             st.node->opType, sl.value->name(), dtypeName(made[k]->dtype()), dimsStr(made[k]->dims), dtypeName(sl.type->dtype),
+             dimsStr(sl.type->dims));
+      setHeld(st.out[k], RtValue::ofTensor(std::move(*made[k])));
+    }
+  }
+
   void runFallback(const Step& st) {
     const Node& n = *st.node;
     std::vector<const RtValue*> ins;
@@ -1603,6 +1942,7 @@ class RunState : public cpu::OutputAllocator {
   std::shared_ptr<uint8_t> arena_;
   const Step* running_ = nullptr;  ///< the step whose kernel computes now (for allocate)
   bool bodiesOnRef_ = false;
+  std::shared_ptr<const LazyKernels::Entry> lazy_;  ///< the kernel of the last lazy step
 };
 
 /// Kernels read elements through typed pointers: bytes not aligned to the element size (a
@@ -1633,9 +1973,15 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     state.runStep(st);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bool onRef = !st.kernel && (st.bodies.empty() || state.bodiesOnRef());
-    const std::string& name = !st.bodies.empty() && onRef ? st.refKernelName : st.kernelName;
-    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), name, onRef, sec,
-                              st.kernel ? st.kernel->flops() : 0.0, st.graphNodes});
+    const std::string* name = !st.bodies.empty() && onRef ? &st.refKernelName : &st.kernelName;
+    double flops = st.kernel ? st.kernel->flops() : 0.0;
+    if (st.lazy) {  // which kernel ran for these shapes
+      const LazyKernels::Entry* e = state.lastLazy();
+      onRef = !e;
+      name = e ? &e->name : &st.refKernelName;
+      flops = e ? e->kernel->flops() : 0.0;
+    }
+    profile->nodes.push_back({st.node->displayName(), std::string(st.opType()), *name, onRef, sec, flops, st.graphNodes});
   }
   return state.outputs();
 }

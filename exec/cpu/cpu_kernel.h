@@ -13,7 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +53,26 @@ struct FusedEpilogue {
   std::string suffix;     ///< for the kernel's name in profiles: "+add+relu"
 };
 
+/// Constant inputs of one node packed once for every kernel made for it. The executor makes
+/// a kernel per set of input shapes for a node whose shapes are known only at run time (lazy
+/// kernels, cpu_executor.cpp); those kernels share what they pack here (a GEMM's B packed for
+/// a panel width, whatever the row count), keyed by what the packing depends on. Thread-safe.
+class PackCache {
+ public:
+  /// The object stored under `key`, made by `make` (under the cache's lock) if there is none.
+  template <class T>
+  std::shared_ptr<const T> get(const std::string& key, const std::function<std::shared_ptr<const T>()>& make) {
+    std::lock_guard lock(mutex_);
+    auto it = packs_.find(key);
+    if (it == packs_.end()) it = packs_.emplace(key, std::shared_ptr<const void>(make())).first;
+    return std::static_pointer_cast<const T>(it->second);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const void>> packs_;
+};
+
 /// What a kernel is created from. `inputs`/`outputs` hold nullptr for omitted values; every
 /// present one has a concrete type (outputs of OutputReuse::Dynamic kernels: nullptr).
 /// `constants[i]` is input i's constant value (an initializer), else nullptr; its bytes are
@@ -64,6 +87,9 @@ struct CpuNodeInfo {
   /// Set when the executor fused following nodes into this one; a kernel that cannot apply it
   /// must decline (return nullptr), and the nodes then run unfused.
   const FusedEpilogue* fused = nullptr;
+  /// Set for kernels made at run time (per set of input shapes): where packed constants are
+  /// shared between the kernels of this node; null at prepare (the kernel packs its own).
+  PackCache* packs = nullptr;
   const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
   const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }

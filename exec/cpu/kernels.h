@@ -31,12 +31,20 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLstm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGru(const CpuNodeInfo& info);
 
+/// Pad (every mode) with constant non-negative pads (kernels_layout.cpp).
+std::unique_ptr<CpuKernel> createPad(const CpuNodeInfo& info);
+
 std::unique_ptr<CpuKernel> createAdd(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSub(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info);
+/// Two-input Max and Min (NaN propagates, as in the reference kernel); more inputs: reference.
+std::unique_ptr<CpuKernel> createMax(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createMin(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info);
+/// Exp through vec.h's exp (relative error <= 2e-7 where the result is a normal float).
+std::unique_ptr<CpuKernel> createExp(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createRelu(const CpuNodeInfo& info);
@@ -67,6 +75,14 @@ void makeLayerNormResidual(CpuKernel& layerNorm);
 
 /// NonMaxSuppression on float boxes (kernels_nms.cpp); its output is OutputReuse::Dynamic.
 std::unique_ptr<CpuKernel> createNonMaxSuppression(const CpuNodeInfo& info);
+
+/// RoiAlign on float maps, opsets 10 and 16 (kernels_roialign.cpp).
+std::unique_ptr<CpuKernel> createRoiAlign(const CpuNodeInfo& info);
+
+/// Expand (broadcast copy), ConstantOfShape (fill) and ScatterElements (kernels_broadcast.cpp).
+std::unique_ptr<CpuKernel> createExpand(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createConstantOfShape(const CpuNodeInfo& info);
+std::unique_ptr<CpuKernel> createScatterElements(const CpuNodeInfo& info);
 
 std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createReduceMean(const CpuNodeInfo& info);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
@@ -146,12 +147,18 @@ struct MulOp {
 struct DivOp {
   static float apply(float a, float b) { return a / b; }
 };
+struct MaxOp {  // NaN propagates (the reference's foldStep)
+  static float apply(float a, float b) { return a != a || b != b ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b); }
+};
+struct MinOp {
+  static float apply(float a, float b) { return a != a || b != b ? std::numeric_limits<float>::quiet_NaN() : std::min(a, b); }
+};
 
 template <typename Op>
 std::unique_ptr<CpuKernel> createBinary(const CpuNodeInfo& info, int vecOp) {
   if (!info.hasInput(1) || info.in(1).dtype != DType::Float || info.out(0).dims.size() > 16) return nullptr;
   bool square = false;
-  if (vecOp < 0 && info.constants.size() > 1 && info.constants[1] && info.in(1).numElements() == 1 &&
+  if (std::is_same_v<Op, PowOp> && info.constants.size() > 1 && info.constants[1] && info.in(1).numElements() == 1 &&
       info.in(0).dims == info.out(0).dims) {
     const Tensor& t = *info.constants[1];
     float e = 0;
@@ -370,8 +377,15 @@ std::unique_ptr<CpuKernel> createMul(const CpuNodeInfo& info) { return createBin
 std::unique_ptr<CpuKernel> createDiv(const CpuNodeInfo& info) { return createBinary<DivOp>(info, kDiv); }
 std::unique_ptr<CpuKernel> createPow(const CpuNodeInfo& info) { return createBinary<PowOp>(info, -1); }
 std::unique_ptr<CpuKernel> createErf(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Erf); }
+std::unique_ptr<CpuKernel> createExp(const CpuNodeInfo& info) { return createVecUnary(info, VecUnary::Exp); }
 std::unique_ptr<CpuKernel> createSqrt(const CpuNodeInfo& info) {
   return std::make_unique<UnaryKernel<SqrtF>>(info.in(0).numElements());
+}
+std::unique_ptr<CpuKernel> createMax(const CpuNodeInfo& info) {
+  return info.inputs.size() == 2 ? createBinary<MaxOp>(info, -1) : nullptr;
+}
+std::unique_ptr<CpuKernel> createMin(const CpuNodeInfo& info) {
+  return info.inputs.size() == 2 ? createBinary<MinOp>(info, -1) : nullptr;
 }
 std::unique_ptr<CpuKernel> createSum(const CpuNodeInfo& info) {
   return info.inputs.size() == 2 ? createBinary<AddOp>(info, kAdd) : nullptr;  // residual adds; longer sums: reference

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "exec/cpu/gemm.h"
@@ -84,6 +85,15 @@ struct FusedGemmEpilogue {
   }
 };
 
+/// A constant B packed for `cfg`'s panels: once per node and panel layout when the kernels of a
+/// node made at run time share `packs` (their row counts, which choose the micro-kernel, differ).
+std::shared_ptr<const PackedB> packB(PackCache* packs, const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                                     const GemmConfig& cfg) {
+  auto make = [&] { return std::make_shared<const PackedB>(b, ldb, transB, k, n, cfg.mk.nr, cfg.kcMax); };
+  if (!packs) return make();
+  return packs->get<PackedB>(fmt::format("gemm.b {} {} {} {} {} {}", ldb, transB, k, n, cfg.mk.nr, cfg.kcMax), make);
+}
+
 /// Floats of the GEMM's per-thread workspace for `threads` threads, rounded to 64 bytes.
 size_t workspaceFor(const GemmConfig& cfg, const GemmProblem& p, int threads) {
   return static_cast<size_t>(std::max(threads, 1)) * gemmWorkspaceFloats(cfg, p);
@@ -95,10 +105,10 @@ size_t workspaceFor(const GemmConfig& cfg, const GemmProblem& p, int threads) {
 class MatMulKernel : public CpuKernel {
  public:
   MatMulKernel(int64_t m, int64_t n, int64_t k, std::vector<int64_t> aOff, std::vector<int64_t> bOff, const float* constB,
-               int threads)
+               int threads, PackCache* packs = nullptr)
       : m_(m), n_(n), k_(k), aOff_(std::move(aOff)), bOff_(std::move(bOff)), cfg_(gemmConfig(activeIsa(), m)),
         threads_(std::max(threads, 1)) {
-    if (constB) packed_ = std::make_unique<PackedB>(constB, n, false, k, n, cfg_.mk.nr, cfg_.kcMax);
+    if (constB) packed_ = packB(packs, constB, n, false, k, n, cfg_);
   }
   size_t workspaceBytes() const override { return workspaceFor(cfg_, problem(nullptr, nullptr, nullptr), threads_) * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {
@@ -149,7 +159,7 @@ class MatMulKernel : public CpuKernel {
   std::vector<int64_t> aOff_, bOff_;  // element offsets of each batch's A and B
   GemmConfig cfg_;
   int threads_;
-  std::unique_ptr<PackedB> packed_;
+  std::shared_ptr<const PackedB> packed_;
   std::unique_ptr<PackedB4> packed4_;
   FusedGemmEpilogue fused_;
 };
@@ -189,7 +199,8 @@ std::unique_ptr<CpuKernel> createMatMul(const CpuNodeInfo& info) {
       constB = constantForPacking(info.constants[1], k * n);
       if (!constB && k * n > 0) return nullptr;
     }
-    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, constB, info.threads);
+    return std::make_unique<MatMulKernel>(batches * m, n, k, std::vector<int64_t>{0}, std::vector<int64_t>{0}, constB, info.threads,
+                                          info.packs);
   }
   // Broadcast batch offsets: walk the output batch index and map it into A's and B's.
   auto offsets = [&](const std::vector<int64_t>& d, int64_t matSize) {
@@ -293,10 +304,10 @@ class GemmKernel : public CpuKernel {
  public:
   enum class CMode { None, Col, Row, Full };
   GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, bool hasC, float beta, std::vector<int64_t> cDims,
-             const float* constB, const Tensor* constC, int threads)
+             const float* constB, const Tensor* constC, int threads, PackCache* packs = nullptr)
       : ta_(ta), tb_(tb), hasC_(hasC), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)),
         cfg_(gemmConfig(activeIsa(), m)), threads_(std::max(threads, 1)) {
-    if (constB) packed_ = std::make_unique<PackedB>(constB, tb ? k : n, tb, k, n, cfg_.mk.nr, cfg_.kcMax);
+    if (constB) packed_ = packB(packs, constB, tb ? k : n, tb, k, n, cfg_);
     cr_ = cDims_.size() == 2 ? cDims_[0] : 1;
     cc_ = cDims_.empty() ? 1 : cDims_.back();
     if (!hasC_) mode_ = CMode::None;
@@ -399,7 +410,7 @@ class GemmKernel : public CpuKernel {
   std::vector<int64_t> cDims_;
   GemmConfig cfg_;
   int threads_;
-  std::unique_ptr<PackedB> packed_;
+  std::shared_ptr<const PackedB> packed_;
   int64_t cr_ = 1, cc_ = 1;
   CMode mode_ = CMode::None;
   bool constC_ = false;
@@ -437,7 +448,7 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
   }
   const Tensor* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;
   auto kernel = std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), withC, beta, cDims,
-                                             constB, constC, info.threads);
+                                             constB, constC, info.threads, info.packs);
   return kernel;
 }
 

@@ -357,6 +357,161 @@ std::unique_ptr<CpuKernel> createSlice(const CpuNodeInfo& info) {
                                        static_cast<size_t>(block) * elem, elem);
 }
 
+namespace {
+
+/// Pad (constant, reflect, edge, wrap) with non-negative pads known at prepare: each output row
+/// (all dims but the last) maps to an input row per the mode (constant: a row of the value when
+/// it falls outside), whose elements are copied in one piece with the last axis's borders filled
+/// around them. Rows split over the pool; any fixed-size element type.
+class PadKernel : public CpuKernel {
+ public:
+  enum class Mode { Constant, Reflect, Edge, Wrap };
+  PadKernel(std::vector<int64_t> in, std::vector<int64_t> begin, std::vector<int64_t> out, Mode mode, size_t elem,
+            std::vector<uint8_t> value)
+      : in_(std::move(in)), begin_(std::move(begin)), out_(std::move(out)), mode_(mode), elem_(elem), value_(std::move(value)) {}
+
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* x = static_cast<const uint8_t*>(args.inputs[0]);
+    auto* y = static_cast<uint8_t*>(args.outputs[0]);
+    const size_t r = out_.size();
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < r; ++d) rows *= out_[d];
+    const int64_t outW = r ? out_[r - 1] : 1, inW = r ? in_[r - 1] : 1;
+    const size_t rowBytes = static_cast<size_t>(outW) * elem_;
+    if (rows == 0 || rowBytes == 0) return;
+    if (r == 0) {
+      std::memcpy(y, x, elem_);
+      return;
+    }
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(65536 / rowBytes));
+    parallelFor(args.pool, rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        uint8_t* yo = y + static_cast<size_t>(o) * rowBytes;
+        // the input row of output row o, or -1 (constant padding)
+        int64_t rem = o, inRow = 0, mul = 1;
+        bool outside = false;
+        for (size_t d = r - 1; d-- > 0;) {
+          const int64_t c = map(rem % out_[d] - begin_[d], in_[d]);
+          rem /= out_[d];
+          if (c < 0) outside = true;
+          inRow += c * mul;
+          mul *= in_[d];
+        }
+        if (outside || inW == 0) {
+          fill(yo, outW);
+          continue;
+        }
+        const uint8_t* xr = x + static_cast<size_t>(inRow * inW) * elem_;
+        const int64_t lo = begin_[r - 1], hi = outW - lo - inW;  // border widths (hi >= 0: pads are non-negative)
+        std::memcpy(yo + static_cast<size_t>(lo) * elem_, xr, static_cast<size_t>(inW) * elem_);
+        if (mode_ == Mode::Constant) {
+          fill(yo, lo);
+          fill(yo + static_cast<size_t>(lo + inW) * elem_, hi);
+        } else {
+          for (int64_t i = 0; i < lo; ++i) std::memcpy(yo + static_cast<size_t>(i) * elem_, xr + static_cast<size_t>(map(i - lo, inW)) * elem_, elem_);
+          for (int64_t i = lo + inW; i < outW; ++i)
+            std::memcpy(yo + static_cast<size_t>(i) * elem_, xr + static_cast<size_t>(map(i - lo, inW)) * elem_, elem_);
+        }
+      }
+    });
+  }
+  std::string variant() const override {
+    return mode_ == Mode::Constant ? ".constant" : mode_ == Mode::Reflect ? ".reflect" : mode_ == Mode::Edge ? ".edge" : ".wrap";
+  }
+
+ private:
+  /// Input index of output coordinate c (relative to the input's start) along a dim of n, or -1.
+  int64_t map(int64_t c, int64_t n) const {
+    if (c >= 0 && c < n) return c;
+    switch (mode_) {
+      case Mode::Constant: return -1;
+      case Mode::Edge: return c < 0 ? 0 : n - 1;
+      case Mode::Wrap: return ((c % n) + n) % n;
+      case Mode::Reflect: {  // pads < n checked at prepare: one reflection
+        if (n == 1) return 0;
+        return c < 0 ? -c : 2 * (n - 1) - c;
+      }
+    }
+    return -1;
+  }
+  void fill(uint8_t* dst, int64_t count) const {
+    if (count <= 0) return;
+    if (std::all_of(value_.begin(), value_.end(), [](uint8_t v) { return v == 0; })) {
+      std::memset(dst, 0, static_cast<size_t>(count) * elem_);
+      return;
+    }
+    for (int64_t i = 0; i < count; ++i) std::memcpy(dst + static_cast<size_t>(i) * elem_, value_.data(), elem_);
+  }
+
+  std::vector<int64_t> in_, begin_, out_;
+  Mode mode_;
+  size_t elem_;
+  std::vector<uint8_t> value_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuKernel> createPad(const CpuNodeInfo& info) {
+  const Node& n = *info.node;
+  if (hasRefAttrs(n)) return nullptr;
+  const DType dt = info.in(0).dtype;
+  const int bits = dtypeBits(dt);
+  if (bits < 8 || bits % 8 || dt == DType::String || info.out(0).dtype != dt) return nullptr;
+  const size_t elem = static_cast<size_t>(bits / 8);
+  const auto& x = info.in(0).dims;
+  const int64_t r = static_cast<int64_t>(x.size());
+  std::vector<int64_t> pads, axes;
+  std::vector<uint8_t> value(elem, 0);
+  if (info.sinceVersion < 11) {
+    pads = n.attrInts("pads");
+    const float v = n.attrFloat("value", 0.f);
+    if (dt != DType::Float) return nullptr;
+    std::memcpy(value.data(), &v, sizeof v);
+  } else {
+    auto constant = [&](size_t i) { return i < info.constants.size() ? info.constants[i] : nullptr; };
+    if (!info.hasInput(1) || !constant(1)) return nullptr;
+    pads = constant(1)->toInt64s();
+    if (info.hasInput(2)) {
+      const Tensor* cv = constant(2);
+      if (!cv || cv->dtype() != dt || cv->raw.size() < elem) return nullptr;
+      std::memcpy(value.data(), cv->raw.data(), elem);
+    }
+    if (info.hasInput(3)) {
+      if (!constant(3)) return nullptr;
+      axes = constant(3)->toInt64s();
+    }
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  if (pads.size() != 2 * axes.size()) return nullptr;
+  std::vector<int64_t> begin(x.size(), 0), end(x.size(), 0);
+  std::vector<bool> seen(x.size(), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r || seen[static_cast<size_t>(a)]) return nullptr;
+    seen[static_cast<size_t>(a)] = true;
+    begin[static_cast<size_t>(a)] = pads[i];
+    end[static_cast<size_t>(a)] = pads[i + axes.size()];
+  }
+  const std::string mode = n.attrString("mode", "constant");
+  PadKernel::Mode m;
+  if (mode == "constant") m = PadKernel::Mode::Constant;
+  else if (mode == "reflect") m = PadKernel::Mode::Reflect;
+  else if (mode == "edge") m = PadKernel::Mode::Edge;
+  else if (mode == "wrap") m = PadKernel::Mode::Wrap;
+  else return nullptr;
+  std::vector<int64_t> out(x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (begin[d] < 0 || end[d] < 0) return nullptr;  // cropping: the reference kernel
+    // reflect needs pads below the dim; edge and wrap a non-empty dim (the reference says why not)
+    if (m != PadKernel::Mode::Constant && (begin[d] || end[d]) && (x[d] == 0 || (m == PadKernel::Mode::Reflect && (begin[d] >= x[d] || end[d] >= x[d]))))
+      return nullptr;
+    out[d] = x[d] + begin[d] + end[d];
+  }
+  if (out != info.out(0).dims) return nullptr;
+  return std::make_unique<PadKernel>(x, std::move(begin), std::move(out), m, elem, std::move(value));
+}
+
 std::unique_ptr<CpuKernel> createConcat(const CpuNodeInfo& info) {
   const Node& n = *info.node;
   if (hasRefAttrs(n) || !n.attr("axis")) return nullptr;

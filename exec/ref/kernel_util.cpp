@@ -18,7 +18,6 @@ int64_t numel(const std::vector<int64_t>& dims) {
   return n;
 }
 
-namespace {
 uint64_t physicalMemoryBytes() {
   static const uint64_t bytes = [] {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
@@ -26,7 +25,6 @@ uint64_t physicalMemoryBytes() {
   }();
   return bytes;
 }
-}  // namespace
 
 void checkFitsInMemory(const KernelContext& ctx, uint64_t bytes, const std::string& what) {
   uint64_t mem = physicalMemoryBytes();

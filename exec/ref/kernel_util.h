@@ -58,6 +58,8 @@ inline int64_t numel(const Tensor& t) { return numel(t.dims); }
 /// A fresh tensor of `dtype` and `dims`, zero-filled (strings: empty strings). Throws
 /// Error(InvalidInput) on negative dims or sizes over 2^40 bytes instead of allocating.
 Tensor makeTensor(DType dtype, std::vector<int64_t> dims);
+/// This machine's physical memory in bytes (UINT64_MAX when unknown).
+uint64_t physicalMemoryBytes();
 /// Fails (invalid input) when `bytes` exceed this machine's physical memory: such an allocation
 /// could only end in the out-of-memory killer or hours of paging. `what` names the request.
 void checkFitsInMemory(const KernelContext& ctx, uint64_t bytes, const std::string& what);

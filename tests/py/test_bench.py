@@ -37,6 +37,55 @@ def mlp_with_fallback(tmp):
     return p
 
 
+def rows_by_mask(tmp):
+    """NonZero -> Gather -> MatMul -> Cos: the MatMul's row count is known only at run time (a
+    lazy fast kernel), the Cos has no fast kernel; the output is named as exporters name values."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((6, 5)).astype(np.float32), "w")
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    g = helper.make_graph([helper.make_node("NonZero", ["mask"], ["nz"], name="nonzero"),
+                           helper.make_node("Squeeze", ["nz", "axes"], ["idx"], name="squeeze"),
+                           helper.make_node("Gather", ["x", "idx"], ["rows"], name="gather"),
+                           helper.make_node("MatMul", ["rows", "w"], ["m"], name="mm"),
+                           helper.make_node("Cos", ["m"], ["onnx::Cos_7"], name="cos")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [10, 6]),
+                           helper.make_tensor_value_info("mask", TensorProto.BOOL, [10])],
+                          [helper.make_tensor_value_info("onnx::Cos_7", TensorProto.FLOAT, ["k", 5])], [w, axes])
+    p = os.path.join(tmp, "rows.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    return p
+
+
+def check_lazy(c, tmp):
+    """`run -v` and `bench --profile` say which kernel ran for a data-dependent shape: the lazy
+    fast kernel for the MatMul, the reference fallback for the Cos; `run -O` keeps ':' in names."""
+    model = rows_by_mask(tmp)
+    x = np.random.default_rng(4).standard_normal((10, 6)).astype(np.float32)
+    mask = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 1], bool)
+    np.save(os.path.join(tmp, "x.npy"), x)
+    np.save(os.path.join(tmp, "mask.npy"), mask)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x, "mask": mask})[0]
+    out = os.path.join(tmp, "lazy_out")
+    ins = ["-i", os.path.join(tmp, "x.npy"), "-i", os.path.join(tmp, "mask.npy")]
+    r = run(["-v", "run", model, "--executor", "cpu", "-O", out] + ins)
+    c.check(r.returncode == 0, f"run rows.onnx: {r.stderr}")
+    f = os.path.join(out, "onnx::Cos_7.npy")
+    c.check(os.path.exists(f) and np.allclose(np.load(f), want, rtol=1e-5, atol=1e-6),
+            f"run -O writes onnx::Cos_7.npy with ONNX Runtime's values: {os.listdir(out) if os.path.isdir(out) else r.stderr}")
+    c.check("node 'cos' (Cos): fallback to the reference kernel" in r.stderr and "node 'mm'" not in r.stderr,
+            f"run -v: the Cos falls back, the MatMul does not: {r.stderr}")
+    r = run(["bench", model, "--iterations", "3", "--threads", "1", "--profile", "--json", "--top", "10"] + ins)
+    c.check(r.returncode == 0, f"bench rows.onnx: {r.stderr}")
+    if r.returncode == 0:
+        prof = json.loads(r.stdout)["profile"]
+        nodes = {n["node"]: n for n in prof["top_nodes"]}
+        mm = nodes.get("mm", {})
+        c.check(mm.get("kernel") == "cpu.matmul.f32 (lazy)" and not mm.get("fallback") and mm.get("flops") == 2 * 6 * 6 * 5,
+                f"bench --profile names the lazy MatMul kernel and its FLOPs: {mm}")
+        c.check("cos" in [f["node"] for f in prof["fallback_nodes"]] and "mm" not in [f["node"] for f in prof["fallback_nodes"]],
+                f"fallbacks: {prof['fallback_nodes']}")
+
+
 def main():
     c = Checker("bench")
     tmp = tempfile.mkdtemp(prefix="onnxtool-bench-")
@@ -152,6 +201,7 @@ def main():
     r = run(["run", SMALL, "--executor", "cpu", "-i", os.path.join(tmp, "input.npy"), "-O", out])
     c.check(r.returncode == 0 and np.allclose(np.load(os.path.join(out, "probs.npy")), want, rtol=1e-4, atol=1e-5),
             f"small_cnn on cpu matches onnxruntime: {r.stderr}")
+    check_lazy(c, tmp)
     c.finish()
 
 

@@ -66,7 +66,7 @@ def our_outputs(c, tmp, path, feeds, names, executor="ref"):
 
 def file_safe(name):
     """The file name `run -O` gives a value (apps/run.cpp fileSafe)."""
-    s = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_" for ch in name)
+    s = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.:") else "_" for ch in name)
     return "output" if s in ("", ".", "..") else s
 
 

@@ -339,7 +339,7 @@ TEST_CASE("cpu binary elementwise ops broadcast like the reference kernels", "[c
 
 TEST_CASE("cpu activations and Softmax match the reference kernels, NaN and Inf included", "[cpu][kernels]") {
   std::mt19937 rng(15);
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt"})
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp"})
     for (std::vector<int64_t> dims : {std::vector<int64_t>{31}, {2, 16}, {0, 4}, {3, 5, 7}}) {
       std::map<std::string, RtValue> feeds;
       Tensor x = randomTensor(dims, rng, true);
@@ -1128,7 +1128,7 @@ TEST_CASE("cpu Slice matches the reference kernel: negative axes, clamped and ne
                          {testutil::ints("starts", {1, -4}), testutil::ints("ends", {3, 1000}), testutil::ints("axes", {0, -2})}, feeds);
     checkAgainstRef(*model, feeds, "cpu.slice.copy");
   }
-  {  // starts computed at run time: the reference kernel
+  {  // starts computed at run time: the output shape is known only then, a lazy fast kernel made for those starts
     std::map<std::string, RtValue> feeds;
     auto model = oneNode("Slice", 13, {{randomTensor({4, 6}, rng), false}, {i64({1}, {1}), false}, {i64({1}, {3}), true}}, {}, feeds);
     PrepareOptions po = rawGraph();
@@ -1137,7 +1137,9 @@ TEST_CASE("cpu Slice matches the reference kernel: negative axes, clamped and ne
     auto want = makeExecutor("ref")->prepare(*model, {})->run(feeds);
     CHECK(compareValues(got[0], want[0], 0, 0).ok);
     REQUIRE(prof.nodes.size() == 1);
-    CHECK(prof.nodes[0].fallback);
+    CHECK_FALSE(prof.nodes[0].fallback);
+    CHECK(prof.nodes[0].kernel.rfind("cpu.slice.copy", 0) == 0);
+    CHECK(prof.nodes[0].kernel.find("(lazy)") != std::string::npos);
   }
 }
 
@@ -1344,5 +1346,37 @@ TEST_CASE("cpu LSTM and GRU match the reference kernel (directions, layouts, seq
                                 << " B " << withB << " lens " << withLens << " h0 " << withH0 << " c0 " << withC0 << " P " << withP
                                 << " clip " << clip << " lbr " << lbr << " input_forget " << inputForget);
     checkAgainstRef(*model, feeds, gru ? "cpu.gru" : "cpu.lstm", 1e-4, 2e-5);
+  }
+}
+
+TEST_CASE("cpu Pad matches the reference kernel in every mode (constant value, axes, int64 data, rank 1 to 4)", "[cpu][kernels]") {
+  std::mt19937 rng(37);
+  const char* modes[] = {"constant", "reflect", "edge", "wrap"};
+  for (int iter = 0; iter < 40; ++iter) {
+    std::uniform_int_distribution<int64_t> dim(1, 6), rank(1, 4), pad(0, 3);
+    const std::string mode = modes[iter % 4];
+    const int64_t r = rank(rng);
+    std::vector<int64_t> dims(static_cast<size_t>(r));
+    for (auto& d : dims) d = dim(rng) + (mode == "reflect" ? 3 : 0);
+    const bool withAxes = iter % 3 == 2, intData = iter % 5 == 4;
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < r; ++a)
+      if (!withAxes || a % 2 == 1 || r == 1) axes.push_back(withAxes && a == r - 1 ? -1 : a);
+    std::vector<int64_t> pads(2 * axes.size());
+    for (auto& p : pads) p = pad(rng);
+    Tensor x = intData ? testutil::i64(dims, std::vector<int64_t>(static_cast<size_t>(std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>())), 7))
+                       : randomTensor(dims, rng, true);
+    if (intData) {
+      auto* p = reinterpret_cast<int64_t*>(x.raw.mutableData());
+      for (size_t i = 0; i < x.raw.size() / 8; ++i) p[i] = static_cast<int64_t>(i * 31 % 17) - 8;
+    }
+    std::vector<Arg> args{{x, false}, {testutil::i64({static_cast<int64_t>(pads.size())}, pads), true}};
+    if (mode == "constant") args.push_back({intData ? testutil::i64({}, {-3}) : f32({}, {2.5f}), true});
+    else args.push_back({intData ? testutil::i64({}, {0}) : f32({}, {0.f}), true});
+    if (withAxes) args.push_back({testutil::i64({static_cast<int64_t>(axes.size())}, axes), true});
+    std::map<std::string, RtValue> feeds;
+    auto model = oneNode("Pad", withAxes || mode == "wrap" ? 19 : 13, args, {Attribute::ofString("mode", mode)}, feeds);
+    INFO("Pad " << mode << " rank " << r << " axes " << withAxes << " int " << intData);
+    checkAgainstRef(*model, feeds, "cpu.pad.copy");
   }
 }
