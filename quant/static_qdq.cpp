@@ -193,6 +193,9 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
     std::map<std::string, std::vector<double>> absHist;
     for (const auto& [name, r] : ranges) absHist[name].assign(kBins, 0);
     sweep([&](const std::string& name, float x) {
+      // Exact zeros (a ReLU's spike) are exact at any threshold: counted, their bin would rule the
+      // divergence and pull the threshold down.
+      if (x == 0.0f) return;
       const ValueRange& r = ranges[name];
       double top = std::max(std::fabs(r.min), std::fabs(r.max));
       size_t b = top > 0 ? std::min(kBins - 1, static_cast<size_t>(std::fabs(x) / top * kBins)) : 0;
