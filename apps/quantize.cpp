@@ -54,6 +54,8 @@ struct QuantizeOptions : InputOptions {
   // Quantization scheme: types, granularity, node selection, target, SmoothQuant.
   std::optional<bool> perChannel;
   std::string weightType, activationType, target = "generic";
+  std::string activationScales;  // --activation-scales row|tensor (--dynamic; default row)
+  bool noBiasCorrection = false;  // --no-bias-correction (--static)
   bool symmetricActivations = false, reduceRange = false, keepIoFloat = true, smoothQuant = false;
   double alpha = 0.5;
   std::vector<std::string> opTypes, exclude;
@@ -281,6 +283,9 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
   if (!o.isStatic && !o.calibration.empty() && !(o.dynamic && o.smoothQuant))
     fail(ErrorKind::InvalidInput, "--calibration applies to --static, and to --dynamic with --smooth-quant");
+  if (!o.activationScales.empty() && !o.dynamic)
+    fail(ErrorKind::InvalidInput, "--activation-scales applies to --dynamic (--static calibrates one scale per tensor)");
+  if (o.noBiasCorrection && !o.isStatic) fail(ErrorKind::InvalidInput, "--no-bias-correction applies to --static");
   if (!o.isStatic && o.format == "qoperator")
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
@@ -318,7 +323,7 @@ int runQuantize(const QuantizeOptions& o) {
   std::vector<std::map<std::string, RtValue>> evalSets;
   std::string mode = "int8-dynamic";
   std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
-  int64_t converted = 0, biases = 0;
+  int64_t converted = 0, biases = 0, corrected = 0;
   int64_t casts = 0;  // --fp16/--bf16: Casts at the float32 borders
   if (o.isStatic) {
     mode = "int8-static-qdq";
@@ -345,6 +350,12 @@ int runQuantize(const QuantizeOptions& o) {
       }
     }
     auto ranges = calibrateRanges(*model, activations, samples, cm);
+    if (!o.noBiasCorrection) {
+      BiasCorrectionReport bc = correctBiases(*model, samples, scheme, o.minElements);
+      corrected = bc.corrected;
+      for (const std::string& s : bc.skipped) spdlog::info("bias not corrected: {}", s);
+      spdlog::info("bias correction: {} layers", bc.corrected);
+    }
     StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements, scheme);
     biases = sr.biasesQuantized;
     if (wide) mode = "int16-static-qdq";
@@ -395,6 +406,7 @@ int runQuantize(const QuantizeOptions& o) {
     DynamicQuantizeOptions qo;
     qo.minElements = o.minElements;
     qo.scheme = scheme;
+    qo.rowScales = o.activationScales != "tensor";
     r = quantizeDynamic(*model, qo);
     if (original) evalSets = evalSamples(*original, o);
   }
@@ -426,9 +438,11 @@ int runQuantize(const QuantizeOptions& o) {
              {"qoperator_nodes", converted},
              {"kept_qdq", keptQdq},
              {"biases_quantized", biases},
+             {"biases_corrected", corrected},
              {"scheme", {{"target", o.target},
                          {"weight_type", std::string(dtypeName(scheme.weightType))},
                          {"activation_type", o.dynamic ? std::string("uint8") : std::string(dtypeName(scheme.activationType))},
+                         {"activation_scales", o.dynamic ? (o.activationScales == "tensor" ? "tensor" : "row") : "tensor"},
                          {"symmetric_activations", scheme.symmetricActivations},
                          {"per_channel", scheme.perChannel},
                          {"reduce_range", scheme.reduceRange}}},
@@ -480,10 +494,20 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "[min(0,block), max(0,block)] with a zero point per block)");
   sub->add_flag("--dynamic", o->dynamic,
                 "Dynamic quantization: MatMul/Gemm weights to int8 (per output column, symmetric), activations "
-                "quantized at run time (DynamicQuantizeLinear + MatMulInteger, opset 11+)");
+                "quantized at run time to uint8, one scale and zero point per row (per token) by default (standard ops + "
+                "MatMulInteger, opset 11+; see --activation-scales)");
+  sub->add_flag("--no-bias-correction", o->noBiasCorrection,
+                "With --static: keep the float biases as they are (default: each Conv/Gemm/MatMul+Add bias takes back the "
+                "mean shift its int8 weight causes, (Wq - W) . E[x] with E[x] per input channel from the calibration samples)");
+  sub->add_option("--activation-scales", o->activationScales,
+                  "With --dynamic: row (default: a scale and zero point per row of each MatMul/Gemm input, computed with "
+                  "ReduceMax/ReduceMin/Div/Round/Clip/Cast, the zero point taken off MatMulInteger's int32 result) or "
+                  "tensor (one per tensor by DynamicQuantizeLinear: the form ONNX Runtime fuses, less accurate on "
+                  "transformers; Conv always uses it)")
+      ->check(CLI::IsMember({"row", "tensor"}));
   sub->add_flag("--static", o->isStatic,
                 "Static quantization in the QDQ format: QuantizeLinear/DequantizeLinear around the activations "
-                "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel (opset 13+)");
+                "MatMul/Gemm/Conv read (ranges from --calibration) and int8 weights per output channel, biases corrected for their mean shift (opset 13+; see --no-bias-correction)");
   sub->add_option("--calibration", o->calibration,
                   "With --static (or --dynamic --smooth-quant): a folder of test_data_set_*/input_*.pb or of .npz files "
                   "(a sample each), or one .npz whose arrays have a leading sample axis")

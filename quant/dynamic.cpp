@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -36,6 +37,9 @@ struct DynamicWeight {
   Value* q = nullptr;      ///< int8/uint8 [K, N]
   Value* scale = nullptr;  ///< float [N] (per tensor: scalar)
   Value* zero = nullptr;   ///< int8/uint8 [N] (per tensor: scalar)
+  bool zeroIsZero = true;  ///< every zero point 0 (symmetric int8): MatMulInteger needs none
+  std::vector<int32_t> colSum;  ///< sum over K of (q - zero) per column N
+  Value* colSumValue = nullptr; ///< int32 [N], added on the first per-row use
 };
 
 /// The weight as a [K, N] matrix (transposed first when `transposed`: [N, K]), quantized per
@@ -50,9 +54,85 @@ DynamicWeight quantizeMatrix(Graph& g, const Tensor& w, bool transposed, const s
       kn[static_cast<size_t>(k * N + n)] = transposed ? f[static_cast<size_t>(n * cols + k)] : f[static_cast<size_t>(k * cols + n)];
   QuantizedWeight qw = quantizeWeight(Tensor::fromFloats("", {K, N}, kn), 1, scheme, scheme.weightType);
   DynamicWeight r;
+  // Column sums of (q - zero): the per-row zero point's correction, zero[m] * colSum[n].
+  const auto* qd = reinterpret_cast<const uint8_t*>(qw.q.raw.data());
+  const auto* zd = reinterpret_cast<const uint8_t*>(qw.zero.raw.data());
+  const bool s8 = qw.q.dtype() == DType::Int8, perColumnZero = qw.zero.numElements().value_or(1) == N;
+  auto as = [&](uint8_t b) { return s8 ? static_cast<int32_t>(static_cast<int8_t>(b)) : static_cast<int32_t>(b); };
+  r.colSum.assign(static_cast<size_t>(N), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t z = as(zd[perColumnZero ? n : 0]);
+    r.zeroIsZero = r.zeroIsZero && z == 0;
+    for (int64_t k = 0; k < K; ++k) r.colSum[static_cast<size_t>(n)] += as(qd[k * N + n]) - z;
+  }
   r.q = addInitializer(g, std::move(qw.q), base + "_quantized");
   r.scale = addInitializer(g, std::move(qw.scale), base + "_scale");
   r.zero = addInitializer(g, std::move(qw.zero), base + "_zero_point");
+  return r;
+}
+
+/// The constants the per-row quantizers share, added once.
+struct RowConstants {
+  Value* zero = nullptr;    ///< float 0
+  Value* levels = nullptr;  ///< float 255
+  Value* tiny = nullptr;    ///< float FLT_MIN: the scale of an all-zero row (no 0 / 0)
+  Value* axes = nullptr;    ///< int64 [1] {-1} (opset 18+: ReduceMax/ReduceMin take axes as an input)
+  Value* u8zero = nullptr;  ///< uint8 0: MatMulInteger's a_zero_point when a b_zero_point follows
+};
+
+/// x quantized per row (the last axis): scale [..., 1], uint8 values, the zero point as int32 [..., 1].
+struct RowQuantized {
+  Value* q = nullptr;
+  Value* scale = nullptr;
+  Value* zero32 = nullptr;
+};
+
+Tensor int32Tensor(const std::vector<int64_t>& dims, const std::vector<int32_t>& v) {
+  Tensor t;
+  t.dataType = static_cast<int32_t>(DType::Int32);
+  t.dims = dims;
+  std::string raw(v.size() * sizeof(int32_t), '\0');
+  if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
+  t.setRaw(Buffer::fromString(std::move(raw)));
+  return t;
+}
+
+/// DynamicQuantizeLinear's arithmetic per row of x, in standard ops (opset 11+):
+///   lo = Min(ReduceMin(x), 0), hi = Max(ReduceMax(x), 0)        (over the last axis, kept)
+///   scale = Max((hi - lo) / 255, FLT_MIN), zero = Round(Clip(-lo / scale, 0, 255))
+///   q = Cast<uint8>(Clip(Round(x / scale) + zero, 0, 255)), zero32 = Cast<int32>(zero)
+RowQuantized quantizeRows(Graph& g, Value* x, Node* before, RowConstants& c, int64_t opset) {
+  if (!c.zero) {
+    c.zero = addInitializer(g, scalarTensor(DType::Float, 0.0), "row_quant_zero");
+    c.levels = addInitializer(g, scalarTensor(DType::Float, 255.0), "row_quant_levels");
+    c.tiny = addInitializer(g, scalarTensor(DType::Float, static_cast<double>(std::numeric_limits<float>::min())),
+                            "row_quant_min_scale");
+    if (opset >= 18) c.axes = addInitializer(g, Tensor::fromInt64s("", {1}, {-1}), "row_quant_axes");
+  }
+  const std::string base = x->name();
+  auto op = [&](const std::string& type, const std::vector<Value*>& in, const std::string& suffix,
+                const std::vector<Attribute>& attrs = {}) {
+    Node* n = g.addNode(type, in, {g.uniqueName(base + suffix)}, "", before);
+    n->name = n->output(0)->name();
+    for (const Attribute& a : attrs) n->setAttr(a);
+    return n->output(0);
+  };
+  auto reduce = [&](const std::string& type, const std::string& suffix) {
+    if (c.axes) return op(type, {x, c.axes}, suffix, {Attribute::ofInt("keepdims", 1)});
+    return op(type, {x}, suffix, {Attribute::ofInts("axes", {-1}), Attribute::ofInt("keepdims", 1)});
+  };
+  Value* hi = op("Max", {reduce("ReduceMax", "_row_max"), c.zero}, "_row_hi");
+  Value* lo = op("Min", {reduce("ReduceMin", "_row_min"), c.zero}, "_row_lo");
+  Value* range = op("Sub", {hi, lo}, "_row_range");
+  RowQuantized r;
+  r.scale = op("Max", {op("Div", {range, c.levels}, "_row_step"), c.tiny}, "_row_scale");
+  Value* zero = op("Round", {op("Clip", {op("Div", {op("Neg", {lo}, "_row_neg_lo"), r.scale}, "_row_zero_float"), c.zero, c.levels},
+                                "_row_zero_clipped")},
+                   "_row_zero_point");
+  Value* q = op("Add", {op("Round", {op("Div", {x, r.scale}, "_row_scaled")}, "_row_rounded"), zero}, "_row_shifted");
+  q = op("Clip", {q, c.zero, c.levels}, "_row_saturated");
+  r.q = op("Cast", {q}, "_row_quantized", {Attribute::ofInt("to", static_cast<int64_t>(DType::UInt8))});
+  r.zero32 = op("Cast", {zero}, "_row_zero_point_int32", {Attribute::ofInt("to", static_cast<int64_t>(DType::Int32))});
   return r;
 }
 
@@ -81,7 +161,7 @@ DynamicWeight quantizeConvWeight(Graph& g, const Tensor& w, bool asUInt8, const 
   return r;
 }
 
-Value* floatOutput(Graph& g, Node* before, const std::string& op, const std::vector<Value*>& in, const std::string& name,
+Value* nodeOutput(Graph& g, Node* before, const std::string& op, const std::vector<Value*>& in, const std::string& name,
                    const std::vector<Attribute>& attrs = {}) {
   Node* n = g.addNode(op, in, {g.uniqueName(name)}, "", before);
   n->name = n->output(0)->name();
@@ -103,6 +183,8 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
   Graph& g = *model.graph;
   std::unordered_map<Value*, std::array<Value*, 3>> quantizedInputs;  // x -> (xq, xs, xz)
   std::unordered_map<std::string, DynamicWeight> weights;            // weight name + layout -> int8
+  std::unordered_map<Value*, RowQuantized> rowQuantized;             // x -> its per-row quantizer
+  RowConstants rowConsts;
   std::set<Value*> convBiases;  // float Conv biases replaced by their [M, 1, ...] layout
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
@@ -174,17 +256,53 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       report.int8WeightBytes += static_cast<uint64_t>(w->numElements().value_or(0)) +
                                 5 * static_cast<uint64_t>(o.scheme.perChannel ? channels : 1);
     }
-    const DynamicWeight& qw = wit->second;
+    DynamicWeight& qw = wit->second;
     Node* first = n;
+    // Right after x's producer (or at the graph's start), so that every reader can share x's quantizer.
+    auto afterProducer = [&]() -> Node* {
+      if (!x->producer()) return g.nodes().front().get();
+      auto it = std::find_if(g.nodes().begin(), g.nodes().end(), [&](const auto& p) { return p.get() == x->producer(); });
+      ++it;
+      return it == g.nodes().end() ? nullptr : it->get();
+    };
+    if (o.rowScales && !cw) {
+      auto rit = rowQuantized.find(x);
+      if (rit == rowQuantized.end()) rit = rowQuantized.emplace(x, quantizeRows(g, x, afterProducer(), rowConsts, opset)).first;
+      const RowQuantized& rq = rit->second;
+      if (!qw.colSumValue) {
+        qw.colSumValue = addInitializer(g, int32Tensor({static_cast<int64_t>(qw.colSum.size())}, qw.colSum),
+                                        n->input(1)->name() + "_column_sum");
+        report.int8WeightBytes += 4 * qw.colSum.size();
+      }
+      std::string base = n->output(0)->name();
+      std::vector<Value*> mmIn{rq.q, qw.q};
+      if (!qw.zeroIsZero) {
+        if (!rowConsts.u8zero) rowConsts.u8zero = addInitializer(g, scalarTensor(DType::UInt8, 0), "row_quant_no_zero_point");
+        mmIn.push_back(rowConsts.u8zero);
+        mmIn.push_back(qw.zero);
+      }
+      Node* mm = g.addNode("MatMulInteger", mmIn, {g.uniqueName(base + "_int32")}, "", first);
+      mm->name = mm->output(0)->name();
+      // Each row's zero point comes off in int32, exactly: acc - zero[m] * colSum[n].
+      Value* corr = nodeOutput(g, first, "Mul", {rq.zero32, qw.colSumValue}, base + "_zero_correction");
+      Value* acc = nodeOutput(g, first, "Sub", {mm->output(0), corr}, base + "_int32_centered");
+      Value* y = nodeOutput(g, first, "Cast", {acc}, base + "_float", {Attribute::ofInt("to", static_cast<int64_t>(DType::Float))});
+      y = nodeOutput(g, first, "Mul", {y, qw.scale}, base + "_weight_scaled");
+      y = nodeOutput(g, first, "Mul", {y, rq.scale}, base + "_dequantized");
+      if (bias) y = nodeOutput(g, first, "Add", {y, bias}, base + "_biased");
+      Value* out = n->output(0);
+      std::string name = out->name();
+      TypeInfo type = out->type();
+      out->replaceAllUsesWith(y);
+      g.removeNode(n);
+      g.renameValue(y, name);
+      y->setType(type);
+      report.nodesQuantized++;
+      continue;
+    }
     auto qit = quantizedInputs.find(x);
     if (qit == quantizedInputs.end()) {
-      // Right after x's producer (or at the graph's start), so that every reader can share it.
-      Node* before = x->producer() ? nullptr : g.nodes().front().get();
-      if (x->producer()) {
-        auto it = std::find_if(g.nodes().begin(), g.nodes().end(), [&](const auto& p) { return p.get() == x->producer(); });
-        ++it;
-        before = it == g.nodes().end() ? nullptr : it->get();
-      }
+      Node* before = afterProducer();
       std::string base = x->name();
       Node* d = g.addNode("DynamicQuantizeLinear", {x},
                           {g.uniqueName(base + "_quantized"), g.uniqueName(base + "_scale"), g.uniqueName(base + "_zero_point")},
@@ -212,11 +330,11 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
         convBiases.insert(n->input(2));
       }
     }
-    Value* asFloat = floatOutput(g, first, "Cast", {mm->output(0)}, base + "_float",
+    Value* asFloat = nodeOutput(g, first, "Cast", {mm->output(0)}, base + "_float",
                                  {Attribute::ofInt("to", static_cast<int64_t>(DType::Float))});
-    Value* scale = floatOutput(g, first, "Mul", {xs, qw.scale}, base + "_scale");
-    Value* y = floatOutput(g, first, "Mul", {asFloat, scale}, base + "_dequantized");
-    if (bias) y = floatOutput(g, first, "Add", {y, bias}, base + "_biased");
+    Value* scale = nodeOutput(g, first, "Mul", {xs, qw.scale}, base + "_scale");
+    Value* y = nodeOutput(g, first, "Mul", {asFloat, scale}, base + "_dequantized");
+    if (bias) y = nodeOutput(g, first, "Add", {y, bias}, base + "_biased");
     // y takes over the output's name and readers; the original node goes.
     Value* out = n->output(0);
     std::string name = out->name();
@@ -229,8 +347,9 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
   }
   for (Value* b : convBiases)
     if (!b->hasUses() && !b->isGraphOutput() && !b->isGraphInput()) g.removeInitializer(b);
-  // The float weights that nothing reads any more.
+  // The float weights that nothing reads any more (and zero points per-row MatMuls did not need).
   for (const auto& [key, qw] : weights) {
+    if (!qw.zero->hasUses()) g.removeInitializer(qw.zero);
     std::string name = key.ends_with("^T") || key.ends_with("^C") ? key.substr(0, key.size() - 2) : key;
     Value* v = g.findLocal(name);
     if (v && v->initializer() && !v->hasUses() && !v->isGraphOutput() && !v->isGraphInput()) g.removeInitializer(v);

@@ -193,6 +193,9 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
     std::map<std::string, std::vector<double>> absHist;
     for (const auto& [name, r] : ranges) absHist[name].assign(kBins, 0);
     sweep([&](const std::string& name, float x) {
+      // Exact zeros (a ReLU's spike) are exact at any threshold: counted, their bin would rule the
+      // divergence and pull the threshold down.
+      if (x == 0.0f) return;
       const ValueRange& r = ranges[name];
       double top = std::max(std::fabs(r.min), std::fabs(r.max));
       size_t b = top > 0 ? std::min(kBins - 1, static_cast<size_t>(std::fabs(x) / top * kBins)) : 0;
@@ -428,6 +431,121 @@ std::vector<std::map<std::string, RtValue>> readCalibrationData(const Graph& g, 
     samples.push_back(std::move(feeds));
   }
   return samples;
+}
+
+BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
+                                   const QuantScheme& scheme, int64_t minElements) {
+  BiasCorrectionReport report;
+  if (!model.graph) return report;
+  Graph& g = *model.graph;
+  struct Layer {
+    Node* node;
+    const Tensor* w;
+    int64_t axis;  ///< the weight's output-channel axis
+    Value* bias;   ///< float [out channels], read by this node only
+    bool conv;
+  };
+  std::vector<Layer> layers;
+  std::map<std::string, int> channelAxisOf;  // activation -> 1 (Conv input) or -1 (MatMul/Gemm input)
+  std::set<std::string> mixed;
+  for (const auto& nn : g.nodes()) {
+    Node* n = nn.get();
+    int64_t axis = 0;
+    const Tensor* w = isQuantizableOp(*n) && exclusionReason(*n, scheme).empty() ? weightOf(*n, &axis) : nullptr;
+    if (!w || w->numElements().value_or(0) < minElements) continue;
+    const bool conv = n->opType == "Conv";
+    const int64_t out = w->dims[static_cast<size_t>(axis)];
+    Value* b = nullptr;
+    if (n->opType == "MatMul") {  // MatMul -> Add(bias [N])
+      Node* add = n->output(0) && hasSingleUse(n->output(0)) ? n->output(0)->uses()[0].node : nullptr;
+      if (add && add->isDomain("") && add->opType == "Add" && add->inputs().size() == 2)
+        b = add->input(0) == n->output(0) ? add->input(1) : add->input(0);
+    } else if (n->opType == "Conv" || n->attrFloat("beta", 1.0f) == 1.0f) {
+      b = n->input(2);
+    }
+    const Tensor* bt = b && !b->isGraphInput() ? b->initializer() : nullptr;
+    if (!bt || bt->dtype() != DType::Float || bt->dims != std::vector<int64_t>{out} || bt->raw.size() != static_cast<size_t>(out) * 4 ||
+        b->uses().size() != 1 || b->isGraphOutput())
+      continue;
+    const std::string& x = n->input(0)->name();
+    const int want = conv ? 1 : -1;
+    auto [it, fresh] = channelAxisOf.emplace(x, want);
+    if (!fresh && it->second != want) mixed.insert(x);
+    layers.push_back({n, w, axis, b, conv});
+  }
+  if (layers.empty()) return report;
+  // Per input channel means of each activation over the calibration samples.
+  std::vector<std::string> names;
+  for (const auto& [x, a] : channelAxisOf)
+    if (!mixed.count(x)) names.push_back(x);
+  std::map<std::string, std::vector<double>> sums;
+  std::map<std::string, double> counts;
+  observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+    if (t.dtype() != DType::Float || t.dims.size() < 2) return;
+    const int a = channelAxisOf.at(name);
+    const size_t axis = a < 0 ? t.dims.size() - 1 : 1;
+    const int64_t c = t.dims[axis];
+    int64_t inner = 1;
+    for (size_t d = axis + 1; d < t.dims.size(); ++d) inner *= t.dims[d];
+    const int64_t n = t.numElements().value_or(0);
+    std::vector<double>& sum = sums[name];
+    if (sum.empty()) sum.assign(static_cast<size_t>(c), 0.0);
+    if (static_cast<int64_t>(sum.size()) != c || n == 0) return;
+    std::vector<float> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), t.raw.data(), v.size() * 4);
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isfinite(v[static_cast<size_t>(i)])) sum[static_cast<size_t>(i / inner % c)] += v[static_cast<size_t>(i)];
+    counts[name] += static_cast<double>(n / c);
+  });
+  for (const Layer& l : layers) {
+    const std::string& x = l.node->input(0)->name();
+    auto sit = sums.find(x);
+    if (sit == sums.end() || !(counts[x] > 0)) {
+      report.skipped.push_back(fmt::format("node '{}' ({}): no per-channel mean of its input", l.node->displayName(), l.node->opType));
+      continue;
+    }
+    std::vector<double> mean = sit->second;
+    for (double& m : mean) m /= counts[x];
+    // The weight as the quantized model will read it: float(q - zero) * scale.
+    QuantizedWeight qw = quantizeWeight(*l.w, l.axis, scheme, scheme.weightType);
+    const int64_t count = l.w->numElements().value_or(0);
+    std::vector<float> w(static_cast<size_t>(count));
+    std::memcpy(w.data(), l.w->raw.data(), w.size() * 4);
+    const auto* qd = reinterpret_cast<const uint8_t*>(qw.q.raw.data());
+    const auto* zd = reinterpret_cast<const uint8_t*>(qw.zero.raw.data());
+    const bool u8 = qw.q.dtype() == DType::UInt8;
+    auto element = [&](const uint8_t* p, size_t i) { return u8 ? static_cast<float>(p[i]) : static_cast<float>(static_cast<int8_t>(p[i])); };
+    const int64_t out = l.w->dims[static_cast<size_t>(l.axis)];
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(l.axis) + 1; d < l.w->dims.size(); ++d) inner *= l.w->dims[d];
+    std::vector<double> corr(static_cast<size_t>(out), 0.0);
+    const int64_t group = l.conv ? l.node->attrInt("group", 1) : 1;
+    const int64_t cPerGroup = l.conv ? l.w->dims[1] : 0, mPerGroup = group > 0 ? out / group : out;
+    int64_t spatial = 1;
+    if (l.conv)
+      for (size_t d = 2; d < l.w->dims.size(); ++d) spatial *= l.w->dims[d];
+    bool fits = true;
+    for (int64_t i = 0; i < count && fits; ++i) {
+      const int64_t ch = i / inner % out;  // output channel of element i
+      const size_t p = qw.axis >= 0 ? static_cast<size_t>(ch) : 0;
+      const double d = static_cast<double>((element(qd, static_cast<size_t>(i)) - element(zd, p)) * qw.scales[p]) - w[static_cast<size_t>(i)];
+      int64_t in;  // the input channel element i multiplies
+      if (l.conv) in = (ch / mPerGroup) * cPerGroup + (i / spatial) % cPerGroup;
+      else in = l.axis == 0 ? i % l.w->dims[1] : i / l.w->dims[1];  // W [N, K] (transB) or [K, N]
+      if (in >= static_cast<int64_t>(mean.size())) fits = false;
+      else corr[static_cast<size_t>(ch)] += d * mean[static_cast<size_t>(in)];
+    }
+    if (!fits) continue;
+    Tensor* bt = l.bias->initializer();
+    std::vector<float> b(static_cast<size_t>(out));
+    std::memcpy(b.data(), bt->raw.data(), b.size() * 4);
+    for (size_t c = 0; c < b.size(); ++c) b[c] = static_cast<float>(b[c] - corr[c]);
+    std::string raw(b.size() * 4, '\0');
+    std::memcpy(raw.data(), b.data(), raw.size());
+    bt->setRaw(Buffer::fromString(std::move(raw)));
+    report.corrected++;
+  }
+  return report;
 }
 
 }  // namespace onnxtool

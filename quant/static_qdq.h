@@ -74,6 +74,22 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
 StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges,
                                        int64_t minElements, const QuantScheme& scheme);
 
+/// Bias correction (Nagel et al., "Data-Free Quantization Through Weight Equalization and Bias
+/// Correction", 2019, with the input means measured on calibration data): quantizing a weight
+/// moves each output channel's mean by (dequantized W - W) . E[x], which the bias takes back,
+/// b[m] -= sum over the weights of output channel m of (Wq - W) * mean of the input channel they
+/// multiply (Conv: axis 1 of its input, groups respected; MatMul/Gemm: the last axis). For every
+/// layer quantizeStaticQdq would quantize under `scheme` that has a constant float bias of one
+/// value per output channel read by it alone: a Conv's B, a Gemm's C (beta 1), the Add after a
+/// MatMul. Changes only those biases (the float model's outputs move by the same amount the
+/// quantized model's move back); run it on the model quantizeStaticQdq then quantizes.
+struct BiasCorrectionReport {
+  int64_t corrected = 0;
+  std::vector<std::string> skipped;
+};
+BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
+                                   const QuantScheme& scheme, int64_t minElements);
+
 /// Calibration samples from DATA: a folder of ONNX test-data sets (test_data_set_*/input_*.pb, in
 /// graph input order), a folder of .npz files (one sample each, keys = input names), or one .npz
 /// whose arrays have a leading sample axis. At most `maxSamples` (0: all). Throws

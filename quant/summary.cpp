@@ -68,7 +68,7 @@ void addBytes(QuantizationSummary::Bytes& b, const Tensor& t) {
 }
 
 void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Value*>& quantizedWeights) {
-  std::unordered_set<const Value*> dequantized;
+  std::unordered_set<const Value*> dequantized, rowQuantized;
   for (const auto& np : g.nodes())
     if (np->opType == "DequantizeLinear" && np->output(0)) dequantized.insert(np->output(0));
   for (const auto& np : g.nodes()) {
@@ -85,6 +85,29 @@ void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Valu
     }
     s.quantizationOps[opKey(n)]++;
     if (n.opType == "DynamicQuantizeLinear") s.runtimeScales++;
+    if (n.opType == "MatMulInteger" && n.isDomain("")) {
+      // The per-row form (quantize --int8 --dynamic): the activation comes from a quantizer in
+      // plain ops (its scales computed at run time, counted once), the weight's scale is the
+      // constant of the first Mul after MatMulInteger (-> Sub -> Cast ->) when it has no zero point.
+      const Value* a = n.input(0);
+      if (a && a->producer() && a->producer()->opType == "Cast" && rowQuantized.insert(a).second) s.runtimeScales++;
+      if (!n.input(3)) {
+        const Value* v = n.output(0);
+        for (int hops = 0; v && hops < 3 && v->uses().size() == 1; ++hops) {
+          const Node* r = v->uses()[0].node;
+          if (r->opType == "Mul" && r->inputs().size() == 2) {
+            auto dims = constantDims(r->input(0) == v ? r->input(1) : r->input(0));
+            if (dims) {
+              int64_t count = 1;
+              for (int64_t d : *dims) count *= d;
+              (count <= 1 ? s.perTensorScales : s.perChannelScales)++;
+            }
+            break;
+          }
+          v = r->output(0);
+        }
+      }
+    }
     if (layout->weight >= 0) {
       const Value* w = n.input(static_cast<size_t>(layout->weight));
       if (w && w->initializer()) quantizedWeights.insert(w);

@@ -1509,7 +1509,8 @@ class Specialization {
       std::string_view op = st.opType();
       int ii = static_cast<int>(i);
       // A fused int8 MatMul chain (its bias already inside) takes the activations after it.
-      const bool int8MatMul = st.def && (st.def->name == "cpu.qdqmatmul.u8s8.fused" || st.def->name == "cpu.dynqmatmul.u8s8.fused");
+      const bool int8MatMul = st.def && (st.def->name == "cpu.qdqmatmul.u8s8.fused" || st.def->name == "cpu.dynqmatmul.u8s8.fused" ||
+                                         st.def->name == "cpu.dynqmatmul.rows.u8s8.fused");
       const bool gemmLike = ((op == "MatMul" || op == "Gemm" || op == "Conv") && canonicalDomain(st.node->domain).empty()) ||
                             (op == "MatMulNBits" && st.node->domain == "com.microsoft") || int8MatMul;
       if (gemmLike) {

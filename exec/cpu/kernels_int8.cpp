@@ -1403,6 +1403,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     if (!ok) continue;
     for (auto& c : chains) out.push_back(std::move(c));
   }
+  findRowDynamicFusions(g, typeOf, constantOf, out);
   findQdqFusions(g, typeOf, constantOf, threads, out);
   return out;
 }

@@ -24,6 +24,8 @@
 // several readers becomes a second, uint8 output of the step. The DequantizeLinear nodes go when
 // every reader is fused; a QuantizeLinear goes into the step that produces its input, or else
 // runs (its output is what the steps read).
+// The per-row dynamic form (quant/dynamic.h's default) is fused by findRowDynamicFusions
+// (kernels_int8_rows.cpp).
 #pragma once
 
 #include <functional>
@@ -66,5 +68,10 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
 /// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                            const std::function<const Tensor*(const Value*)>& constantOf, int threads);
+
+/// The MatMuls whose activation is quantized per row in standard ops (quant/dynamic.h's default
+/// form; kernels_int8_rows.cpp), appended to `out` (findInt8Fusions calls it).
+void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                           const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
 
 }  // namespace onnxtool::cpu

@@ -41,10 +41,11 @@ ONNXTOOL_AVX2 void tile(const int16_t* a, int64_t lda, const int16_t* bp, int64_
     }
   }
   const int64_t k = b.k;
-  const __m256i az = _mm256_set1_epi32(e.aZero);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     int64_t i = row0 + r;
+    const int32_t aZero = e.aZeroRow ? e.aZeroRow[i] : e.aZero;
+    const __m256i az = _mm256_set1_epi32(aZero);
     for (int h = 0; h < 2; ++h) {
       int64_t j = col0 + h * 8;
       if (j >= b.n) break;
@@ -54,13 +55,14 @@ ONNXTOOL_AVX2 void tile(const int16_t* a, int64_t lda, const int16_t* bp, int64_
       __m256i v = _mm256_sub_epi32(acc[r][h], _mm256_mullo_epi32(az, cs));
       if (e.bZero) {
         __m256i bz = _mm256_maskload_epi32(e.bZero + j, mask);
-        __m256i t = _mm256_set1_epi32(static_cast<int32_t>(k) * e.aZero - e.rowSumA[i]);
+        __m256i t = _mm256_set1_epi32(static_cast<int32_t>(k) * aZero - e.rowSumA[i]);
         v = _mm256_add_epi32(v, _mm256_mullo_epi32(bz, t));
       }
       if (e.c32) {
         _mm256_maskstore_epi32(e.c32 + i * e.ldc + j, mask, v);
       } else {
         __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_maskload_ps(e.colScale + j, mask));
+        if (e.rowScale) y = _mm256_mul_ps(y, _mm256_set1_ps(e.rowScale[i]));
         if (e.bias) y = _mm256_add_ps(y, _mm256_maskload_ps(e.bias + j, mask));
         if (e.clamp) y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(e.lo)), _mm256_set1_ps(e.hi));
         _mm256_maskstore_ps(e.cf + i * e.ldc + j, mask, y);

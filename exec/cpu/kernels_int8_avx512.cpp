@@ -64,21 +64,25 @@ ONNXTOOL_AVX512 void tile(const uint8_t* a, int64_t lda, const int8_t* bp, int64
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     int64_t i = row0 + r;
+    const int32_t aZero = e.aZeroRow ? e.aZeroRow[i] : e.aZero;
     for (int h = 0; h < 2; ++h) {
       int64_t j = col0 + h * 16;
       if (j >= b.n) break;
       int64_t cnt = std::min<int64_t>(16, b.n - j);
       __mmask16 mask = static_cast<__mmask16>(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);
-      __m512i v = _mm512_sub_epi32(acc[r][h], h == 0 ? azcs0 : azcs1);
+      __m512i azcs = h == 0 ? azcs0 : azcs1;
+      if (e.aZeroRow) azcs = _mm512_mullo_epi32(_mm512_set1_epi32(aZero), _mm512_maskz_loadu_epi32(mask, b.colSum.data() + j));
+      __m512i v = _mm512_sub_epi32(acc[r][h], azcs);
       if (e.bZero) {
         __m512i bz = _mm512_maskz_loadu_epi32(mask, e.bZero + j);
-        __m512i t = _mm512_set1_epi32(static_cast<int32_t>(k) * e.aZero - e.rowSumA[i]);
+        __m512i t = _mm512_set1_epi32(static_cast<int32_t>(k) * aZero - e.rowSumA[i]);
         v = _mm512_add_epi32(v, _mm512_mullo_epi32(bz, t));
       }
       if (e.c32) {
         _mm512_mask_storeu_epi32(e.c32 + i * e.ldc + j, mask, v);
       } else {
         __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mask, e.colScale + j));
+        if (e.rowScale) y = _mm512_mul_ps(y, _mm512_set1_ps(e.rowScale[i]));
         if (e.bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, e.bias + j));
         if (e.clamp) y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
         _mm512_mask_storeu_ps(e.cf + i * e.ldc + j, mask, y);

@@ -150,12 +150,14 @@ void gemmPortable(const PackedB& b, const void* aPacked, int64_t m, const Epilog
       const int8_t* col = b.t8.data() + j * k;
       int32_t acc = 0;
       for (int64_t kk = 0; kk < k; ++kk) acc += static_cast<int32_t>(row[kk]) * col[kk];
-      acc -= e.aZero * b.colSum[static_cast<size_t>(j)];
-      if (e.bZero) acc += -e.bZero[j] * e.rowSumA[i] + static_cast<int32_t>(k) * e.aZero * e.bZero[j];
+      const int32_t aZero = e.aZeroRow ? e.aZeroRow[i] : e.aZero;
+      acc -= aZero * b.colSum[static_cast<size_t>(j)];
+      if (e.bZero) acc += -e.bZero[j] * e.rowSumA[i] + static_cast<int32_t>(k) * aZero * e.bZero[j];
       if (e.c32) {
         e.c32[i * e.ldc + j] = acc;
       } else {
         float y = static_cast<float>(acc) * e.colScale[j];
+        if (e.rowScale) y = y * e.rowScale[i];
         if (e.bias) y = y + e.bias[j];
         if (e.clamp) y = std::min(std::max(y, e.lo), e.hi);
         e.cf[i * e.ldc + j] = y;

@@ -57,11 +57,13 @@ void quantizeA(Path path, const float* x, int64_t m, int64_t k, float scale, flo
 
 struct Epilogue {
   int32_t aZero = 0;
+  const int32_t* aZeroRow = nullptr; ///< [M]: one zero point per row of A, instead of aZero
   const int32_t* bZero = nullptr;   ///< [N], nullptr when all zero
   const int32_t* rowSumA = nullptr;  ///< [M], needed when bZero
   int32_t* c32 = nullptr;            ///< int32 output, or
   float* cf = nullptr;               ///< float output: float(acc) * colScale[n] (+ bias[n])
   const float* colScale = nullptr;
+  const float* rowScale = nullptr;   ///< [M] or nullptr: (float(acc) * colScale[n]) * rowScale[m] (+ bias[n])
   const float* bias = nullptr;
   bool clamp = false;                ///< float output: min(max(y, lo), hi) last (a fused Relu or Clip)
   float lo = 0, hi = 0;

@@ -44,7 +44,7 @@ def ours_vs_ort(c, model, feeds, tmp, label, executors=("ref", "cpu")):
     optimizations off: the QDQ semantics exactly) within one 8-bit quantization step of each
     output's range ((max - min) / 255), and those of its default run within two: its fused int8
     kernels requantize intermediates with their own rounding, one step of an intermediate that the
-    next layer carries forward. Returns the unfused outputs."""
+    next layer carries forward (three). Returns the unfused outputs."""
     try:
         plain = ort.SessionOptions()
         plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -68,7 +68,9 @@ def ours_vs_ort(c, model, feeds, tmp, label, executors=("ref", "cpu")):
             got = np.load(os.path.join(out, name + ".npy")).astype(np.float64)
             step = (float(w.max()) - float(w.min())) / 255 + 1e-6
             err, errf = float(np.abs(got - w).max()), float(np.abs(got - wf).max())
-            c.check(got.shape == w.shape and err <= step and errf <= 2 * step,
+            # (ONNX Runtime's fused run itself strays up to 2.14 steps from its unfused one on the
+            # mlp's 'small' output, three requantized layers deep with 7-bit weights: 3 steps)
+            c.check(got.shape == w.shape and err <= step and errf <= 3 * step,
                     f"{label}: {ex} vs ONNX Runtime, {name}: max diff {err:.3g} (fused run: {errf:.3g}), step {step:.3g}")
     return exact
 
@@ -84,7 +86,9 @@ def hand_checks(c, tmp):
     calib = os.path.join(tmp, "mlp_calib.npz")
     np.savez(calib, x=x, other=rng.standard_normal((3, 96, 8)).astype(np.float32))
     out = os.path.join(tmp, "h.onnx")
-    base = [src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0"]
+    # (the biases as they are: bias_correction_checks covers the correction)
+    base = [src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0",
+            "--no-bias-correction"]
     # per channel (default): MatMul w1 [64, 128] along axis 1, Gemm w2t [96, 128] with transB along axis 0
     if quantize(base, "per-channel", c):
         q = inits_of(out)
@@ -158,8 +162,9 @@ def hand_checks(c, tmp):
     dyn = [src, "-o", out, "--int8", "--dynamic", "--min-elements", "256", "--eval-sets", "0"]
     if quantize(dyn + ["--per-tensor", "--reduce-range"], "dynamic per-tensor 7-bit", c):
         q = inits_of(out)
+        # (symmetric int8 weights: the per-row form's MatMulInteger takes no b_zero_point)
         c.check(q["w1_scale"].shape == () and np.isclose(q["w1_scale"], np.abs(w["w1"]).max() / 64, rtol=1e-6)
-                and q["w1_zero_point"].shape == () and np.abs(q["w1_quantized"]).max() == 64,
+                and "w1_zero_point" not in q and np.abs(q["w1_quantized"]).max() == 64,
                 f"dynamic --per-tensor --reduce-range: w1 scale {q['w1_scale']}")
         checked(c, out, "dynamic per-tensor")
     if quantize(dyn + ["--weight-type", "uint8"], "dynamic uint8", c):
@@ -210,6 +215,80 @@ def hand_checks(c, tmp):
             checked(c, out, f"NaN weight {mode[0]}")
     r = run(["quantize", src2, "-o", out, "--int8", "--dynamic", "--exclude", "no_such_node"])
     c.check(r.returncode == 0 and "no_such_node" in r.stderr, f"--exclude of an unknown name warns: {r.stderr}")
+
+
+def bias_correction_checks(c, tmp):
+    """--static (default bias correction): each bias takes back the mean shift its int8 weight
+    causes, b - (dequantized W - W) . E[x] with E[x] per input channel over the calibration samples
+    (numpy here): a MatMul's Add bias (float), a Gemm's (int32 after it), a depthwise Conv's (groups)
+    and a 1x1 Conv's; --no-bias-correction leaves them as they are."""
+    rng = np.random.default_rng(17)
+    src, out = os.path.join(tmp, "bc_mlp.onnx"), os.path.join(tmp, "bc_mlp.int8.onnx")
+    onnx.save(mlp(opset=17), src)
+    w = {t.name: numpy_helper.to_array(t) for t in mlp().graph.initializer}
+    x = (rng.standard_normal((3, 4, 64)) + 0.5).astype(np.float32)  # a mean away from 0
+    calib = os.path.join(tmp, "bc_mlp.npz")
+    np.savez(calib, x=x, other=rng.standard_normal((3, 96, 8)).astype(np.float32))
+
+    def deq(t, axis):  # int8 symmetric per output channel, as quantize writes it
+        r = np.abs(t).max(axis=1 - axis, keepdims=True)
+        s = np.where(r > 0, r / 127, 1).astype(np.float32)
+        return (np.clip(np.round(t / s), -127, 127) * s).astype(np.float32)
+
+    doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0"],
+                   "bias correction mlp", c)
+    if doc:
+        q = inits_of(out)
+        c.check(doc.get("biases_corrected") == 2, f"two biases corrected (MatMul+Add, Gemm): {doc.get('biases_corrected')}")
+        mx = x.reshape(-1, 64).mean(0)
+        want1 = w["b1"] - (deq(w["w1"], 1) - w["w1"]).T @ mx  # W [K, N]
+        c.check(np.allclose(q["b1"], want1, rtol=1e-5, atol=1e-6), f"b1 corrected: {q['b1'][:3]} want {want1[:3]}")
+        r1 = np.maximum(x.reshape(-1, 64) @ w["w1"] + w["b1"], 0)  # the float model's Gemm input
+        want2 = w["b2"] - (deq(w["w2t"], 0) - w["w2t"]) @ r1.mean(0)  # W [N, K] (transB)
+        got2 = q["b2_quantized"].astype(np.float64) * q["b2_scale"]
+        c.check(np.all(np.abs(got2 - want2) <= q["b2_scale"] * 0.5 + 1e-7), f"b2 corrected (int32): {got2[:3]} want {want2[:3]}")
+        checked(c, out, "bias correction mlp")
+    if quantize([src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0",
+                 "--no-bias-correction", "--json"], "no bias correction", c):
+        q = inits_of(out)
+        c.check(np.array_equal(q["b1"], w["b1"]), "--no-bias-correction: b1 as it was")
+    # a depthwise (group 4) 3x3 Conv and a 1x1 Conv
+    k = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    k2 = rng.standard_normal((3, 4, 1, 1)).astype(np.float32)
+    kb, k2b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "k", "kb"], ["d"], group=4, pads=[1, 1, 1, 1]), helper.make_node("Relu", ["d"], ["r"]),
+             helper.make_node("Conv", ["r", "k2", "k2b"], ["y"])]
+    g = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [numpy_helper.from_array(v, n) for v, n in ((k, "k"), (k2, "k2"), (kb, "kb"), (k2b, "k2b"))])
+    src = os.path.join(tmp, "bc_dw.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    xs = (rng.standard_normal((5, 1, 4, 6, 6)) + np.arange(4).reshape(1, 1, 4, 1, 1)).astype(np.float32)
+    np.savez(os.path.join(tmp, "bc_dw.npz"), x=xs)
+    doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", os.path.join(tmp, "bc_dw.npz"), "--min-elements", "1",
+                    "--eval-sets", "0"], "bias correction convs", c)
+    if doc:
+        q = inits_of(out)
+        c.check(doc.get("biases_corrected") == 2, f"two Conv biases corrected: {doc.get('biases_corrected')}")
+
+        def deq4(t):
+            r = np.abs(t).reshape(t.shape[0], -1).max(1).reshape(-1, 1, 1, 1)
+            s = np.where(r > 0, r / 127, 1).astype(np.float32)
+            return (np.clip(np.round(t / s), -127, 127) * s).astype(np.float32)
+        mean_x = xs.mean(axis=(0, 1, 3, 4))
+        want_kb = kb - (deq4(k) - k).reshape(4, 9).sum(1) * mean_x  # channel m reads input channel m
+        import onnxruntime as ort_
+        sess = ort_.InferenceSession(src, providers=["CPUExecutionProvider"])
+        m = onnx.load(src)
+        m.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
+        rr = np.concatenate([ort_.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["r"], {"x": s})[0]
+                             for s in xs])
+        del sess
+        want_k2b = k2b - (deq4(k2) - k2).reshape(3, 4) @ rr.mean(axis=(0, 2, 3))
+        for name, want in (("kb", want_kb), ("k2b", want_k2b)):
+            got = q[f"{name}_quantized"].astype(np.float64) * q[f"{name}_scale"]
+            c.check(np.all(np.abs(got - want) <= q[f"{name}_scale"] * 0.5 + 1e-6), f"{name} corrected: {got} want {want}")
+        checked(c, out, "bias correction convs")
 
 
 def ort_sweep(c, tmp):
@@ -338,8 +417,9 @@ def smooth_checks(c, tmp):
 def dynamic_smooth_checks(c, tmp):
     """--dynamic --smooth-quant --calibration: only activations a LayerNormalization writes are
     smoothed (there transformer outliers sit in fixed channels; the second MatMul's Relu input is
-    left alone), the 1/s folds into gamma/beta, and the error of run-time (per-tensor) activation
-    quantization drops: measured against the float model in ONNX Runtime on held-out inputs."""
+    left alone), the 1/s folds into gamma/beta, and the error of run-time per-tensor activation
+    quantization (--activation-scales tensor) drops: measured against the float model in ONNX
+    Runtime on held-out inputs."""
     src = os.path.join(tmp, "outliers_dyn.onnx")
     onnx.save(outlier_model(), src)
     rng = np.random.default_rng(9)
@@ -350,7 +430,7 @@ def dynamic_smooth_checks(c, tmp):
     errs = {}
     for label, extra in (("plain", []), ("smooth", ["--smooth-quant", "--calibration", calib])):
         out = os.path.join(tmp, f"outliers_dyn_{label}.onnx")
-        doc = quantize([src, "-o", out, "--int8", "--dynamic"] + extra, f"dynamic {label}", c)
+        doc = quantize([src, "-o", out, "--int8", "--dynamic", "--activation-scales", "tensor"] + extra, f"dynamic {label}", c)
         if not doc or not checked(c, out, f"dynamic {label}"):
             continue
         m = onnx.load(out)
@@ -406,6 +486,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         control_input_checks(c, tmp)
         hand_checks(c, tmp)
+        bias_correction_checks(c, tmp)
         smooth_checks(c, tmp)
         dynamic_smooth_checks(c, tmp)
         ort_sweep(c, tmp)

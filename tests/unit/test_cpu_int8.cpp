@@ -104,6 +104,32 @@ void checkGemm(qgemm::Path path, int threads, int64_t m, int64_t k, int64_t n, b
     for (int64_t j = n; j < ldc; ++j) bad += cf[static_cast<size_t>(i * ldc + j)] != 1234.5f;
   }
   CHECK(bad == 0);
+  // A zero point and a scale per row of A (the per-row dynamic quantizer):
+  // (float(sum (a - aZero[i]) (b - bZero[j])) * colScale[j]) * rowScale[i] + bias[j].
+  std::vector<int32_t> aZeroRow(static_cast<size_t>(m));
+  std::vector<float> rowScale(static_cast<size_t>(m));
+  for (auto& v : aZeroRow) v = extremes ? 255 : u8(rng);
+  for (auto& v : rowScale) v = uf(rng);
+  std::fill(cf.begin(), cf.end(), 1234.5f);
+  e.aZero = 77;  // ignored when aZeroRow is given
+  e.aZeroRow = aZeroRow.data();
+  e.rowScale = rowScale.data();
+  qgemm::gemm(packed, ws.data(), m, e, &pool);
+  bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += (a[static_cast<size_t>(i * k + q)] - aZeroRow[static_cast<size_t>(i)]) *
+               (b[static_cast<size_t>(q * n + j)] - (bZeros ? bZero[static_cast<size_t>(j)] : 0));
+      float y = static_cast<float>(acc) * colScale[static_cast<size_t>(j)];
+      y = y * rowScale[static_cast<size_t>(i)];
+      y = y + bias[static_cast<size_t>(j)];
+      bad += cf[static_cast<size_t>(i * ldc + j)] != y;
+    }
+    for (int64_t j = n; j < ldc; ++j) bad += cf[static_cast<size_t>(i * ldc + j)] != 1234.5f;
+  }
+  CHECK(bad == 0);
 }
 
 }  // namespace
@@ -268,9 +294,11 @@ TEST_CASE("cpu MatMulInteger (uint8 x constant int8) matches the reference kerne
 
 namespace {
 
-/// x [dims] -> MatMul(W [K, N]) (+ Add bias) -> y, dynamically quantized by quant/dynamic.
-std::unique_ptr<Model> quantizedMlp(const std::vector<int64_t>& xDims, int64_t n, bool bias, bool twoReaders, std::mt19937& rng) {
-  auto m = emptyModel(13);
+/// x [dims] -> MatMul(W [K, N]) (+ Add bias) -> y, dynamically quantized by quant/dynamic: per
+/// tensor (DynamicQuantizeLinear) or per row (its default), at `opset`.
+std::unique_ptr<Model> quantizedMlp(const std::vector<int64_t>& xDims, int64_t n, bool bias, bool twoReaders, std::mt19937& rng,
+                                    bool rows = false, int64_t opset = 13) {
+  auto m = emptyModel(opset);
   Graph& g = *m->graph;
   int64_t k = xDims.back();
   Value* x = graphInput(g, "x", DType::Float, xDims);
@@ -295,7 +323,9 @@ std::unique_ptr<Model> quantizedMlp(const std::vector<int64_t>& xDims, int64_t n
     mm2->name = "matmul2";
     g.addOutput(mm2->output(0));
   }
-  DynamicQuantizeReport r = quantizeDynamic(*m);
+  DynamicQuantizeOptions o;
+  o.rowScales = rows;
+  DynamicQuantizeReport r = quantizeDynamic(*m, o);
   REQUIRE(r.nodesQuantized == (twoReaders ? 2 : 1));
   return m;
 }
@@ -329,8 +359,66 @@ TEST_CASE("cpu fuses DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Ad
   }
 }
 
+TEST_CASE("cpu fuses the per-row dynamic quantizer -> MatMulInteger -> zero-point correction -> scales -> Add and matches the reference",
+          "[cpu][int8]") {
+  std::mt19937 rng(37);
+  struct Case {
+    std::vector<int64_t> xDims;
+    int64_t n;
+    bool bias, twoReaders;
+    int64_t opset;  // 18+: ReduceMax/ReduceMin take their axes as an input
+  };
+  const Case cases[] = {{{4, 16}, 20, true, false, 13},  {{1, 7, 33}, 17, false, false, 18}, {{2, 5, 64}, 48, true, true, 13},
+                        {{1, 1, 130}, 65, true, false, 18}, {{3, 100}, 300, true, true, 17}, {{2, 9, 31}, 33, false, true, 21}};
+  for (const Case& c : cases) {
+    auto m = quantizedMlp(c.xDims, c.n, c.bias, c.twoReaders, rng, true, c.opset);
+    int64_t cnt = 1;
+    for (int64_t d : c.xDims) cnt *= d;
+    std::vector<float> x = normals(static_cast<size_t>(cnt), rng);
+    const int64_t k = c.xDims.back(), rows = cnt / k;
+    // Rows the per-tensor form never sees: all zero (the scale's floor: no 0 / 0), all positive
+    // (zero point 0), all negative (zero point 255), one outlier ten thousand times the rest.
+    for (int64_t q = 0; q < k; ++q) {
+      x[static_cast<size_t>(q)] = 0;
+      if (rows > 1) x[static_cast<size_t>(k + q)] = std::abs(x[static_cast<size_t>(k + q)]);
+      if (rows > 2) x[static_cast<size_t>(2 * k + q)] = -std::abs(x[static_cast<size_t>(2 * k + q)]) - 1;
+    }
+    if (rows > 3) x[static_cast<size_t>(3 * k + 1)] = 1e4f;
+    std::map<std::string, RtValue> feeds;
+    feeds["x"] = testutil::T(testutil::f32(c.xDims, x));
+    INFO("x rank " << c.xDims.size() << " K " << k << " N " << c.n << " bias " << c.bias << " opset " << c.opset);
+    // The same row scales, zero points, integer products and float operations as the graph.
+    RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);
+    CHECK(ranKernel(prof, "cpu.dynqmatmul.rows.u8s8.fused"));
+    for (const NodeRun& n : prof.nodes) {
+      INFO("node " << n.node << " ran " << n.kernel);
+      CHECK((n.opType == "MatMul" || n.opType == "Mul" || n.opType == "Add"));  // one fused step per MatMul
+    }
+    CHECK(prof.nodes.size() == (c.twoReaders ? 2u : 1u));
+  }
+}
+
+TEST_CASE("cpu leaves the per-row dynamic chain unfused when its column sums are not the weight's", "[cpu][int8]") {
+  std::mt19937 rng(41);
+  auto m = quantizedMlp({3, 24}, 10, true, false, rng, true);
+  Graph& g = *m->graph;
+  for (Value* v : g.initializers())
+    if (v->name().ends_with("_column_sum")) {
+      Tensor* t = v->initializer();
+      REQUIRE(t);
+      std::string raw(reinterpret_cast<const char*>(t->raw.data()), t->raw.size());
+      raw[0] = static_cast<char>(raw[0] + 1);  // one column's sum off by one
+      t->setRaw(Buffer::fromString(std::move(raw)));
+    }
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({3, 24}, normals(72, rng)));
+  RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-6);  // the graph's own (wrong) values, unfused
+  CHECK_FALSE(ranKernel(prof, "cpu.dynqmatmul"));
+}
+
 TEST_CASE("cpu fuses the activation after a dynamic int8 MatMul chain (GELU as BERT spells it, Relu, Sigmoid)", "[cpu][int8]") {
   std::mt19937 rng(31);
+  for (bool rows : {false, true})
   for (const char* act : {"gelu", "Relu", "Sigmoid"}) {
     auto m = emptyModel(17);
     Graph& g = *m->graph;
@@ -362,13 +450,15 @@ TEST_CASE("cpu fuses the activation after a dynamic int8 MatMul chain (GELU as B
       y = g.addNode(act, {y}, {"act"})->output(0);
     }
     g.addOutput(y);
-    REQUIRE(quantizeDynamic(*m).nodesQuantized == 1);
+    DynamicQuantizeOptions o;
+    o.rowScales = rows;
+    REQUIRE(quantizeDynamic(*m, o).nodesQuantized == 1);
     std::map<std::string, RtValue> feeds;
     feeds["x"] = testutil::T(testutil::f32({1, 6, k}, normals(static_cast<size_t>(6 * k), rng)));
-    INFO("activation " << act);
+    INFO("activation " << act << " per row " << rows);
     RunProfile prof = compareWithRef(*m, feeds, 1e-5, 1e-5);
     REQUIRE(prof.nodes.size() == 1);  // quantize, GEMM, bias and the activation: one step
-    CHECK(prof.nodes[0].kernel.rfind("cpu.dynqmatmul.u8s8.fused+", 0) == 0);
+    CHECK(prof.nodes[0].kernel.rfind(rows ? "cpu.dynqmatmul.rows.u8s8.fused+" : "cpu.dynqmatmul.u8s8.fused+", 0) == 0);
   }
 }
 
