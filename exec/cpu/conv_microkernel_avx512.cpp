@@ -68,6 +68,7 @@ ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(ep.prefetch);
@@ -77,7 +78,7 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
     const float* ak = a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
@@ -121,6 +122,7 @@ ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                  const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   static_assert(kMr <= 16);
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -131,7 +133,7 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
     const float* ak = a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
@@ -168,6 +170,7 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
 /// that the FMA latency does not bound a loop that streams B.
 ONNXTOOL_AVX512 void kernel1x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   __m512 s0[4], s1[4];
   for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
   int64_t k = 0;
@@ -175,17 +178,17 @@ ONNXTOOL_AVX512 void kernel1x32(int64_t kc, const float* a, const float* b, floa
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       // B streams from L3 or memory: fetch ~4 KiB ahead (no fault past its end).
-      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * ldb), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * ldb + 16), _MM_HINT_T0);
       const __m512 av = _mm512_set1_ps(a[k + u]);
-      s0[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr), s0[u]);
-      s1[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr + 16), s1[u]);
+      s0[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * ldb), s0[u]);
+      s1[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * ldb + 16), s1[u]);
     }
   }
   for (; k < kc; ++k) {
     const __m512 av = _mm512_set1_ps(a[k]);
-    s0[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr), s0[0]);
-    s1[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr + 16), s1[0]);
+    s0[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * ldb), s0[0]);
+    s1[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * ldb + 16), s1[0]);
   }
   const __m512 v0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
   const __m512 v1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));

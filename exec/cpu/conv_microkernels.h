@@ -35,6 +35,9 @@ struct TileEpilogue {
   /// instead), or none.
   const float* prefetch = nullptr;
   int64_t prefetchLines = 0;
+  /// B's k rows `ldb` floats apart instead of packed (NR): an unpacked B whose NR columns from
+  /// `b` on are all readable in every row (a pointwise convolution's input planes); 0: packed.
+  int64_t ldb = 0;
 };
 
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,

@@ -379,6 +379,38 @@ TEST_CASE("cpu packed Conv splits either layout across threads and matches the r
   }
 }
 
+// Channel-major pointwise convolutions with at most four weight panels read their full pixel
+// panels straight from the input planes (TileEpilogue::ldb) and pack only a partial last panel:
+// pixel counts with and without a tail panel, below one panel, K across blocks, groups, batch 2,
+// several pixel blocks, one more weight panel (packed again), every epilogue, at 1 and 2 threads.
+TEST_CASE("cpu pointwise Conv reading its input in place matches the reference kernel", "[cpu][conv]") {
+  std::mt19937 rng(63);
+  const ConvCase cases[] = {
+      {1, 32, 16, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 256 pixels: full panels only
+      {1, 24, 9, 11, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 99 pixels: 3 full panels and a tail
+      {1, 5, 3, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},       // 21 pixels: only a partial panel
+      {2, 700, 6, 11, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // K = 700: three K blocks, batch 2
+      {1, 40, 10, 10, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2},   // groups: each group's planes in place
+      {1, 16, 64, 72, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 4608 pixels
+      {1, 520, 24, 24, 30, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // K = 520 and 576 pixels: several pixel blocks
+      {1, 16, 12, 12, 56, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 5 or 7 weight panels: packed
+  };
+  const EpilogueCase epilogues[] = {{true, false, false, ""}, {false, true, true, "relu"}, {true, true, false, "silu"},
+                                    {true, false, true, "clip"}, {false, false, false, "hardswish"}};
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  ScopedEnv channel("ONNXTOOL_CONV_LAYOUT", "channel");
+  for (size_t ci = 0; ci < std::size(cases); ++ci)
+    for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+      if ((ci + ei) % 2) continue;
+      Builder b = fusedConvModel(cases[ci], epilogues[ei], rng);
+      INFO("case " << ci << " epilogue " << ei << " " << describe(cases[ci]));
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+    }
+}
+
 TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
           "[cpu][conv][depthwise]") {
   // Each path the kernel has: its own choice, output rows forced, channels in the lanes forced
@@ -685,11 +717,14 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
   }
   std::mt19937 rng(24);
   for (const auto& mk : kernels) {
+    // B packed (ldb 0: rows NR apart) or unpacked (TileEpilogue::ldb: rows ldb apart).
+    for (int64_t ldb : {int64_t{0}, int64_t{mk.nr + 5}})
     for (int64_t kc : {1, 7, 64}) {
       for (int m : {1, mk.mr - 1, mk.mr}) {
         for (int n : {1, mk.nr / 2, mk.nr / 2 + 1, mk.nr - 1, mk.nr}) {
           if (m < 1) continue;
-          auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * mk.nr), rng);
+          const int64_t bs = ldb ? ldb : mk.nr;
+          auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * bs), rng);
           const int64_t ldc = mk.nr + 3;
           auto c0 = randomFloats(static_cast<size_t>(mk.mr * ldc), rng, true), res = randomFloats(static_cast<size_t>(mk.mr * ldc), rng);
           auto bias = randomFloats(static_cast<size_t>(mk.mr), rng), colBias = randomFloats(static_cast<size_t>(mk.nr), rng);
@@ -703,6 +738,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
             ep.ldr = ldc;
             ep.clamp = variant == 2;
             ep.lo = -0.5f, ep.hi = 0.75f;
+            ep.ldb = ldb;
             auto c = c0;
             mk.kernel(kc, a.data(), b.data(), c.data(), ldc, m, n, ep);
             for (int i = 0; i < mk.mr; ++i)
@@ -710,7 +746,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                 float want = c0[static_cast<size_t>(i * ldc + j)];
                 if (i < m && j < n) {
                   double s = 0;
-                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * bs + j)];
                   if (ep.accumulate) s += want;
                   if (ep.bias) s += bias[static_cast<size_t>(i)];
                   if (ep.colBias) s += colBias[static_cast<size_t>(j)];
@@ -719,7 +755,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   want = static_cast<float>(s);
                 }
                 float got = c[static_cast<size_t>(i * ldc + j)];
-                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
+                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " ldb " << ldb << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
                             << "," << j);
                 if (std::isnan(want)) CHECK(std::isnan(got));
                 else if (std::isinf(want)) CHECK(got == want);
@@ -739,7 +775,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                 float want = ct0[static_cast<size_t>(j * ldt + i)];
                 if (i < m && j < n) {
                   double s = 0;
-                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * bs + j)];
                   if (et.accumulate) s += want;
                   if (et.bias) s += bias[static_cast<size_t>(i)];
                   if (et.colBias) s += colBias[static_cast<size_t>(j)];
@@ -748,7 +784,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   want = static_cast<float>(s);
                 }
                 float got = ct[static_cast<size_t>(j * ldt + i)];
-                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant "
+                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " ldb " << ldb << " kc " << kc << " m " << m << " n " << n << " variant "
                                         << variant << " at " << i << "," << j);
                 if (std::isnan(want)) CHECK(std::isnan(got));
                 else if (std::isinf(want)) CHECK(got == want);
