@@ -860,6 +860,24 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
       }
     }
   }
+  // Planes split across threads (ResNet's 3x3 stride-2 MaxPool, smaller): NaN in some planes
+  // (those take the exact loop, the others the padded copy), and a NaN in a column no window
+  // covers (width 41, 2x2 stride 2, no pads: column 40), which must not reach the output.
+  for (int64_t w : {40, 41}) {
+    Builder b(12);
+    auto xd = randomFloats(static_cast<size_t>(48 * 33 * w), rng);
+    xd[static_cast<size_t>(5 * 33 * w + 7 * w + 3)] = testutil::kNan;
+    xd[static_cast<size_t>(30 * 33 * w + 32 * w + w - 1)] = testutil::kNan;
+    b.input("x", f32({1, 48, 33, w}, xd));
+    const bool stem = w == 40;
+    b.node("MaxPool", {"x"}, "y",
+           {testutil::ints("kernel_shape", {stem ? 3 : 2, stem ? 3 : 2}), testutil::ints("strides", {2, 2}),
+            testutil::ints("pads", stem ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0})});
+    b.output("y");
+    INFO("MaxPool split across threads, width " << w);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-6, 0);
+    CHECK(ranOn(kernels, "cpu.maxpool"));
+  }
 }
 
 TEST_CASE("cpu ConvTranspose matches the reference kernel", "[cpu][convtranspose]") {
