@@ -161,7 +161,8 @@ class PackedConvKernel : public CpuKernel {
   /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
   /// packed pixel panels, a gathered row, and the block's transposed product).
   size_t workspaceBytes() const override {
-    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_) * sizeof(float);
+    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_ + scaledWFloats()) *
+           sizeof(float);
   }
 
   /// Threads split the output pixels (in NR multiples) when there are enough of them, else the
@@ -201,12 +202,29 @@ class PackedConvKernel : public CpuKernel {
       return;
     }
     const int64_t wsPart = (kc_ + 1) * nc_;
+    const float* weights = packedW_.data();
+    if (ep_.inputScale) {
+      // (x * s) W^T = x (W diag(s))^T: the packed weights scaled per image by the channel scale
+      // (input 4), for all images before the threads start.
+      float* scaled = ws + threads_ * wsPart;
+      const float* sc = static_cast<const float*>(args.inputs[4]);
+      const int64_t per = mPanels_ * kdim_ * mk_.mr, mr = mk_.mr;
+      for (int64_t img = 0; img < g_.n; ++img)
+        for (int64_t mp = 0; mp < mPanels_; ++mp)
+          for (int64_t k = 0; k < kdim_; ++k) {
+            const float f = sc[img * g_.c + k];
+            const float* src = packedW_.data() + (mp * kdim_ + k) * mr;
+            float* dst = scaled + img * per + (mp * kdim_ + k) * mr;
+            for (int64_t r = 0; r < mr; ++r) dst[r] = src[r] * f;
+          }
+      weights = scaled;
+    }
     if (pix_ >= 4 * mk_.nr * threads || mPanels_ < 2 * threads) {
       parallelRanges(args.pool, threads, pix_, mk_.nr,
-                     [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart); });
+                     [&](int64_t b, int64_t e, int part) { computeRange(args, b, e, 0, mPanels_, ws + part * wsPart, weights); });
     } else {
       parallelRanges(args.pool, threads, mPanels_, 1,
-                     [&](int64_t b, int64_t e, int part) { computeRange(args, 0, pix_, b, e, ws + part * wsPart); });
+                     [&](int64_t b, int64_t e, int part) { computeRange(args, 0, pix_, b, e, ws + part * wsPart, weights); });
     }
   }
 
@@ -217,8 +235,10 @@ class PackedConvKernel : public CpuKernel {
   std::string variant() const override { return variant_; }
 
   /// Output pixels [begin, end) and weight panels [mpBegin, mpEnd) of every image and group;
-  /// `packed` holds (kc_ + 1) * nc_ floats: the packed block, then the row gather buffer.
-  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, int64_t mpBegin, int64_t mpEnd, float* packed) const {
+  /// `packed` holds (kc_ + 1) * nc_ floats: the packed block, then the row gather buffer;
+  /// `weights`: the packed weights (packedW_), or with inputScale those of every image in turn.
+  void computeRange(const CpuComputeArgs& args, int64_t begin, int64_t end, int64_t mpBegin, int64_t mpEnd, float* packed,
+                    const float* weights) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
@@ -250,7 +270,7 @@ class PackedConvKernel : public CpuKernel {
             te.accumulate = kb > 0;
             te.last = kb + kc == kdim_;
             for (int64_t mp = mpBegin; mp < mpEnd; ++mp) {
-              const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+              const float* a = weights + (ep_.inputScale ? img * mPanels_ * kdim_ * mr : 0) + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
               const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
               te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
               // The next weight panel, fetched in slices while this one computes: with few
@@ -277,6 +297,9 @@ class PackedConvKernel : public CpuKernel {
         }
       }
   }
+
+  /// Floats of the per-image scaled weights (inputScale), else 0.
+  int64_t scaledWFloats() const { return ep_.inputScale ? g_.n * mPanels_ * kdim_ * mk_.mr : 0; }
 
   /// Pixel-major, `threads` > 1: whether threads split the channel panels (each streams its part
   /// of the weights) rather than the pixel panels (each reads all of them): the split that
@@ -845,7 +868,12 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     ep.lo = info.fused->lo;
     ep.hi = info.fused->hi;
     ep.act = info.fused->act;
+    ep.inputScale = info.fused->inputScale;
     if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
+    // The channel scale: pointwise, one group, N x C floats; channel-major (the weights scaled).
+    if (ep.inputScale && (!info.hasInput(4) || info.in(4).dtype != DType::Float || info.in(4).numElements() != g.n * g.c || g.group != 1 ||
+                          g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.oh != g.h || g.ow != g.w || g.padT != 0 || g.padL != 0))
+      return nullptr;
   }
   if (g.c / g.group * g.kh * g.kw == 0 && g.n * g.m * g.oh * g.ow > 0) return nullptr;  // no taps: the reference kernel
   // A folded BatchNormalization: weights and bias scaled per output channel, the bias then
@@ -866,17 +894,17 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     }
   }
   std::unique_ptr<CpuKernel> k;
-  if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0) {
+  if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
-  } else if (ep.act == VecUnary::Count && winogradApplies(g)) {
+  } else if (ep.act == VecUnary::Count && !ep.inputScale && winogradApplies(g)) {
     k = makeWinogradConv(g, ep, weights.data(), reinterpret_cast<const uint8_t*>(wt.raw.data()),
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
   if (!k) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, pixelMajor(g, mk), suffix, info.threads);
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, !ep.inputScale && pixelMajor(g, mk), suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

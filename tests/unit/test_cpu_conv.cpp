@@ -640,6 +640,63 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
     INFO(joined(kernels));
     for (const auto& k : kernels) CHECK(k.find('+') == std::string::npos);
   }
+  SECTION("squeeze-and-excitation: the channel-scale Mul runs inside the next pointwise Conv (weights scaled per image)") {
+    // x -> GlobalAveragePool -> 1x1 conv -> Sigmoid = s [N, C, 1, 1]; Mul(x, s) (either operand
+    // order) read only by a pointwise conv: fused (+scale), with BN, a residual Add and Relu
+    // after it; batch 2 (a scale per image), K across blocks (C = 400), pixel tails (9 x 7).
+    for (int64_t n : {1, 2})
+      for (int64_t c : {12, 400})
+        for (bool swapped : {false, true}) {
+          Builder b(13);
+          const int64_t m = 24;
+          b.input("x", randomTensor({n, c, 9, 7}, rng, n == 2));
+          b.input("r", randomTensor({n, m, 9, 7}, rng));
+          b.node("GlobalAveragePool", {"x"}, "gap");
+          b.constant("se_w", randomTensor({c, c, 1, 1}, rng));
+          b.node("Conv", {"gap", "se_w"}, "se", {testutil::ints("kernel_shape", {1, 1})});
+          b.node("Sigmoid", {"se"}, "s");
+          b.node("Mul", swapped ? std::vector<std::string>{"s", "x"} : std::vector<std::string>{"x", "s"}, "xs");
+          b.constant("w", randomTensor({m, c, 1, 1}, rng));
+          b.constant("bias", randomTensor({m}, rng));
+          b.node("Conv", {"xs", "w", "bias"}, "c", {testutil::ints("kernel_shape", {1, 1})});
+          b.node("Add", {"c", "r"}, "a");
+          b.node("Relu", {"a"}, "y");
+          b.output("y");
+          INFO("n " << n << " c " << c << " swapped " << swapped);
+          auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+          INFO(joined(kernels));
+          CHECK(std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.avx512+scale+add+relu") +
+                    std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.avx2+scale+add+relu") +
+                    std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.portable+scale+add+relu") ==
+                1);
+          CHECK(std::none_of(kernels.begin(), kernels.end(), [](const std::string& k) { return k.rfind("cpu.mul", 0) == 0; }));
+        }
+    // Not fused: the Mul's output read twice, a 3x3 conv after it, a map smaller than the output
+    // channels (2 x 2 < 8), a scale of a full map's shape.
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 5, 5}, rng));
+    b.input("s", randomTensor({1, 4, 1, 1}, rng));
+    b.input("t", randomTensor({1, 4, 5, 5}, rng));
+    b.input("small", randomTensor({1, 4, 2, 2}, rng));
+    b.node("Mul", {"x", "s"}, "m1");
+    b.constant("w1", randomTensor({4, 4, 1, 1}, rng));
+    b.node("Conv", {"m1", "w1"}, "c1", {testutil::ints("kernel_shape", {1, 1})});
+    b.node("Add", {"c1", "m1"}, "a1");  // m1 read twice
+    b.node("Mul", {"a1", "s"}, "m2");
+    conv(b, "m2", "c2", 4, 4);  // 3x3
+    b.node("Mul", {"small", "s"}, "m3");
+    b.constant("w3", randomTensor({8, 4, 1, 1}, rng));
+    b.node("Conv", {"m3", "w3"}, "c3", {testutil::ints("kernel_shape", {1, 1})});
+    b.node("Mul", {"c2", "t"}, "m4");  // not a per-channel scale
+    b.constant("w4", randomTensor({4, 4, 1, 1}, rng));
+    b.node("Conv", {"m4", "w4"}, "c4", {testutil::ints("kernel_shape", {1, 1})});
+    b.output("c3");
+    b.output("c4");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("+scale") == std::string::npos);
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.rfind("cpu.mul", 0) == 0; }) == 4);
+  }
   SECTION("BatchNormalization folded into the convolution: with and without bias, then Add, Relu, Clip") {
     auto bn = [&](Builder& b, const std::string& x, const std::string& out, int64_t c, bool constant) {
       auto variances = randomFloats(static_cast<size_t>(c), rng);
