@@ -27,7 +27,8 @@ struct ConvEpilogue {
   /// depthwise kernels apply it (Winograd is not chosen with one).
   VecUnary act = VecUnary::Count;
   /// The input multiplied per (image, channel) by input 4 first (FusedEpilogue::inputScale):
-  /// only the channel-major packed kernel of a pointwise convolution takes it.
+  /// only the channel-major packed kernel of a pointwise convolution takes it (a convolution
+  /// computed pixel-major declines it).
   bool inputScale = false;
 };
 

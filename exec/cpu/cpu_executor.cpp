@@ -700,24 +700,34 @@ class Specialization {
       if (int8) continue;
       const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
       if (!schema) continue;
-      auto cand = std::make_unique<ConvCandidate>();
-      cand->epi = std::move(epi);
-      cand->chain = std::move(chain);
-      cand->pre = pre;
-      Step& st = cand->step;
-      st.node = &conv;
-      st.opset = opsetFor(*model_, conv);
-      for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
-      while (st.in.size() < 3) st.in.push_back(-1);
-      if (residual) st.in.push_back(slotFor(residual));
-      if (pre) {  // x in place of the Mul's output, the scale as input 4
-        st.in[0] = slotFor(scaledX);
-        if (st.in.size() < 4) st.in.push_back(-1);
-        st.in.push_back(slotFor(channelScale));
+      // With a channel scale, the chain without it too: taken where the kernel declines the
+      // scale (a map it computes pixel-major), else skipped as its nodes are taken.
+      for (const Node* withPre : {pre, static_cast<const Node*>(nullptr)}) {
+        if (withPre == nullptr && pre && chain.empty()) break;
+        auto cand = std::make_unique<ConvCandidate>();
+        cand->epi = epi;
+        if (pre && !withPre) {
+          cand->epi.inputScale = false;
+          cand->epi.suffix = cand->epi.suffix.substr(std::string("+scale").size());
+        }
+        cand->chain = chain;
+        cand->pre = withPre;
+        Step& st = cand->step;
+        st.node = &conv;
+        st.opset = opsetFor(*model_, conv);
+        for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+        while (st.in.size() < 3) st.in.push_back(-1);
+        if (residual) st.in.push_back(slotFor(residual));
+        if (withPre) {  // x in place of the Mul's output, the scale as input 4
+          st.in[0] = slotFor(scaledX);
+          if (st.in.size() < 4) st.in.push_back(-1);
+          st.in.push_back(slotFor(channelScale));
+        }
+        st.out.push_back(slotFor(cand->chain.empty() ? conv.output(0) : cand->chain.back()->output(0)));
+        if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
+        candidates.push_back(std::move(cand));
+        if (!pre) break;
       }
-      st.out.push_back(slotFor(cand->chain.empty() ? conv.output(0) : cand->chain.back()->output(0)));
-      if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
-      candidates.push_back(std::move(cand));
     }
     // The kernels of every chain side by side, then the chains taken in graph order.
     std::vector<KernelJob*> jobs;
@@ -727,6 +737,7 @@ class Specialization {
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
       for (const Node* n : c->chain) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
       if (c->pre) taken = taken || absorbed_.count(c->pre) || convFusedAt_.count(c->pre);
+      taken = taken || absorbed_.count(c->step.node) || convFusedAt_.count(c->step.node);  // its conv's other candidate
       if (taken) continue;
       Step& st = c->step;
       acceptKernel(st, c->job);

@@ -904,7 +904,9 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   }
   if (!k) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, !ep.inputScale && pixelMajor(g, mk), suffix, info.threads);
+    const bool px = pixelMajor(g, mk);
+    if (px && ep.inputScale) return nullptr;  // the executor then runs the Mul, and the conv pixel-major
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

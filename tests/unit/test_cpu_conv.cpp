@@ -671,6 +671,26 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
                 1);
           CHECK(std::none_of(kernels.begin(), kernels.end(), [](const std::string& k) { return k.rfind("cpu.mul", 0) == 0; }));
         }
+    // A conv computed pixel-major declines the scale: the Mul runs, the conv keeps the rest of
+    // its chain.
+    {
+      ScopedEnv pixel("ONNXTOOL_CONV_LAYOUT", "pixel");
+      Builder b(13);
+      b.input("x", randomTensor({1, 16, 7, 7}, rng));
+      b.input("s", randomTensor({1, 16, 1, 1}, rng));
+      b.input("r", randomTensor({1, 40, 7, 7}, rng));
+      b.node("Mul", {"x", "s"}, "xs");
+      b.constant("w", randomTensor({40, 16, 1, 1}, rng));
+      b.node("Conv", {"xs", "w"}, "c", {testutil::ints("kernel_shape", {1, 1})});
+      b.node("Add", {"r", "c"}, "y");
+      b.output("y");
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 2);
+      CHECK(kernels[0] == "cpu.mul.f32");
+      CHECK(kernels[1].rfind("cpu.conv.f32.gemm.px.", 0) == 0);
+      CHECK(kernels[1].ends_with("+add"));
+    }
     // Not fused: the Mul's output read twice, a 3x3 conv after it, a map smaller than the output
     // channels (2 x 2 < 8), a scale of a full map's shape.
     Builder b(13);
