@@ -65,10 +65,12 @@ ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
   return n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
 }
 
-template <int kMr>
-ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                                const TileEpilogue& ep) {
+/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda).
+template <int kMr, bool kStridedA>
+ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                           const TileEpilogue& ep) {
   const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
+  const int64_t lda = ep.lda;
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(ep.prefetch);
@@ -79,10 +81,10 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
     __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
-    const float* ak = a + k * kMr;
+    const float* ak = kStridedA ? a + k : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(ak[i]);
+      __m512 av = _mm512_set1_ps(kStridedA ? ak[i * lda] : ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -90,6 +92,13 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
   // Columns n..31 are masked off; rows m..kMr-1 are not stored.
   const __mmask16 k0 = mask0(n), k1 = mask1(n);
   for (int i = 0; i < m && i < kMr; ++i) storeRow(c + i * ldc, i, acc[i][0], acc[i][1], k0, k1, ep);
+}
+
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                const TileEpilogue& ep) {
+  if (ep.lda) kernelMx32Impl<kMr, true>(kc, a, b, c, ldc, m, n, ep);
+  else kernelMx32Impl<kMr, false>(kc, a, b, c, ldc, m, n, ep);
 }
 
 /// r[j] lane i = r[i] lane j (16 x 16): pairs of rows interleaved, then 64-bit pairs (each
@@ -403,8 +412,8 @@ ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseSha
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   // 12 rows (24 accumulators) unless 8 pads m to fewer rows (m = 16, 32, 64, 160, ...).
   const int64_t pad12 = (m + 11) / 12 * 12, pad8 = (m + 7) / 8 * 8;
-  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
-  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512, nullptr, true};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true};
 }
 RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane}; }
 
@@ -416,7 +425,7 @@ GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
                                                  kernelMx32T<6>,  kernelMx32T<7>,  kernelMx32T<8>,  kernelMx32T<9>,  kernelMx32T<10>,
                                                  kernelMx32T<11>, kernelMx32T<12>, kernelMx32T<13>, kernelMx32T<14>};
   const int rows = mr < 1 ? 1 : mr > 14 ? 14 : mr;
-  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1]};
+  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1], rows > 1};
 }
 
 #else

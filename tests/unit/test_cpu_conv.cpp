@@ -818,6 +818,18 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
             ep.ldb = ldb;
             auto c = c0;
             mk.kernel(kc, a.data(), b.data(), c.data(), ldc, m, n, ep);
+            if (mk.stridedA) {  // A unpacked (rows lda apart): the same products, bit for bit
+              const int64_t lda = kc + 3;
+              std::vector<float> as(static_cast<size_t>(mk.mr * lda), testutil::kNan);
+              for (int i = 0; i < mk.mr; ++i)
+                for (int64_t k = 0; k < kc; ++k) as[static_cast<size_t>(i * lda + k)] = a[static_cast<size_t>(k * mk.mr + i)];
+              TileEpilogue es = ep;
+              es.lda = lda;
+              auto cs = c0;
+              mk.kernel(kc, as.data(), b.data(), cs.data(), ldc, m, n, es);
+              INFO("strided A: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n);
+              CHECK(std::memcmp(cs.data(), c.data(), cs.size() * sizeof(float)) == 0);
+            }
             for (int i = 0; i < mk.mr; ++i)
               for (int64_t j = 0; j < ldc; ++j) {
                 float want = c0[static_cast<size_t>(i * ldc + j)];
