@@ -86,6 +86,9 @@ TEST_CASE("vec exp, erf, tanh, sigmoid and GELU keep their documented error boun
     CHECK(thSmall.maxRel <= 2e-7);
     auto sg = measure(vk.unary[idx(VecUnary::Sigmoid)], sweep(-87.f, 87.f), [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-37);
     CHECK(sg.maxRel <= 3e-7);
+    auto si = measure(vk.unary[idx(VecUnary::Silu)], sweep(-87.f, 87.f), [](double x) { return x / (1 + std::exp(-x)); }, 1e-37);
+    CHECK(si.maxRel <= 3e-7);
+    UNSCOPED_INFO("silu rel " << si.maxRel);
     // GELU: |error| <= |x| times the erf/tanh bound (plus rounding of the product).
     auto ge = measure(vk.unary[idx(VecUnary::GeluErf)], sweep(-10.f, 10.f),
                       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, 0);
@@ -125,6 +128,12 @@ TEST_CASE("vec transcendental special values: inf, NaN, overflow, denormals", "[
     CHECK(call(sig, kInf) == 1.f);
     CHECK(call(sig, -kInf) == 0.f);
     CHECK(std::isnan(call(sig, kNan)));
+    auto silu = vk.unary[idx(VecUnary::Silu)];  // x * sigmoid(x): -inf * 0 is NaN, as the reference's Sigmoid then Mul
+    CHECK(call(silu, kInf) == kInf);
+    CHECK(std::isnan(call(silu, -kInf)));
+    CHECK(std::isnan(call(silu, kNan)));
+    CHECK(call(silu, 0.f) == 0.f);
+    CHECK(call(silu, -200.f) == 0.f);
     auto relu = vk.unary[idx(VecUnary::Relu)];
     CHECK(std::isnan(call(relu, kNan)));
     CHECK(call(relu, -kInf) == 0.f);
