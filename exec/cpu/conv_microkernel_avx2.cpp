@@ -311,6 +311,7 @@ ONNXTOOL_AVX2 void depthwiseRows(const DepthwiseRows& a) {
     if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+    if (a.kh == 7 && a.kw == 7 && a.sh == 1) return depthwiseRowsT<7, 7, 1>(a);  // ConvNeXt
   }
   depthwiseRowsT<0, 0, 1>(a);
 }

@@ -376,13 +376,14 @@ ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
     }
 }
 
-/// The filter shapes of MobileNet/EfficientNet-style models unrolled, the rest general.
+/// The filter shapes of MobileNet/EfficientNet/ConvNeXt-style models unrolled, the rest general.
 ONNXTOOL_AVX512 void depthwiseRows(const DepthwiseRows& a) {
   if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
     if (a.kh == 3 && a.kw == 3 && a.sh == 1) return depthwiseRowsT<3, 3, 1>(a);
     if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+    if (a.kh == 7 && a.kw == 7 && a.sh == 1) return depthwiseRowsT<7, 7, 1>(a);  // ConvNeXt
   }
   depthwiseRowsT<0, 0, 1>(a);
 }
