@@ -148,6 +148,18 @@ TEST_CASE("vec transcendental special values: inf, NaN, overflow, denormals", "[
   }
 }
 
+TEST_CASE("vec HardSwish gives the same bits on every path (its double arithmetic, rounded once)", "[cpu][vec]") {
+  std::vector<float> xs = sweep(-1e30f, 1e30f);
+  for (float v : {0.f, -0.f, -3.f, 3.f, -2.9999998f, 2.9999998f, kInf, -kInf, kNan, 1e-40f, -1e-40f}) xs.push_back(v);
+  std::vector<float> want(xs.size()), got(xs.size());
+  vecKernelsFor(Isa::Portable).unary[idx(VecUnary::HardSwish)](xs.data(), want.data(), static_cast<int64_t>(xs.size()));
+  for (Isa isa : pathsOfThisCpu()) {
+    INFO("isa " << isaName(isa));
+    vecKernelsFor(isa).unary[idx(VecUnary::HardSwish)](xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("vec row kernels match double loops on every tail length", "[cpu][vec]") {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
