@@ -3,7 +3,10 @@
 //     (K = C/g*kh*kw) on our own packed SGEMM: W packed once at prepare into MR-row panels of
 //     the ISA's micro-kernel (conv_microkernels.h); the column matrix is never materialised:
 //     each KC x NC block of it is packed straight from the image into NR-column panels (for a
-//     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col);
+//     1x1 stride-1 convolution that is a plain copy of the input rows, no im2col; with at most
+//     four weight panels not even that: the kernels read the input planes in place); a fused
+//     squeeze-and-excitation channel scale (ConvEpilogue::inputScale) scales the packed weights
+//     per image;
 //   - cpu.conv.f32.gemm.px, the same product transposed for small output maps (pixelMajor()):
 //     Y_g^T[OH*OW, M/g] = X_col^T * W_g^T, rows = output pixels in panels of any count (AVX-512:
 //     14 rows, the tail exact: 49 = 14 + 14 + 14 + 7), columns = output channels in NR panels of
