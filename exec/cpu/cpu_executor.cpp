@@ -588,8 +588,9 @@ class Specialization {
     };
     // The conv's input x * s with s of one element per (image, channel) (a squeeze-and-excitation
     // block's channel scale) read only by a pointwise conv (1x1, stride 1, no pads, one group)
-    // whose map is at least as large as its output channels: the Mul, else nullptr. The conv
-    // then scales its weights per image instead (M x C products instead of C x H x W).
+    // whose map is at least twice as large as its output channels: the Mul, else nullptr. The
+    // conv then scales its weights per image instead (M x C products and a copy of the packed
+    // weights instead of a pass over C x H x W: a margin of two for that copy's traffic).
     auto channelScaleMul = [&](const Node& conv, const Value*& x, const Value*& scale) -> const Node* {
       const Value* in = conv.input(0);
       const Node* mul = in ? in->producer() : nullptr;
@@ -606,7 +607,7 @@ class Specialization {
       if (!wt || !ot || wt->dims.size() != 4 || ot->dims.size() != 4) return nullptr;
       const auto& wd = wt->dims;
       const auto& od = ot->dims;
-      if (wd[2] != 1 || wd[3] != 1 || od[2] * od[3] < wd[0]) return nullptr;
+      if (wd[2] != 1 || wd[3] != 1 || od[2] * od[3] < 2 * wd[0]) return nullptr;
       for (int i = 0; i < 2; ++i) {
         const Value* a = mul->input(static_cast<size_t>(i));
         const Value* b = mul->input(static_cast<size_t>(1 - i));

@@ -691,13 +691,13 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
       CHECK(kernels[1].rfind("cpu.conv.f32.gemm.px.", 0) == 0);
       CHECK(kernels[1].ends_with("+add"));
     }
-    // Not fused: the Mul's output read twice, a 3x3 conv after it, a map smaller than the output
-    // channels (2 x 2 < 8), a scale of a full map's shape.
+    // Not fused: the Mul's output read twice, a 3x3 conv after it, a map less than twice the
+    // output channels (3 x 3 < 2 x 8), a scale of a full map's shape.
     Builder b(13);
     b.input("x", randomTensor({1, 4, 5, 5}, rng));
     b.input("s", randomTensor({1, 4, 1, 1}, rng));
     b.input("t", randomTensor({1, 4, 5, 5}, rng));
-    b.input("small", randomTensor({1, 4, 2, 2}, rng));
+    b.input("small", randomTensor({1, 4, 3, 3}, rng));
     b.node("Mul", {"x", "s"}, "m1");
     b.constant("w1", randomTensor({4, 4, 1, 1}, rng));
     b.node("Conv", {"m1", "w1"}, "c1", {testutil::ints("kernel_shape", {1, 1})});
