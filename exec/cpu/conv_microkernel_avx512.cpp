@@ -65,11 +65,12 @@ ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
   return n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
 }
 
-/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda).
-template <int kMr, bool kStridedA>
+/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda); kStridedB:
+/// B's k rows ep.ldb apart (TileEpilogue::ldb). Both packed: every stride a constant.
+template <int kMr, bool kStridedA, bool kStridedB>
 ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                            const TileEpilogue& ep) {
-  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
+  const int64_t ldb = kStridedB ? ep.ldb : kNr;
   const int64_t lda = ep.lda;
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -97,8 +98,13 @@ ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const flo
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
-  if (ep.lda) kernelMx32Impl<kMr, true>(kc, a, b, c, ldc, m, n, ep);
-  else kernelMx32Impl<kMr, false>(kc, a, b, c, ldc, m, n, ep);
+  if (ep.lda) {
+    if (ep.ldb) kernelMx32Impl<kMr, true, true>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, true, false>(kc, a, b, c, ldc, m, n, ep);
+  } else {
+    if (ep.ldb) kernelMx32Impl<kMr, false, true>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, false, false>(kc, a, b, c, ldc, m, n, ep);
+  }
 }
 
 /// r[j] lane i = r[i] lane j (16 x 16): pairs of rows interleaved, then 64-bit pairs (each
