@@ -26,6 +26,10 @@ struct ConvEpilogue {
   /// Then a vec.h function (HardSwish) over the finished output; Count: none. The packed and
   /// depthwise kernels apply it (Winograd is not chosen with one).
   VecUnary act = VecUnary::Count;
+  /// The input multiplied per (image, channel) by input 4 first (FusedEpilogue::inputScale):
+  /// only the channel-major packed kernel of a pointwise convolution takes it (a convolution
+  /// computed pixel-major declines it).
+  bool inputScale = false;
 };
 
 inline int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }

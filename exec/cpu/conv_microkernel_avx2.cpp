@@ -32,6 +32,7 @@ ONNXTOOL_AVX2 inline __m256 columns8(const float* q, int64_t sw) { return sw == 
 
 ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   // Twelve named accumulators (an array of them made GCC spill inside the loop: 16 ymm in all).
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
          c41 = c00, c50 = c00, c51 = c00;
@@ -42,7 +43,7 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
     const float* ak = a + k * kMr;
     __m256 av = _mm256_broadcast_ss(ak + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00);
@@ -110,6 +111,7 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
 template <int kRows>
 ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   __m256 acc[kRows][2];
   for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(ep.prefetch);
@@ -119,7 +121,7 @@ ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float*
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    const __m256 b0 = _mm256_loadu_ps(b + k * kNr), b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
 #pragma GCC unroll 5
     for (int i = 0; i < kRows; ++i) {
       const __m256 av = _mm256_broadcast_ss(a + k * kRows + i);
@@ -139,6 +141,7 @@ ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float*
 /// that the FMA latency does not bound a loop that streams B.
 ONNXTOOL_AVX2 void kernel1x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   __m256 s0[4], s1[4];
   for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm256_setzero_ps();
   int64_t k = 0;
@@ -146,16 +149,16 @@ ONNXTOOL_AVX2 void kernel1x16(int64_t kc, const float* a, const float* b, float*
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       // B streams from L3 or memory: fetch ~8 KiB ahead (no fault past its end).
-      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 128 + u) * kNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 128 + u) * ldb), _MM_HINT_T0);
       const __m256 av = _mm256_broadcast_ss(a + k + u);
-      s0[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * kNr), s0[u]);
-      s1[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * kNr + 8), s1[u]);
+      s0[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * ldb), s0[u]);
+      s1[u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + (k + u) * ldb + 8), s1[u]);
     }
   }
   for (; k < kc; ++k) {
     const __m256 av = _mm256_broadcast_ss(a + k);
-    s0[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * kNr), s0[0]);
-    s1[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * kNr + 8), s1[0]);
+    s0[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * ldb), s0[0]);
+    s1[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * ldb + 8), s1[0]);
   }
   alignas(32) float tile[kNr];
   _mm256_store_ps(tile, _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), _mm256_add_ps(s0[2], s0[3])));
@@ -308,6 +311,7 @@ ONNXTOOL_AVX2 void depthwiseRows(const DepthwiseRows& a) {
     if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+    if (a.kh == 7 && a.kw == 7 && a.sh == 1) return depthwiseRowsT<7, 7, 1>(a);  // ConvNeXt
   }
   depthwiseRowsT<0, 0, 1>(a);
 }

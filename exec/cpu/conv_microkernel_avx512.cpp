@@ -65,9 +65,13 @@ ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
   return n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
 }
 
-template <int kMr>
-ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                                const TileEpilogue& ep) {
+/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda); kStridedB:
+/// B's k rows ep.ldb apart (TileEpilogue::ldb). Both packed: every stride a constant.
+template <int kMr, bool kStridedA, bool kStridedB>
+ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                           const TileEpilogue& ep) {
+  const int64_t ldb = kStridedB ? ep.ldb : kNr;
+  const int64_t lda = ep.lda;
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(ep.prefetch);
@@ -77,11 +81,11 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
-    const float* ak = a + k * kMr;
+    __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
+    const float* ak = kStridedA ? a + k : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(ak[i]);
+      __m512 av = _mm512_set1_ps(kStridedA ? ak[i * lda] : ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -89,6 +93,18 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
   // Columns n..31 are masked off; rows m..kMr-1 are not stored.
   const __mmask16 k0 = mask0(n), k1 = mask1(n);
   for (int i = 0; i < m && i < kMr; ++i) storeRow(c + i * ldc, i, acc[i][0], acc[i][1], k0, k1, ep);
+}
+
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                const TileEpilogue& ep) {
+  if (ep.lda) {
+    if (ep.ldb) kernelMx32Impl<kMr, true, true>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, true, false>(kc, a, b, c, ldc, m, n, ep);
+  } else {
+    if (ep.ldb) kernelMx32Impl<kMr, false, true>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, false, false>(kc, a, b, c, ldc, m, n, ep);
+  }
 }
 
 /// r[j] lane i = r[i] lane j (16 x 16): pairs of rows interleaved, then 64-bit pairs (each
@@ -121,6 +137,7 @@ ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                  const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   static_assert(kMr <= 16);
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -131,7 +148,7 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    __m512 b0 = _mm512_loadu_ps(b + k * kNr), b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
     const float* ak = a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
@@ -168,6 +185,7 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
 /// that the FMA latency does not bound a loop that streams B.
 ONNXTOOL_AVX512 void kernel1x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
+  const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   __m512 s0[4], s1[4];
   for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
   int64_t k = 0;
@@ -175,17 +193,17 @@ ONNXTOOL_AVX512 void kernel1x32(int64_t kc, const float* a, const float* b, floa
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       // B streams from L3 or memory: fetch ~4 KiB ahead (no fault past its end).
-      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * kNr + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * ldb), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (k + 32 + u) * ldb + 16), _MM_HINT_T0);
       const __m512 av = _mm512_set1_ps(a[k + u]);
-      s0[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr), s0[u]);
-      s1[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * kNr + 16), s1[u]);
+      s0[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * ldb), s0[u]);
+      s1[u] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (k + u) * ldb + 16), s1[u]);
     }
   }
   for (; k < kc; ++k) {
     const __m512 av = _mm512_set1_ps(a[k]);
-    s0[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr), s0[0]);
-    s1[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * kNr + 16), s1[0]);
+    s0[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * ldb), s0[0]);
+    s1[0] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + k * ldb + 16), s1[0]);
   }
   const __m512 v0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
   const __m512 v1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
@@ -364,13 +382,14 @@ ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
     }
 }
 
-/// The filter shapes of MobileNet/EfficientNet-style models unrolled, the rest general.
+/// The filter shapes of MobileNet/EfficientNet/ConvNeXt-style models unrolled, the rest general.
 ONNXTOOL_AVX512 void depthwiseRows(const DepthwiseRows& a) {
   if (a.dh == 1 && a.dw == 1 && a.sh == a.sw) {
     if (a.kh == 3 && a.kw == 3 && a.sh == 1) return depthwiseRowsT<3, 3, 1>(a);
     if (a.kh == 3 && a.kw == 3 && a.sh == 2) return depthwiseRowsT<3, 3, 2>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 1) return depthwiseRowsT<5, 5, 1>(a);
     if (a.kh == 5 && a.kw == 5 && a.sh == 2) return depthwiseRowsT<5, 5, 2>(a);
+    if (a.kh == 7 && a.kw == 7 && a.sh == 1) return depthwiseRowsT<7, 7, 1>(a);  // ConvNeXt
   }
   depthwiseRowsT<0, 0, 1>(a);
 }
@@ -400,8 +419,8 @@ ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseSha
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   // 12 rows (24 accumulators) unless 8 pads m to fewer rows (m = 16, 32, 64, 160, ...).
   const int64_t pad12 = (m + 11) / 12 * 12, pad8 = (m + 7) / 8 * 8;
-  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512};
-  return {12, kNr, kernelMx32<12>, Isa::Avx512};
+  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512, nullptr, true};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true};
 }
 RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane}; }
 
@@ -413,7 +432,7 @@ GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
                                                  kernelMx32T<6>,  kernelMx32T<7>,  kernelMx32T<8>,  kernelMx32T<9>,  kernelMx32T<10>,
                                                  kernelMx32T<11>, kernelMx32T<12>, kernelMx32T<13>, kernelMx32T<14>};
   const int rows = mr < 1 ? 1 : mr > 14 ? 14 : mr;
-  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1]};
+  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1], rows > 1};
 }
 
 #else

@@ -35,6 +35,12 @@ struct TileEpilogue {
   /// instead), or none.
   const float* prefetch = nullptr;
   int64_t prefetchLines = 0;
+  /// B's k rows `ldb` floats apart instead of packed (NR): an unpacked B whose NR columns from
+  /// `b` on are all readable in every row (a pointwise convolution's input planes); 0: packed.
+  int64_t ldb = 0;
+  /// A unpacked, element (i, k) at a[i * lda + k], every one of the kernel's MR rows readable
+  /// (kernels with GemmMicroKernelInfo::stridedA only); 0: packed.
+  int64_t lda = 0;
 };
 
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
@@ -49,6 +55,9 @@ struct GemmMicroKernelInfo {
   /// residual at residual[j * ldr + i]). The pixel-major convolution (rows = output pixels)
   /// stores its tiles straight into NCHW through it.
   GemmMicroKernel transposed = nullptr;
+  /// Whether `kernel` honours TileEpilogue::lda (an unpacked A): the AVX-512 kernels of 2 to 14
+  /// rows; the others read A packed only.
+  bool stridedA = false;
 };
 
 /// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count

@@ -987,6 +987,7 @@ class Specialization {
   struct ConvCandidate {
     cpu::FusedEpilogue epi;
     std::vector<const Node*> chain;
+    const Node* pre = nullptr;  ///< a channel-scale Mul on the conv's input, run inside it
     Step step;
     KernelJob job;
   };
@@ -1017,6 +1018,44 @@ class Specialization {
       bool pair = (mul->input(0) == v && mul->input(1) == sig->output(0)) || (mul->input(1) == v && mul->input(0) == sig->output(0));
       return pair ? mul : nullptr;
     };
+    // The conv's input x * s with s of one element per (image, channel) (a squeeze-and-excitation
+    // block's channel scale) read only by a pointwise conv (1x1, stride 1, no pads, one group)
+    // whose map is at least twice as large as its output channels: the Mul, else nullptr. The
+    // conv then scales its weights per image instead (M x C products and a copy of the packed
+    // weights instead of a pass over C x H x W: a margin of two for that copy's traffic).
+    auto channelScaleMul = [&](const Node& conv, const Value*& x, const Value*& scale) -> const Node* {
+      const Value* in = conv.input(0);
+      const Node* mul = in ? in->producer() : nullptr;
+      if (!mul || mul->opType != "Mul" || !canonicalDomain(mul->domain).empty() || mul->inputs().size() != 2 || soleReader(in) != &conv ||
+          opsetFor(*model_, *mul) < 7 || int8Fused(mul))
+        return nullptr;
+      if (conv.inputs().size() < 2 || !conv.input(1) || conv.attrInt("group", 1) != 1 || conv.attrString("auto_pad", "NOTSET") != "NOTSET")
+        return nullptr;
+      for (const char* a : {"strides", "pads"})
+        for (int64_t v : conv.attrInts(a, {})) if (v != (std::string(a) == "strides" ? 1 : 0)) return nullptr;
+      // Copies: slotFor may add slots, which moves them.
+      const std::optional<StaticTensorType> wt = slots_[static_cast<size_t>(slotFor(conv.input(1)))].type;
+      const std::optional<StaticTensorType> ot = slots_[static_cast<size_t>(slotFor(in))].type;
+      if (!wt || !ot || wt->dims.size() != 4 || ot->dims.size() != 4) return nullptr;
+      const auto& wd = wt->dims;
+      const auto& od = ot->dims;
+      if (wd[2] != 1 || wd[3] != 1 || od[2] * od[3] < 2 * wd[0]) return nullptr;
+      for (int i = 0; i < 2; ++i) {
+        const Value* a = mul->input(static_cast<size_t>(i));
+        const Value* b = mul->input(static_cast<size_t>(1 - i));
+        if (!a || !b || a == b) continue;
+        const std::optional<StaticTensorType> at = slots_[static_cast<size_t>(slotFor(a))].type;
+        const std::optional<StaticTensorType> bt = slots_[static_cast<size_t>(slotFor(b))].type;
+        if (!at || !bt || at->dtype != DType::Float || bt->dtype != DType::Float) continue;
+        const auto& ad = at->dims;
+        const auto& bd = bt->dims;
+        if (ad != od || bd.size() != 4 || bd[0] != od[0] || bd[1] != od[1] || bd[2] != 1 || bd[3] != 1) continue;
+        x = a;
+        scale = b;
+        return mul;
+      }
+      return nullptr;
+    };
     for (const auto& np : g.nodes()) {
       const Node& conv = *np;
       if (conv.opType != "Conv" || !canonicalDomain(conv.domain).empty() || conv.outputs().size() != 1 || !conv.output(0))
@@ -1027,6 +1066,13 @@ class Specialization {
       cpu::FusedEpilogue epi;
       const Value* residual = nullptr;
       std::vector<const Node*> chain;
+      const Value* scaledX = nullptr;
+      const Value* channelScale = nullptr;
+      const Node* pre = channelScaleMul(conv, scaledX, channelScale);
+      if (pre) {
+        epi.inputScale = true;
+        epi.suffix += "+scale";
+      }
       const Node* next = soleReader(cur);
       if (next && next->opType == "BatchNormalization" && foldBatchNorm(*next, slots_[static_cast<size_t>(curSlot)], epi)) {
         epi.suffix += "+bn";
@@ -1081,24 +1127,40 @@ class Specialization {
         chain.push_back(mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer());
         chain.push_back(mul);
       }
-      if (chain.empty() || int8Fused(&conv)) continue;
+      if ((chain.empty() && !pre) || int8Fused(&conv)) continue;
       bool int8 = false;
       for (const Node* c : chain) int8 = int8 || int8Fused(c);
       if (int8) continue;
       const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
       if (!schema) continue;
-      auto cand = std::make_unique<ConvCandidate>();
-      cand->epi = std::move(epi);
-      cand->chain = std::move(chain);
-      Step& st = cand->step;
-      st.node = &conv;
-      st.opset = opsetFor(*model_, conv);
-      for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
-      while (st.in.size() < 3) st.in.push_back(-1);
-      if (residual) st.in.push_back(slotFor(residual));
-      st.out.push_back(slotFor(cand->chain.back()->output(0)));
-      if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
-      candidates.push_back(std::move(cand));
+      // With a channel scale, the chain without it too: taken where the kernel declines the
+      // scale (a map it computes pixel-major), else skipped as its nodes are taken.
+      for (const Node* withPre : {pre, static_cast<const Node*>(nullptr)}) {
+        if (withPre == nullptr && pre && chain.empty()) break;
+        auto cand = std::make_unique<ConvCandidate>();
+        cand->epi = epi;
+        if (pre && !withPre) {
+          cand->epi.inputScale = false;
+          cand->epi.suffix = cand->epi.suffix.substr(std::string("+scale").size());
+        }
+        cand->chain = chain;
+        cand->pre = withPre;
+        Step& st = cand->step;
+        st.node = &conv;
+        st.opset = opsetFor(*model_, conv);
+        for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+        while (st.in.size() < 3) st.in.push_back(-1);
+        if (residual) st.in.push_back(slotFor(residual));
+        if (withPre) {  // x in place of the Mul's output, the scale as input 4
+          st.in[0] = slotFor(scaledX);
+          if (st.in.size() < 4) st.in.push_back(-1);
+          st.in.push_back(slotFor(channelScale));
+        }
+        st.out.push_back(slotFor(cand->chain.empty() ? conv.output(0) : cand->chain.back()->output(0)));
+        if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
+        candidates.push_back(std::move(cand));
+        if (!pre) break;
+      }
     }
     // The kernels of every chain side by side, then the chains taken in graph order.
     std::vector<KernelJob*> jobs;
@@ -1107,14 +1169,19 @@ class Specialization {
     for (auto& c : candidates) {
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
       for (const Node* n : c->chain) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
+      if (c->pre) taken = taken || absorbed_.count(c->pre) || convFusedAt_.count(c->pre);
+      taken = taken || absorbed_.count(c->step.node) || convFusedAt_.count(c->step.node);  // its conv's other candidate
       if (taken) continue;
       Step& st = c->step;
       acceptKernel(st, c->job);
       if (!st.kernel) continue;
-      st.graphNodes = 1 + static_cast<int>(c->chain.size());  // for profiles: the Conv and what it absorbed
-      absorbed_.insert(st.node);
+      // for profiles: the Conv and what it absorbed
+      st.graphNodes = 1 + static_cast<int>(c->chain.size()) + (c->pre ? 1 : 0);
+      const Node* place = c->chain.empty() ? st.node : c->chain.back();  // the step runs at its last node's place
+      if (place != st.node) absorbed_.insert(st.node);
       for (size_t i = 0; i + 1 < c->chain.size(); ++i) absorbed_.insert(c->chain[i]);
-      convFusedAt_.emplace(c->chain.back(), std::move(st));
+      if (c->pre) absorbed_.insert(c->pre);
+      convFusedAt_.emplace(place, std::move(st));
     }
   }
 

@@ -50,6 +50,9 @@ struct FusedEpilogue {
   bool clamp = false;     ///< then clamped to [lo, hi] (Relu: [0, +inf]; Clip: its bounds)
   float lo = 0, hi = 0;
   VecUnary act = VecUnary::Count;  ///< then this activation (HardSwish); Count: none
+  /// The input is first multiplied per (image, input channel) by input 4 (N x C elements): a
+  /// channel-scale Mul fused in front of a pointwise Conv (input 3 absent without residual).
+  bool inputScale = false;
   std::string suffix;     ///< for the kernel's name in profiles: "+add+relu"
 };
 

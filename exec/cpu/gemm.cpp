@@ -3,6 +3,7 @@
 #include "exec/cpu/gemm.h"
 
 #include <cstdlib>
+#include <array>
 #include <cstring>
 #include <new>
 
@@ -101,6 +102,23 @@ void packABlock(const float* a, int64_t lda, bool transA, float alpha, int64_t i
   }
 }
 
+/// The kernel of `rows` rows (fewer than cfg.mk's) for a partial last panel: same NR, its own
+/// row count (at least `rows`).
+const GemmMicroKernelInfo& tailKernel(const GemmConfig& cfg, int rows) {
+  static const auto table = [] {
+    std::array<std::array<GemmMicroKernelInfo, 15>, 3> t{};
+    for (int r = 1; r <= 14; ++r) {
+      t[0][static_cast<size_t>(r)] = gemmMicroKernelRowsPortable(r);
+      t[1][static_cast<size_t>(r)] = gemmMicroKernelRowsAvx2(std::min(r, 6));
+      t[2][static_cast<size_t>(r)] = gemmMicroKernelRowsAvx512(r);
+    }
+    return t;
+  }();
+  const size_t path = cfg.isa == Isa::Avx512 ? 2 : cfg.isa == Isa::Avx2 ? 1 : 0;
+  const GemmMicroKernelInfo& k = table[path][static_cast<size_t>(std::clamp(rows, 1, 14))];
+  return k.nr == cfg.mk.nr && k.mr >= rows && k.mr <= cfg.mk.mr ? k : cfg.mk;
+}
+
 /// Rows [m0, m1) x columns [n0, n1) of batch `bi` (m0 a multiple of MR, n0 of NR), with the
 /// thread's workspace `ws` (gemmWorkspaceFloats floats).
 void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* ws) {
@@ -117,6 +135,7 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
   const GemmEpilogue& ep = p.ep;
   const bool postAct = ep.act != VecUnary::Count;
   const VecKernels& vk = vecKernelsFor(cfg.isa);
+  const bool directA = cfg.mk.stridedA && !p.transA && p.alpha == 1.f;
   TileEpilogue te;
   te.clamp = ep.clamp;
   te.lo = ep.lo;
@@ -146,7 +165,15 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
       te.last = pb == kBlocks - 1;
       for (int64_t ic = m0; ic < m1; ic += mcMax) {
         const int64_t mc = std::min(mcMax, m1 - ic), mPanels = ceilDiv(mc, mr);
-        packABlock(a, p.lda, p.transA, p.alpha, ic, mc, k0, kcb, mr, packedA);
+        // A row-major and unscaled, a kernel that reads it in place: the full panels straight
+        // from A (packing them cost ~10% of ConvNeXt's MatMuls, whose N of 96-768 uses each
+        // packed row only 3-24 times), only a partial last panel packed.
+        // A partial last panel on the kernel of its row count (49 rows: 6 x 8 + 1 GEMV row, not
+        // 7 x 8 with 7 rows of zeros), packed with that kernel's row count.
+        const int64_t fullPanels = mc / mr, tailRows = mc - fullPanels * mr;
+        const GemmMicroKernelInfo& tailMk = tailRows ? tailKernel(cfg, static_cast<int>(tailRows)) : cfg.mk;
+        if (!directA) packABlock(a, p.lda, p.transA, p.alpha, ic, fullPanels * mr, k0, kcb, mr, packedA);
+        if (tailRows) packABlock(a, p.lda, p.transA, p.alpha, ic + fullPanels * mr, tailRows, k0, kcb, tailMk.mr, packedA + fullPanels * kcb * mr);
         for (int64_t jp = 0; jp < nPanels; ++jp) {
           const int64_t j = jc + jp * nr;
           const int cols = static_cast<int>(std::min<int64_t>(nr, n1 - j));
@@ -172,7 +199,10 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
             te.residual = ep.residual ? ep.residual + i * ep.ldr + j : nullptr;
             if (next)
               for (int64_t f = ip * slice; f < std::min(nextFloats, (ip + 1) * slice); f += 16) __builtin_prefetch(next + f, 0, 2);
-            cfg.mk.kernel(kcb, packedA + ip * kcb * mr, bPanel, c + i * p.ldc + j, p.ldc, rows, cols, te);
+            const bool direct = directA && ip < fullPanels;
+            te.lda = direct ? p.lda : 0;
+            const float* aPanel = direct ? a + i * p.lda + k0 : packedA + ip * kcb * mr;
+            (ip < fullPanels ? cfg.mk : tailMk).kernel(kcb, aPanel, bPanel, c + i * p.ldc + j, p.ldc, rows, cols, te);
           }
         }
         if (postAct && te.last)

@@ -3,7 +3,9 @@
 // C[m, n] = epilogue(alpha * op(A)[m, k] * op(B)[k, n] (+ C)), op() an optional transpose.
 //   - B in NR-column panels, k-major, in KC-deep blocks: packed once at prepare when it is a
 //     constant (PackedB, both transB layouts), else one KC x NC block at a time per call;
-//   - A in MR-row panels of an MC x KC block per call (alpha folded in);
+//   - A in MR-row panels of an MC x KC block per call (alpha folded in); AVX-512 reads a
+//     row-major A with alpha 1 in place instead (TileEpilogue::lda), and a partial last row
+//     panel runs on the kernel of its own row count;
 //   - the micro-kernel's store applies the cheap epilogue (per-column bias, per-row bias, a
 //     residual, a clamp such as ReLU); other activations (vec.h) run on each finished MC x NC
 //     block while it is in cache;

@@ -19,13 +19,35 @@ struct PoolGeometry {
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, dh, dw, padT, padL, padB, padR;
 };
 
+/// dst[0, n) = src[0, n); whether any of them is NaN (vectorised at the build's baseline: the
+/// loop is bound by reading the plane).
+bool copyFindNan(float* dst, const float* src, int64_t n) {
+  typedef float V __attribute__((vector_size(16)));
+  typedef int32_t M __attribute__((vector_size(16)));
+  M any{};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V v;
+    std::memcpy(&v, src + i, sizeof v);
+    std::memcpy(dst + i, &v, sizeof v);
+    any |= v != v;
+  }
+  bool nan = (any[0] | any[1] | any[2] | any[3]) != 0;
+  for (; i < n; ++i) {
+    dst[i] = src[i];
+    nan = nan || src[i] != src[i];
+  }
+  return nan;
+}
+
 /// Max/AveragePool over output rows: each valid (kernel row, kernel column) tap updates the
 /// range of output columns it covers, without bounds tests in the inner loop (precomputed per
 /// kernel column), so the unit-stride case vectorises. The windows' element counts are
 /// separable: (valid rows of oy) x (valid columns of ox).
 class PoolKernel : public CpuKernel {
  public:
-  PoolKernel(PoolGeometry g, bool max, bool countIncludePad) : g_(g), max_(max), countPad_(countIncludePad) {
+  PoolKernel(PoolGeometry g, bool max, bool countIncludePad, int threads)
+      : g_(g), max_(max), countPad_(countIncludePad), threads_(std::max(threads, 1)) {
     for (int64_t kj = 0; kj < g.kw; ++kj) {
       int64_t off = kj * g.dw - g.padL;
       int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
@@ -40,39 +62,44 @@ class PoolKernel : public CpuKernel {
     shape_ = {g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.oh, g.ow};
     ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
     pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
-    planeFloats_ = max ? (ph_ + 1) * pw_ : 0;
+    planeFloats_ = max ? roundUp((ph_ + 1) * pw_, 16) : 0;
   }
-  size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_) * sizeof(float); }
+  /// MaxPool: a padded plane per thread.
+  size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_ * threads_) * sizeof(float); }
+  /// Planes split across threads where there is enough to read (~64 KiB a thread at least).
   void compute(const CpuComputeArgs& args) const override {
+    const int threads = g_.planes * g_.h * g_.w >= 2 * 16384 ? threads_ : 1;
+    parallelRanges(args.pool, threads, g_.planes, 1, [&](int64_t b, int64_t e, int part) {
+      computePlanes(args, b, e, static_cast<float*>(args.workspace) + part * planeFloats_);
+    });
+  }
+
+ private:
+  /// Planes [begin, end); `padded`: planeFloats_ floats (MaxPool).
+  void computePlanes(const CpuComputeArgs& args, int64_t begin, int64_t end, float* padded) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
     const RowOps& rows = activeRowOps();
-    float* padded = static_cast<float*>(args.workspace);
     if (max_) std::fill(padded, padded + planeFloats_, init);
-    for (int64_t p = 0; p < g_.planes; ++p) {
+    for (int64_t p = begin; p < end; ++p) {
       const float* xp = x + p * g_.h * g_.w;
       bool nan = false;
-      if (max_) {
-        int any = 0;
-        const int64_t size = g_.h * g_.w;
-        int64_t i = 0;
-        for (; i + 64 <= size; i += 64)  // a constant trip count: vectorised
-          for (int64_t j = 0; j < 64; ++j) any |= xp[i + j] != xp[i + j];
-        for (; i < size; ++i) any |= xp[i] != xp[i];
-        nan = any != 0;
-      }
-      if (max_ && !nan) {  // on a -inf-padded copy, each output vector held in a register over the taps
+      if (max_) {  // on a -inf-padded copy, each output vector held in a register over the taps
         // Padded (py, px) = input (py - padT, px - padL); only the image's rows and columns
-        // inside the windows' extent are copied, the rest stays -inf from the fill below.
+        // inside the windows' extent are copied (a NaN elsewhere is in no window), the rest
+        // stays -inf from the fill above. The copy tests for NaN on the way (one pass over the
+        // plane); a NaN sends the plane to the exact loop below.
         const int64_t x0 = std::max<int64_t>(0, -g_.padL), x1 = std::min(g_.w, pw_ - 32 * g_.sw - g_.padL);
         for (int64_t py = 0; py < ph_; ++py) {
           const int64_t iy = py - g_.padT;
           if (iy < 0 || iy >= g_.h || x1 <= x0) continue;
-          std::memcpy(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, static_cast<size_t>(x1 - x0) * sizeof(float));
+          nan |= copyFindNan(padded + py * pw_ + x0 + g_.padL, xp + iy * g_.w + x0, x1 - x0);
         }
-        rows.maxPoolPlane(padded, pw_, shape_, y + p * g_.oh * g_.ow);
-        continue;
+        if (!nan) {
+          rows.maxPoolPlane(padded, pw_, shape_, y + p * g_.oh * g_.ow);
+          continue;
+        }
       }
       for (int64_t oy = 0; oy < g_.oh; ++oy) {
         float* out = y + (p * g_.oh + oy) * g_.ow;
@@ -104,7 +131,6 @@ class PoolKernel : public CpuKernel {
     }
   }
 
- private:
   /// Elements of window o along one axis: valid input positions, or with count_include_pad the
   /// window clipped to the padded input (AveragePool has no dilation).
   int64_t count(int64_t o, int64_t s, int64_t padBegin, int64_t padEnd, int64_t k, int64_t in) const {
@@ -115,6 +141,7 @@ class PoolKernel : public CpuKernel {
 
   PoolGeometry g_;
   bool max_, countPad_;
+  int threads_;
   std::vector<int64_t> colLo_, colHi_, colCount_;
   DepthwiseShape shape_;
   int64_t ph_ = 0, pw_ = 0, planeFloats_ = 0;
@@ -136,7 +163,7 @@ std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
   if (!max && (dil[0] != 1 || dil[1] != 1 || n.attrInt("ceil_mode", 0) != 0)) return nullptr;
   PoolGeometry g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], strides[0], strides[1], dil[0], dil[1],
                  pads[0], pads[1], pads[2], pads[3]};
-  return std::make_unique<PoolKernel>(g, max, n.attrInt("count_include_pad", 0) != 0);
+  return std::make_unique<PoolKernel>(g, max, n.attrInt("count_include_pad", 0) != 0, info.threads);
 }
 
 /// GlobalAveragePool: each plane summed by vec.h sum (vectorised, several chains, blocks of

@@ -379,6 +379,38 @@ TEST_CASE("cpu packed Conv splits either layout across threads and matches the r
   }
 }
 
+// Channel-major pointwise convolutions with at most four weight panels read their full pixel
+// panels straight from the input planes (TileEpilogue::ldb) and pack only a partial last panel:
+// pixel counts with and without a tail panel, below one panel, K across blocks, groups, batch 2,
+// several pixel blocks, one more weight panel (packed again), every epilogue, at 1 and 2 threads.
+TEST_CASE("cpu pointwise Conv reading its input in place matches the reference kernel", "[cpu][conv]") {
+  std::mt19937 rng(63);
+  const ConvCase cases[] = {
+      {1, 32, 16, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 256 pixels: full panels only
+      {1, 24, 9, 11, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 99 pixels: 3 full panels and a tail
+      {1, 5, 3, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},       // 21 pixels: only a partial panel
+      {2, 700, 6, 11, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // K = 700: three K blocks, batch 2
+      {1, 40, 10, 10, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2},   // groups: each group's planes in place
+      {1, 16, 64, 72, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 4608 pixels
+      {1, 520, 24, 24, 30, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // K = 520 and 576 pixels: several pixel blocks
+      {1, 16, 12, 12, 56, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 5 or 7 weight panels: packed
+  };
+  const EpilogueCase epilogues[] = {{true, false, false, ""}, {false, true, true, "relu"}, {true, true, false, "silu"},
+                                    {true, false, true, "clip"}, {false, false, false, "hardswish"}};
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  ScopedEnv channel("ONNXTOOL_CONV_LAYOUT", "channel");
+  for (size_t ci = 0; ci < std::size(cases); ++ci)
+    for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+      if ((ci + ei) % 2) continue;
+      Builder b = fusedConvModel(cases[ci], epilogues[ei], rng);
+      INFO("case " << ci << " epilogue " << ei << " " << describe(cases[ci]));
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+    }
+}
+
 TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
           "[cpu][conv][depthwise]") {
   // Each path the kernel has: its own choice, output rows forced, channels in the lanes forced
@@ -637,6 +669,83 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
     INFO(joined(kernels));
     for (const auto& k : kernels) CHECK(k.find('+') == std::string::npos);
   }
+  SECTION("squeeze-and-excitation: the channel-scale Mul runs inside the next pointwise Conv (weights scaled per image)") {
+    // x -> GlobalAveragePool -> 1x1 conv -> Sigmoid = s [N, C, 1, 1]; Mul(x, s) (either operand
+    // order) read only by a pointwise conv: fused (+scale), with BN, a residual Add and Relu
+    // after it; batch 2 (a scale per image), K across blocks (C = 400), pixel tails (9 x 7).
+    for (int64_t n : {1, 2})
+      for (int64_t c : {12, 400})
+        for (bool swapped : {false, true}) {
+          Builder b(13);
+          const int64_t m = 24;
+          b.input("x", randomTensor({n, c, 9, 7}, rng, n == 2));
+          b.input("r", randomTensor({n, m, 9, 7}, rng));
+          b.node("GlobalAveragePool", {"x"}, "gap");
+          b.constant("se_w", randomTensor({c, c, 1, 1}, rng));
+          b.node("Conv", {"gap", "se_w"}, "se", {testutil::ints("kernel_shape", {1, 1})});
+          b.node("Sigmoid", {"se"}, "s");
+          b.node("Mul", swapped ? std::vector<std::string>{"s", "x"} : std::vector<std::string>{"x", "s"}, "xs");
+          b.constant("w", randomTensor({m, c, 1, 1}, rng));
+          b.constant("bias", randomTensor({m}, rng));
+          b.node("Conv", {"xs", "w", "bias"}, "c", {testutil::ints("kernel_shape", {1, 1})});
+          b.node("Add", {"c", "r"}, "a");
+          b.node("Relu", {"a"}, "y");
+          b.output("y");
+          INFO("n " << n << " c " << c << " swapped " << swapped);
+          auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+          INFO(joined(kernels));
+          CHECK(std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.avx512+scale+add+relu") +
+                    std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.avx2+scale+add+relu") +
+                    std::count(kernels.begin(), kernels.end(), "cpu.conv.f32.gemm.portable+scale+add+relu") ==
+                1);
+          CHECK(std::none_of(kernels.begin(), kernels.end(), [](const std::string& k) { return k.rfind("cpu.mul", 0) == 0; }));
+        }
+    // A conv computed pixel-major declines the scale: the Mul runs, the conv keeps the rest of
+    // its chain.
+    {
+      ScopedEnv pixel("ONNXTOOL_CONV_LAYOUT", "pixel");
+      Builder b(13);
+      b.input("x", randomTensor({1, 16, 7, 7}, rng));
+      b.input("s", randomTensor({1, 16, 1, 1}, rng));
+      b.input("r", randomTensor({1, 40, 7, 7}, rng));
+      b.node("Mul", {"x", "s"}, "xs");
+      b.constant("w", randomTensor({40, 16, 1, 1}, rng));
+      b.node("Conv", {"xs", "w"}, "c", {testutil::ints("kernel_shape", {1, 1})});
+      b.node("Add", {"r", "c"}, "y");
+      b.output("y");
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 2);
+      CHECK(kernels[0] == "cpu.mul.f32");
+      CHECK(kernels[1].rfind("cpu.conv.f32.gemm.px.", 0) == 0);
+      CHECK(kernels[1].ends_with("+add"));
+    }
+    // Not fused: the Mul's output read twice, a 3x3 conv after it, a map less than twice the
+    // output channels (3 x 3 < 2 x 8), a scale of a full map's shape.
+    Builder b(13);
+    b.input("x", randomTensor({1, 4, 5, 5}, rng));
+    b.input("s", randomTensor({1, 4, 1, 1}, rng));
+    b.input("t", randomTensor({1, 4, 5, 5}, rng));
+    b.input("small", randomTensor({1, 4, 3, 3}, rng));
+    b.node("Mul", {"x", "s"}, "m1");
+    b.constant("w1", randomTensor({4, 4, 1, 1}, rng));
+    b.node("Conv", {"m1", "w1"}, "c1", {testutil::ints("kernel_shape", {1, 1})});
+    b.node("Add", {"c1", "m1"}, "a1");  // m1 read twice
+    b.node("Mul", {"a1", "s"}, "m2");
+    conv(b, "m2", "c2", 4, 4);  // 3x3
+    b.node("Mul", {"small", "s"}, "m3");
+    b.constant("w3", randomTensor({8, 4, 1, 1}, rng));
+    b.node("Conv", {"m3", "w3"}, "c3", {testutil::ints("kernel_shape", {1, 1})});
+    b.node("Mul", {"c2", "t"}, "m4");  // not a per-channel scale
+    b.constant("w4", randomTensor({4, 4, 1, 1}, rng));
+    b.node("Conv", {"m4", "w4"}, "c4", {testutil::ints("kernel_shape", {1, 1})});
+    b.output("c3");
+    b.output("c4");
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    for (const auto& k : kernels) CHECK(k.find("+scale") == std::string::npos);
+    CHECK(std::count_if(kernels.begin(), kernels.end(), [](const std::string& k) { return k.rfind("cpu.mul", 0) == 0; }) == 4);
+  }
   SECTION("BatchNormalization folded into the convolution: with and without bias, then Add, Relu, Clip") {
     auto bn = [&](Builder& b, const std::string& x, const std::string& out, int64_t c, bool constant) {
       auto variances = randomFloats(static_cast<size_t>(c), rng);
@@ -714,11 +823,14 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
   }
   std::mt19937 rng(24);
   for (const auto& mk : kernels) {
+    // B packed (ldb 0: rows NR apart) or unpacked (TileEpilogue::ldb: rows ldb apart).
+    for (int64_t ldb : {int64_t{0}, int64_t{mk.nr + 5}})
     for (int64_t kc : {1, 7, 64}) {
       for (int m : {1, mk.mr - 1, mk.mr}) {
         for (int n : {1, mk.nr / 2, mk.nr / 2 + 1, mk.nr - 1, mk.nr}) {
           if (m < 1) continue;
-          auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * mk.nr), rng);
+          const int64_t bs = ldb ? ldb : mk.nr;
+          auto a = randomFloats(static_cast<size_t>(kc * mk.mr), rng), b = randomFloats(static_cast<size_t>(kc * bs), rng);
           const int64_t ldc = mk.nr + 3;
           auto c0 = randomFloats(static_cast<size_t>(mk.mr * ldc), rng, true), res = randomFloats(static_cast<size_t>(mk.mr * ldc), rng);
           auto bias = randomFloats(static_cast<size_t>(mk.mr), rng), colBias = randomFloats(static_cast<size_t>(mk.nr), rng);
@@ -732,14 +844,27 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
             ep.ldr = ldc;
             ep.clamp = variant == 2;
             ep.lo = -0.5f, ep.hi = 0.75f;
+            ep.ldb = ldb;
             auto c = c0;
             mk.kernel(kc, a.data(), b.data(), c.data(), ldc, m, n, ep);
+            if (mk.stridedA) {  // A unpacked (rows lda apart): the same products, bit for bit
+              const int64_t lda = kc + 3;
+              std::vector<float> as(static_cast<size_t>(mk.mr * lda), testutil::kNan);
+              for (int i = 0; i < mk.mr; ++i)
+                for (int64_t k = 0; k < kc; ++k) as[static_cast<size_t>(i * lda + k)] = a[static_cast<size_t>(k * mk.mr + i)];
+              TileEpilogue es = ep;
+              es.lda = lda;
+              auto cs = c0;
+              mk.kernel(kc, as.data(), b.data(), cs.data(), ldc, m, n, es);
+              INFO("strided A: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n);
+              CHECK(std::memcmp(cs.data(), c.data(), cs.size() * sizeof(float)) == 0);
+            }
             for (int i = 0; i < mk.mr; ++i)
               for (int64_t j = 0; j < ldc; ++j) {
                 float want = c0[static_cast<size_t>(i * ldc + j)];
                 if (i < m && j < n) {
                   double s = 0;
-                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * bs + j)];
                   if (ep.accumulate) s += want;
                   if (ep.bias) s += bias[static_cast<size_t>(i)];
                   if (ep.colBias) s += colBias[static_cast<size_t>(j)];
@@ -748,7 +873,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   want = static_cast<float>(s);
                 }
                 float got = c[static_cast<size_t>(i * ldc + j)];
-                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
+                INFO("isa " << isaName(mk.isa) << " mr " << mk.mr << " ldb " << ldb << " kc " << kc << " m " << m << " n " << n << " variant " << variant << " at " << i
                             << "," << j);
                 if (std::isnan(want)) CHECK(std::isnan(got));
                 else if (std::isinf(want)) CHECK(got == want);
@@ -768,7 +893,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                 float want = ct0[static_cast<size_t>(j * ldt + i)];
                 if (i < m && j < n) {
                   double s = 0;
-                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * mk.nr + j)];
+                  for (int64_t k = 0; k < kc; ++k) s += double(a[static_cast<size_t>(k * mk.mr + i)]) * b[static_cast<size_t>(k * bs + j)];
                   if (et.accumulate) s += want;
                   if (et.bias) s += bias[static_cast<size_t>(i)];
                   if (et.colBias) s += colBias[static_cast<size_t>(j)];
@@ -777,7 +902,7 @@ TEST_CASE("every GEMM micro-kernel this CPU runs matches a scalar product, epilo
                   want = static_cast<float>(s);
                 }
                 float got = ct[static_cast<size_t>(j * ldt + i)];
-                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " kc " << kc << " m " << m << " n " << n << " variant "
+                INFO("transposed: isa " << isaName(mk.isa) << " mr " << mk.mr << " ldb " << ldb << " kc " << kc << " m " << m << " n " << n << " variant "
                                         << variant << " at " << i << "," << j);
                 if (std::isnan(want)) CHECK(std::isnan(got));
                 else if (std::isinf(want)) CHECK(got == want);
@@ -852,6 +977,24 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
         CHECK(ranOn(kernels, "cpu.maxpool"));
       }
     }
+  }
+  // Planes split across threads (ResNet's 3x3 stride-2 MaxPool, smaller): NaN in some planes
+  // (those take the exact loop, the others the padded copy), and a NaN in a column no window
+  // covers (width 41, 2x2 stride 2, no pads: column 40), which must not reach the output.
+  for (int64_t w : {40, 41}) {
+    Builder b(12);
+    auto xd = randomFloats(static_cast<size_t>(48 * 33 * w), rng);
+    xd[static_cast<size_t>(5 * 33 * w + 7 * w + 3)] = testutil::kNan;
+    xd[static_cast<size_t>(30 * 33 * w + 32 * w + w - 1)] = testutil::kNan;
+    b.input("x", f32({1, 48, 33, w}, xd));
+    const bool stem = w == 40;
+    b.node("MaxPool", {"x"}, "y",
+           {testutil::ints("kernel_shape", {stem ? 3 : 2, stem ? 3 : 2}), testutil::ints("strides", {2, 2}),
+            testutil::ints("pads", stem ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0})});
+    b.output("y");
+    INFO("MaxPool split across threads, width " << w);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-6, 0);
+    CHECK(ranOn(kernels, "cpu.maxpool"));
   }
 }
 

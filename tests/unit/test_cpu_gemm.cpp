@@ -175,6 +175,12 @@ TEST_CASE("gemm: odd shapes, transposes and alpha on every ISA path match a doub
                                {2, 100, 520}, {4, 20, 129}, {129, 129, 129}, {200, 40, 600}};
   for (const auto& s : shapes)
     for (int t = 0; t < 4; ++t) checkCase(Case{s[0], s[1], s[2], (t & 1) != 0, (t & 2) != 0}, rng);
+  // A read in place (row-major, alpha 1: AVX-512's full panels) and a partial last panel on the
+  // kernel of its own row count: 49 = 6 x 8 + 1 (GEMV tail), 61 = 5 x 12 + 1, 70 = 5 x 12 + 10,
+  // 145 = one row past the 144-row block, K across blocks; B packed per call and prepacked.
+  const int64_t tails[][3] = {{49, 96, 300}, {61, 40, 33}, {70, 33, 513}, {145, 64, 17}, {23, 130, 257}};
+  for (const auto& s : tails)
+    for (int t = 0; t < 2; ++t) checkCase(Case{s[0], s[1], s[2], false, t == 1}, rng);
 }
 
 TEST_CASE("gemm: epilogues (C accumulated, row and column bias, residual, clamp, activations) match", "[cpu][gemm]") {

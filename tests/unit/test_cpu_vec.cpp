@@ -86,10 +86,18 @@ TEST_CASE("vec exp, erf, tanh, sigmoid and GELU keep their documented error boun
     CHECK(thSmall.maxRel <= 2e-7);
     auto sg = measure(vk.unary[idx(VecUnary::Sigmoid)], sweep(-87.f, 87.f), [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-37);
     CHECK(sg.maxRel <= 3e-7);
+    auto si = measure(vk.unary[idx(VecUnary::Silu)], sweep(-87.f, 87.f), [](double x) { return x / (1 + std::exp(-x)); }, 1e-37);
+    CHECK(si.maxRel <= 3e-7);
+    UNSCOPED_INFO("silu rel " << si.maxRel);
     // GELU: |error| <= |x| times the erf/tanh bound (plus rounding of the product).
     auto ge = measure(vk.unary[idx(VecUnary::GeluErf)], sweep(-10.f, 10.f),
                       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, 0);
     CHECK(ge.maxAbs <= 1e-6);
+    // ... and relative near 0 (1 + erf close to 1 there: no cancellation).
+    auto geSmall = measure(vk.unary[idx(VecUnary::GeluErf)], sweep(-0.5f, 0.5f),
+                           [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, 1e-30);
+    CHECK(geSmall.maxRel <= 8e-7);
+    UNSCOPED_INFO("gelu rel near 0 " << geSmall.maxRel);
     auto gt = measure(vk.unary[idx(VecUnary::GeluTanh)], sweep(-10.f, 10.f), [](double x) {
       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     }, 0);
@@ -125,12 +133,30 @@ TEST_CASE("vec transcendental special values: inf, NaN, overflow, denormals", "[
     CHECK(call(sig, kInf) == 1.f);
     CHECK(call(sig, -kInf) == 0.f);
     CHECK(std::isnan(call(sig, kNan)));
+    auto silu = vk.unary[idx(VecUnary::Silu)];  // x * sigmoid(x): -inf * 0 is NaN, as the reference's Sigmoid then Mul
+    CHECK(call(silu, kInf) == kInf);
+    CHECK(std::isnan(call(silu, -kInf)));
+    CHECK(std::isnan(call(silu, kNan)));
+    CHECK(call(silu, 0.f) == 0.f);
+    CHECK(call(silu, -200.f) == 0.f);
     auto relu = vk.unary[idx(VecUnary::Relu)];
     CHECK(std::isnan(call(relu, kNan)));
     CHECK(call(relu, -kInf) == 0.f);
     // GELU's formula gives what the reference's gives: x = -inf makes -inf * 0 = NaN.
     CHECK(std::isnan(call(vk.unary[idx(VecUnary::GeluErf)], -kInf)));
     CHECK(call(vk.unary[idx(VecUnary::GeluErf)], kInf) == kInf);
+  }
+}
+
+TEST_CASE("vec HardSwish gives the same bits on every path (its double arithmetic, rounded once)", "[cpu][vec]") {
+  std::vector<float> xs = sweep(-1e30f, 1e30f);
+  for (float v : {0.f, -0.f, -3.f, 3.f, -2.9999998f, 2.9999998f, kInf, -kInf, kNan, 1e-40f, -1e-40f}) xs.push_back(v);
+  std::vector<float> want(xs.size()), got(xs.size());
+  vecKernelsFor(Isa::Portable).unary[idx(VecUnary::HardSwish)](xs.data(), want.data(), static_cast<int64_t>(xs.size()));
+  for (Isa isa : pathsOfThisCpu()) {
+    INFO("isa " << isaName(isa));
+    vecKernelsFor(isa).unary[idx(VecUnary::HardSwish)](xs.data(), got.data(), static_cast<int64_t>(xs.size()));
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
   }
 }
 
