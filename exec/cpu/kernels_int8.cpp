@@ -52,28 +52,6 @@ inline uint8_t quantizeFast(float y, float inv, float zero) {
   return static_cast<uint8_t>(q + zero);
 }
 
-/// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there.
-template <typename T>
-const T* constData(const Tensor* t, DType dt) {
-  if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
-  return reinterpret_cast<const T*>(t->raw.data());
-}
-
-/// A zero point or scale given as a scalar or one value per column, expanded to [n].
-template <typename T, typename U>
-bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
-  const T* d = constData<T>(t, dt);
-  if (!d) return false;
-  int64_t cnt = t->numElements().value_or(-1);
-  if (cnt == 1 && t->dims.size() <= 1) {
-    out.assign(static_cast<size_t>(n), static_cast<U>(d[0]));
-    return true;
-  }
-  if (cnt != n || t->dims.size() != 1) return false;
-  out.assign(d, d + n);
-  return true;
-}
-
 /// MatMulInteger, A uint8 [..., M, K] (batch folded into M), B a constant int8 [K, N] packed at
 /// prepare, a scalar a_zero_point read at run time, a constant b_zero_point (scalar or [N]).
 class MatMulIntegerKernel : public CpuKernel {

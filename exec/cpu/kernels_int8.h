@@ -28,6 +28,7 @@
 // (kernels_int8_rows.cpp).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -73,5 +74,28 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
 /// form; kernels_int8_rows.cpp), appended to `out` (findInt8Fusions calls it).
 void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                            const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
+
+/// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there
+/// (the int8 fusions' constants: aligned copies the plan made).
+template <typename T>
+const T* constData(const Tensor* t, DType dt) {
+  if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
+  return reinterpret_cast<const T*>(t->raw.data());
+}
+
+/// A zero point or scale given as a scalar or one value per column, expanded to [n].
+template <typename T, typename U>
+bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
+  const T* d = constData<T>(t, dt);
+  if (!d) return false;
+  const int64_t cnt = t->numElements().value_or(-1);
+  if (cnt == 1 && t->dims.size() <= 1) {
+    out.assign(static_cast<size_t>(n), static_cast<U>(d[0]));
+    return true;
+  }
+  if (cnt != n || t->dims.size() != 1) return false;
+  out.assign(d, d + n);
+  return true;
+}
 
 }  // namespace onnxtool::cpu

@@ -128,28 +128,6 @@ const Value* otherInput(const Node* n, const Value* v) {
   return n->input(0) == v ? n->input(1) : n->input(1) == v ? n->input(0) : nullptr;
 }
 
-/// The element data of a constant of `dt` whose bytes are all there, else nullptr.
-template <typename T>
-const T* constData(const Tensor* t, DType dt) {
-  if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
-  return reinterpret_cast<const T*>(t->raw.data());
-}
-
-/// A constant of one element, or one per column (1-D [n]), expanded to [n].
-template <typename T, typename U>
-bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
-  const T* d = constData<T>(t, dt);
-  if (!d) return false;
-  const int64_t cnt = t->numElements().value_or(-1);
-  if (cnt == 1 && t->dims.size() <= 1) {
-    out.assign(static_cast<size_t>(n), static_cast<U>(d[0]));
-    return true;
-  }
-  if (cnt != n || t->dims.size() != 1) return false;
-  out.assign(d, d + n);
-  return true;
-}
-
 /// A constant float scalar equal to `want` (any value when want is NaN: returned in `got`).
 bool floatScalar(const Tensor* t, float want, float* got = nullptr) {
   const float* d = constData<float>(t, DType::Float);
