@@ -41,6 +41,7 @@
 
 #include "exec/cpu/cpu_kernel.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_attention.h"
 #include "exec/cpu/kernels_int8.h"
 #include "passes/upcast_half.h"
 #include "exec/kernel.h"
@@ -903,6 +904,8 @@ class Specialization {
       return v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor.get() : nullptr;
     };
     fused_ = cpu::findInt8Fusions(g, typeOf, constantOf, threads);
+    cpu::findAttentionFusions(g, typeOf, constantOf, static_cast<int>(model_->opsetVersion("").value_or(maxKnownOpset(""))),
+                              threads, fused_);
     for (auto& f : fused_) {
       fusedAt_[f.last] = &f;
       for (const Node* n : f.covered) fusedAway_.insert(n);
@@ -916,6 +919,10 @@ class Specialization {
     int idx = static_cast<int>(steps_.size());
     st.in.push_back(slotFor(f.input));
     if (f.input2) st.in.push_back(slotFor(f.input2));
+    for (const Value* v : f.moreInputs) st.in.push_back(v ? slotFor(v) : -1);
+    st.fusedOp = f.fusedOp;
+    st.graphNodes = static_cast<int>(f.covered.size()) +
+                    (std::find(f.covered.begin(), f.covered.end(), f.last) == f.covered.end() ? 1 : 0);
     int out = slotFor(f.output);
     slots_[static_cast<size_t>(out)].def = idx;
     st.out.push_back(out);

@@ -55,6 +55,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Transpose", 1, kLast, DType::Undefined, "cpu.transpose.copy", OutputReuse::None, createTranspose},
     {"", "ReduceMean", 1, kLast, DType::Float, "cpu.reducemean.f32.trailing", OutputReuse::None, createReduceMean},
     {"", "Gather", 1, kLast, DType::Undefined, "cpu.gather.copy", OutputReuse::None, createGather, true},
+    {"", "Attention", 23, kLast, DType::Float, "cpu.attention.f32", OutputReuse::None, createAttention},
     {"", "TopK", 1, kLast, DType::Float, "cpu.topk.f32", OutputReuse::None, createTopK, false, true},
     {"", "Pad", 2, kLast, DType::Undefined, "cpu.pad.copy", OutputReuse::None, createPad},
     {"", "Slice", 1, kLast, DType::Undefined, "cpu.slice.copy", OutputReuse::None, createSlice},

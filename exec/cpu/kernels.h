@@ -31,6 +31,8 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLstm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGru(const CpuNodeInfo& info);
 
+/// The ONNX Attention op (23+) on float32 (kernels_attention.cpp).
+std::unique_ptr<CpuKernel> createAttention(const CpuNodeInfo& info);
 /// TopK on float32, every opset (kernels_topk.cpp).
 std::unique_ptr<CpuKernel> createTopK(const CpuNodeInfo& info);
 /// Pad (every mode) with constant non-negative pads (kernels_layout.cpp).

@@ -805,14 +805,6 @@ bool onlyUse(const Value* v, const Node* by, const Graph& g) {
   return v->uses()[0].node == by && by->graph() == &g;
 }
 
-const Node* singleReader(const Value* v, const Graph& g) {
-  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
-  const Node* n = v->uses()[0].node;
-  return n->graph() == &g ? n : nullptr;
-}
-
-bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
-
 /// A constant scalar: its value as float (float, uint8 or int8 tensors of one element).
 bool scalarOf(const Tensor* t, float& v, DType& dt) {
   if (!t || t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;

@@ -49,11 +49,25 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info);
 
 /// One fused step: it runs at the position of `last`, reads `input` (x) [and `input2`] and writes `output`,
 /// replacing every node in `covered`.
+/// Whether `n` is the ai.onnx op `op`.
+inline bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
+
+/// The only reader of `v` (not a graph output), in graph g, or nullptr.
+inline const Node* singleReader(const Value* v, const Graph& g) {
+  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
+  const Node* n = v->uses()[0].node;
+  return n->graph() == &g ? n : nullptr;
+}
+
+/// A chain of nodes run as one step of the plan (the int8 fusions, and attention:
+/// kernels_attention.h), reported under its last node.
 struct FusedInt8Step {
   const Node* last = nullptr;
   std::vector<const Node*> covered;
   const Value* input = nullptr;
   const Value* input2 = nullptr;  ///< a second input (the residual of a fused Add), or none
+  std::vector<const Value*> moreInputs;  ///< inputs after input2 (attention's V and mask)
+  const char* fusedOp = nullptr;  ///< the op profiles name the step by, when not the last node's
   const Value* output = nullptr;
   const Value* output2 = nullptr;  ///< a second output (a QuantizeLinear of `output` among its readers), or none
   std::unique_ptr<CpuKernel> kernel;

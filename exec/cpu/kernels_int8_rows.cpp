@@ -107,19 +107,10 @@ class RowQuantMatMulKernel : public CpuKernel {
   VecUnary act_ = VecUnary::Count;
 };
 
-bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
-
 /// The node producing `v` when it is `op` of graph g, else nullptr.
 const Node* producer(const Value* v, const char* op, const Graph& g) {
   const Node* n = v ? v->producer() : nullptr;
   return isOp(n, op) && n->graph() == &g ? n : nullptr;
-}
-
-/// The only reader of `v` (not a graph output), in graph g, or nullptr.
-const Node* singleReader(const Value* v, const Graph& g) {
-  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
-  const Node* n = v->uses()[0].node;
-  return n->graph() == &g ? n : nullptr;
 }
 
 /// Of a two-input node one of whose inputs is `v`: the other one (nullptr when neither is `v`).

@@ -1404,3 +1404,108 @@ TEST_CASE("cpu TopK matches the reference kernel (largest and smallest, any axis
     checkAgainstRef(*model, feeds, "cpu.topk");
   }
 }
+
+TEST_CASE("cpu Attention matches the reference kernel", "[cpu][kernels][attention]") {
+  std::mt19937 rng(71);
+  struct Case {
+    bool is3d;
+    int64_t b, hq, hkv, sq, skv, dh, dv;
+    int mask;  // 0 none, 1 float, 2 bool, 3 float with a shorter last dim (padded: masked out), 4 bool, whole rows masked
+    std::vector<int64_t> maskDims;
+    bool causal;
+    float scale;  // 0: the default 1/sqrt(dh)
+  };
+  const Case cases[] = {
+      {false, 2, 3, 3, 5, 7, 8, 8, 0, {}, false, 0},
+      {false, 1, 4, 2, 17, 33, 16, 12, 1, {17, 33}, false, 0.3f},   // grouped-query heads, a 2-D float mask
+      {false, 2, 2, 1, 9, 9, 4, 4, 2, {2, 1, 9, 9}, true, 0},        // bool mask and causal
+      {false, 1, 2, 2, 6, 10, 8, 8, 3, {1, 6, 7}, false, 0},          // mask covers 7 of 10 keys
+      {false, 1, 1, 1, 130, 140, 32, 32, 0, {}, true, 0},             // causal, several row blocks
+      {false, 1, 2, 2, 4, 12, 8, 8, 4, {1, 2, 4, 12}, false, 0},      // rows with every key masked: zeros
+      {true, 2, 4, 2, 6, 11, 8, 8, 1, {2, 4, 6, 11}, false, 0},       // 3-D (B, S, H*D) layout
+      {true, 1, 3, 3, 1, 19, 16, 8, 0, {}, false, 0.125f},            // one query (decoding), dv != dh
+      {false, 1, 2, 2, 3, 1, 8, 8, 0, {}, false, 0},                  // one key
+      {false, 1, 2, 2, 8, 3, 8, 8, 0, {}, true, 0},                   // causal with fewer keys than queries
+  };
+  for (const Case& c : cases) {
+    std::map<std::string, RtValue> feeds;
+    auto dims = [&](int64_t h, int64_t s, int64_t d) {
+      return c.is3d ? std::vector<int64_t>{c.b, s, h * d} : std::vector<int64_t>{c.b, h, s, d};
+    };
+    std::vector<Arg> args = {{randomTensor(dims(c.hq, c.sq, c.dh), rng), false},
+                             {randomTensor(dims(c.hkv, c.skv, c.dh), rng), false},
+                             {randomTensor(dims(c.hkv, c.skv, c.dv), rng), false}};
+    if (c.mask) {
+      int64_t n = 1;
+      for (int64_t d : c.maskDims) n *= d;
+      if (c.mask == 1 || c.mask == 3) {
+        std::vector<float> f = randomFloats(static_cast<size_t>(n), rng);
+        for (int64_t i = 0; i < n; i += 5) f[static_cast<size_t>(i)] = -testutil::kInf;  // some keys masked out
+        args.push_back({f32(c.maskDims, f), false});
+      } else {
+        std::vector<uint8_t> keep(static_cast<size_t>(n));
+        std::bernoulli_distribution coin(0.7);
+        for (auto& v : keep) v = coin(rng);
+        if (c.mask == 4)  // rows 1 and 3 of every head: no key attended
+          for (int64_t i = 0; i < n; ++i)
+            if ((i / c.maskDims.back()) % 4 == 1 || (i / c.maskDims.back()) % 4 == 3) keep[static_cast<size_t>(i)] = 0;
+        args.push_back({testutil::tensorOf(DType::Bool, c.maskDims, keep), false});
+      }
+    }
+    std::vector<Attribute> attrs;
+    if (c.causal) attrs.push_back(testutil::one("is_causal", int64_t{1}));
+    if (c.scale != 0) attrs.push_back(Attribute::ofFloat("scale", c.scale));
+    if (c.is3d) {
+      attrs.push_back(testutil::one("q_num_heads", c.hq));
+      attrs.push_back(testutil::one("kv_num_heads", c.hkv));
+    }
+    auto model = oneNode("Attention", 23, args, attrs, feeds);
+    INFO("Attention " << (c.is3d ? "3-D" : "4-D") << " b " << c.b << " heads " << c.hq << "/" << c.hkv << " sq " << c.sq
+                      << " skv " << c.skv << " mask " << c.mask << " causal " << c.causal);
+    checkAgainstRef(*model, feeds, "cpu.attention.f32", 1e-4, 1e-5);
+  }
+  // A KV cache is left to the reference kernel (and still computed right).
+  std::map<std::string, RtValue> feeds;
+  auto model = oneNode("Attention", 23,
+                       {{randomTensor({1, 2, 3, 8}, rng), false}, {randomTensor({1, 2, 3, 8}, rng), false},
+                        {randomTensor({1, 2, 3, 8}, rng), false}, {randomTensor({3, 7}, rng), false},
+                        {randomTensor({1, 2, 4, 8}, rng), false}, {randomTensor({1, 2, 4, 8}, rng), false}},
+                       {}, feeds);
+  auto want = makeExecutor("ref")->prepare(*model, {})->run(feeds);
+  RunProfile prof;
+  auto got = makeExecutor("cpu")->prepare(*model, rawGraph())->runProfiled(feeds, prof);
+  CHECK(compareValues(got[0], want[0], 1e-4, 1e-5).ok);
+  CHECK(prof.nodes.back().fallback);
+}
+
+TEST_CASE("cpu fusions: attention written with standard ops runs as one step", "[cpu][fusion][attention]") {
+  std::mt19937 rng(73);
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // BERT's form: MatMul, Div by sqrt(d), Add of a mask broadcast over heads and queries, Softmax, MatMul.
+  checkFused(head + "g (float[2, 3, 9, 8] q, float[2, 3, 8, 11] kt, float[2, 3, 11, 8] v, float[2, 1, 1, 11] m) => "
+                    "(float[2, 3, 9, 8] y) <float s = {2.828427}> {\n"
+                    "  a = MatMul(q, kt)\n  b = Div(a, s)\n  c = Add(b, m)\n  p = Softmax<axis: int = -1>(c)\n  y = MatMul(p, v)\n}",
+             {{"q", {2, 3, 9, 8}}, {"kt", {2, 3, 8, 11}}, {"v", {2, 3, 11, 8}}, {"m", {2, 1, 1, 11}}}, {"cpu.attention.f32.fused"}, 5);
+  // Scale on the left of a Mul, the mask first in the Add, a last mask dim of 1 (broadcast), rank 3, many rows.
+  checkFused(head + "g (float[2, 150, 16] q, float[2, 16, 140] kt, float[2, 140, 5] v, float[150, 1] m) => "
+                    "(float[2, 150, 5] y) <float s = {0.25}> {\n"
+                    "  a = MatMul(q, kt)\n  b = Mul(s, a)\n  c = Add(m, b)\n  p = Softmax<axis: int = 2>(c)\n  y = MatMul(p, v)\n}",
+             {{"q", {2, 150, 16}}, {"kt", {2, 16, 140}}, {"v", {2, 140, 5}}, {"m", {150, 1}}}, {"cpu.attention.f32.fused"}, 5);
+  // No scale, no mask, rank 2; Softmax-11 over its last axis.
+  checkFused("<ir_version: 7, opset_import: [\"\" : 11]>\ng (float[7, 4] q, float[4, 6] kt, float[6, 3] v) => (float[7, 3] y) {\n"
+             "  a = MatMul(q, kt)\n  p = Softmax<axis: int = 1>(a)\n  y = MatMul(p, v)\n}",
+             {{"q", {7, 4}}, {"kt", {4, 6}}, {"v", {6, 3}}}, {"cpu.attention.f32.fused"}, 3);
+  // The probabilities are also a graph output: nothing fuses.
+  checkFused(head + "g (float[1, 2, 5, 4] q, float[1, 2, 4, 6] kt, float[1, 2, 6, 4] v) => (float[1, 2, 5, 4] y, float[1, 2, 5, 6] p) {\n"
+                    "  a = MatMul(q, kt)\n  p = Softmax(a)\n  y = MatMul(p, v)\n}",
+             {{"q", {1, 2, 5, 4}}, {"kt", {1, 2, 4, 6}}, {"v", {1, 2, 6, 4}}}, {"cpu.matmul.f32", "cpu.softmax.f32", "cpu.matmul.f32"},
+             3);
+  // Softmax over another axis, or V broadcast over the batch: nothing fuses.
+  checkFused(head + "g (float[1, 2, 5, 4] q, float[1, 2, 4, 5] kt, float[1, 2, 5, 4] v) => (float[1, 2, 5, 4] y) {\n"
+                    "  a = MatMul(q, kt)\n  p = Softmax<axis: int = 2>(a)\n  y = MatMul(p, v)\n}",
+             {{"q", {1, 2, 5, 4}}, {"kt", {1, 2, 4, 5}}, {"v", {1, 2, 5, 4}}}, {"cpu.matmul.f32", "cpu.softmax.f32", "cpu.matmul.f32"},
+             3);
+  checkFused(head + "g (float[2, 2, 5, 4] q, float[2, 2, 4, 6] kt, float[6, 4] v) => (float[2, 2, 5, 4] y) {\n"
+                    "  a = MatMul(q, kt)\n  p = Softmax(a)\n  y = MatMul(p, v)\n}",
+             {{"q", {2, 2, 5, 4}}, {"kt", {2, 2, 4, 6}}, {"v", {6, 4}}}, {"cpu.matmul.f32", "cpu.softmax.f32", "cpu.matmul.f32"}, 3);
+}
