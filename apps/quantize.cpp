@@ -67,6 +67,7 @@ struct QuantizeOptions : InputOptions {
   std::string evalData;   // --eval DATA: the evaluation samples (calibration's formats)
   std::optional<double> minCosine;
   bool evalSetsGiven = false;
+  std::string evalExecutor = "auto";  // --eval-executor
 };
 
 DType typeNamed(const std::string& s) {
@@ -230,7 +231,7 @@ int runReportOnly(const QuantizeOptions& o) {
   }
   if (o.evalSets == 0) fail(ErrorKind::InvalidInput, "--eval-sets 0 leaves nothing to report on");
   auto samples = evalSamples(*reference, o);
-  AccuracyReport r = compareModels(*reference, *candidate, samples, o.reportLayers);
+  AccuracyReport r = compareModels(*reference, *candidate, samples, o.reportLayers, reportExecutor(o.evalExecutor, *candidate));
   std::string source = o.evalData.empty() ? "random" : "evaluation";
   if (o.json) {
     json doc{{"schema_version", 1}, {"model", o.input}, {"reference", o.reference}, {"mode", "report"},
@@ -417,7 +418,7 @@ int runQuantize(const QuantizeOptions& o) {
     spdlog::info("smooth-quant (alpha {}): {} layers, {} scales folded into LayerNormalization, {} Mul nodes", o.alpha,
                  smooth.layers, smooth.folded, smooth.muls);
   AccuracyReport acc;
-  if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compareModels(*original, *model, evalSets, o.reportLayers);
+  if (original && r.nodesQuantized > 0 && !evalSets.empty()) acc = compareModels(*original, *model, evalSets, o.reportLayers, reportExecutor(o.evalExecutor, *model));
   std::string source = !o.evalData.empty() ? "evaluation" : o.isStatic ? "calibration" : "random";
   requireValidOutput(*model, inputValidity, "quantize");
   uint64_t size = saveModel(*model, o.output);
@@ -528,8 +529,13 @@ std::function<int()> addQuantize(CLI::App& app) {
                    : "expected minmax, entropy, mse or percentile[:P]";
       });
   sub->add_option("--min-elements", o->minElements, "Weights with fewer elements stay float (default 16)")->check(nonNegative());
+  sub->add_option("--eval-executor", o->evalExecutor,
+                  "Executor of the accuracy report: auto (default: cpu, or ref for a float16/bfloat16 model, whose "
+                  "per-op rounding the cpu executor would hide by computing in float32), cpu or ref (the spec's "
+                  "semantics exactly, much slower on large models)")
+      ->check(CLI::IsMember({"auto", "cpu", "ref"}));
   sub->add_option("--eval-sets", o->evalSets,
-                  "Input sets on which to compare the quantized model with the original on the reference executor: "
+                  "Input sets on which to compare the quantized model with the original (--eval-executor): "
                   "random ones for --dynamic, the first calibration samples for --static (default 2; 0 skips the report)")
       ->check(CLI::Range(0, 1000));
   sub->add_option("-i,--input", o->inputs, "Evaluation input FILE or NAME=FILE, held in every random evaluation set (.npy, .pb, .npz, .json)")

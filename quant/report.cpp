@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "exec/executor.h"
+#include "passes/upcast_half.h"
 #include "formats/model_inputs.h"
 #include "lib/error.h"
 #include "lib/ir_clone.h"
@@ -148,7 +149,8 @@ std::string dequantizedSource(const Node& dq, const Graph& reference) {
 }
 
 AccuracyReport compareModels(const Model& reference, const Model& candidate,
-                             const std::vector<std::map<std::string, RtValue>>& samples, bool layers) {
+                             const std::vector<std::map<std::string, RtValue>>& samples, bool layers,
+                             const std::string& executor) {
   AccuracyReport report;
   report.samples = samples.size();
   const Graph& rg = *reference.graph;
@@ -215,7 +217,7 @@ AccuracyReport compareModels(const Model& reference, const Model& candidate,
     rm = rcopy.get();
     cm = ccopy.get();
   }
-  auto exec = makeExecutor("ref");
+  auto exec = makeExecutor(executor);
   PrepareOptions po;
   po.seed = 0;
   auto pr = exec->prepare(*rm, po);
@@ -231,6 +233,11 @@ AccuracyReport compareModels(const Model& reference, const Model& candidate,
     }
   }
   return report;
+}
+
+std::string reportExecutor(const std::string& choice, const Model& candidate) {
+  if (choice != "auto") return choice;
+  return hasHalfPrecision(candidate) ? "ref" : "cpu";
 }
 
 }  // namespace onnxtool

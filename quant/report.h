@@ -53,12 +53,18 @@ struct AccuracyReport {
 };
 
 /// Runs `reference` and `candidate` (graph outputs in the same order, as quantize writes them)
-/// on every sample and compares them. Float feeds are converted to the candidate's declared
+/// on every sample, on `executor` ("cpu" or "ref"), and compares them. Float feeds are converted to the candidate's declared
 /// input type (a float16 model with float16 inputs gets them as float16). Neither model is
 /// changed (copies are run when `layers`). Throws Error(InvalidInput) when the models' outputs
 /// differ in count, and the executor's errors.
 AccuracyReport compareModels(const Model& reference, const Model& candidate,
-                             const std::vector<std::map<std::string, RtValue>>& samples, bool layers);
+                             const std::vector<std::map<std::string, RtValue>>& samples, bool layers,
+                             const std::string& executor = "ref");
+
+/// The executor an accuracy report runs on for --eval-executor `choice`: "auto" is "ref" when
+/// the candidate computes in float16 or bfloat16 (the cpu executor computes those in float32,
+/// which would hide the rounding being measured), else "cpu".
+std::string reportExecutor(const std::string& choice, const Model& candidate);
 
 /// The float tensor of `reference` that the DequantizeLinear node `dq` of the compared model
 /// stands for: the QuantizeLinear input feeding it, else its input or output name with the

@@ -66,6 +66,14 @@ def known_error_checks(c, tmp):
         c.check(abs(outs["y"][k] - v) < 1e-6, f"y {k}: {outs['y'][k]} != {v}")
     c.check(outs["z"]["max_abs_diff"] == 0 and outs["z"]["sqnr_db"] == "inf" and outs["z"]["cosine_similarity"] == 1,
             f"z has no error: {outs['z']}")
+    # the same figures on either executor; a bad name is a usage error
+    for ex in ("cpu", "ref"):
+        r = run(["quantize", cand, "--reference", ref, "-i", xf, "--eval-sets", "1", "--json", "--eval-executor", ex])
+        if c.check(r.returncode == 0, f"--eval-executor {ex}: {r.stderr}"):
+            o = {o["name"]: o for o in json.loads(r.stdout)["evaluation"]["outputs"]}
+            c.check(abs(o["y"]["sqnr_db"] - want["sqnr_db"]) < 1e-6, f"--eval-executor {ex}: {o['y']}")
+    r = run(["quantize", cand, "--reference", ref, "-i", xf, "--eval-executor", "gpu"])
+    c.check(r.returncode == 2, f"--eval-executor gpu: exit 2: {r.returncode} {r.stderr}")
     # the text report on stdout
     r = run(["quantize", cand, "--reference", ref, "-i", xf, "--eval-sets", "1"])
     c.check(r.returncode == 0 and "SQNR dB" in r.stdout and f"{want['sqnr_db']:.2f}" in r.stdout and "inf" in r.stdout,
@@ -152,8 +160,17 @@ def static_layers_checks(c, tmp):
     r2 = run(["quantize", q, "--reference", SMALL, "--eval", npz, "--eval-sets", "4", "--json"])
     if c.check(r2.returncode == 0, f"--reference on the static model: {r2.stderr}"):
         o2 = json.loads(r2.stdout)["evaluation"]["outputs"]
-        c.check(all(abs(a["sqnr_db"] - b["sqnr_db"]) < 1e-6 for a, b in zip(o2, doc["evaluation"]["outputs"])),
-                "quantize --report and --reference agree")
+        # on the cpu executor the report's extra layer outputs keep the int8 chains apart, whose fused
+        # form rounds a value exactly halfway between two steps the other way now and then
+        diffs = [abs(a["sqnr_db"] - b["sqnr_db"]) for a, b in zip(o2, doc["evaluation"]["outputs"])]
+        c.check(max(diffs) < 0.05, f"quantize --report and --reference agree: {diffs}")
+    # on the reference executor, exactly
+    r = run(["quantize", SMALL, "-o", q, "--int8", "--static", "--calibration", npz, "--report-layers", "--json", "--eval-sets", "4",
+             "--eval-executor", "ref"])
+    r2 = run(["quantize", q, "--reference", SMALL, "--eval", npz, "--eval-sets", "4", "--json", "--eval-executor", "ref"])
+    if c.check(r.returncode == 0 and r2.returncode == 0, f"--eval-executor ref: {r.stderr} {r2.stderr}"):
+        o1, o2 = json.loads(r.stdout)["evaluation"]["outputs"], json.loads(r2.stdout)["evaluation"]["outputs"]
+        c.check(all(abs(a["sqnr_db"] - b["sqnr_db"]) < 1e-6 for a, b in zip(o1, o2)), "on ref: quantize --report and --reference agree")
 
 
 def inspect_checks(c, tmp):
