@@ -83,6 +83,13 @@ void findRowDynamicFusions(const Graph& g, const std::function<const StaticTenso
 void findGatherDequantizeFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                  const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
 
+/// The int8 lookup whose ids were constant (the optimizer folded both Gathers of the chain above:
+/// BERT's position and token-type embeddings once the input shapes are fixed; it keeps the Cast of
+/// int8 weights): Mul(Cast<float>(C const int8), S const float broadcasting into C) computed once
+/// into a float initializer of `g` (the plan's clone), the graph's values (float(c) * s, one
+/// rounding), as the executor folds a DequantizeLinear of constants. Returns whether any was.
+bool foldConstantInt8Lookups(Graph& g);
+
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there
 /// (the int8 fusions' constants: aligned copies the plan made).
 template <typename T>

@@ -94,6 +94,62 @@ std::unique_ptr<CpuKernel> createCastS8(const CpuNodeInfo& info) {
   return std::make_unique<CastS8Kernel>(info.in(0).numElements());
 }
 
+bool foldConstantInt8Lookups(Graph& g) {
+  auto constantOf = [](const Value* v) -> const Tensor* {
+    const Tensor* t = v && !v->isGraphInput() ? v->initializer() : nullptr;
+    return t && t->raw.size() == t->expectedBytes().value_or(UINT64_MAX) ? t : nullptr;
+  };
+  std::vector<Node*> casts;
+  for (const auto& n : g.nodes())
+    if (isOp(n.get(), "Cast") && n->attrInt("to", 0) == static_cast<int64_t>(DType::Float)) casts.push_back(n.get());
+  bool any = false;
+  for (Node* cast : casts) {
+    const Tensor* c = constantOf(cast->input(0));
+    const Node* mulc = onlyReader(cast->output(0));
+    if (!c || c->dtype() != DType::Int8 || !isOp(mulc, "Mul") || mulc->inputs().size() != 2 || !mulc->output(0) ||
+        mulc->output(0)->isGraphOutput())
+      continue;
+    Node* mul = const_cast<Node*>(mulc);
+    const Value* sv = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
+    const Tensor* st = sv != cast->output(0) ? constantOf(sv) : nullptr;
+    if (!st || st->dtype() != DType::Float || st->dims.size() > c->dims.size()) continue;
+    // S broadcasts into C's shape (right-aligned, each dim 1 or C's): y has C's shape.
+    const size_t r = c->dims.size(), off = r - st->dims.size();
+    std::vector<int64_t> sstride(r, 0);
+    bool ok = true;
+    for (int64_t k = static_cast<int64_t>(r) - 1, stride = 1; k >= static_cast<int64_t>(off); --k) {
+      const int64_t d = st->dims[static_cast<size_t>(k) - off];
+      if (d != 1 && d != c->dims[static_cast<size_t>(k)]) ok = false;
+      sstride[static_cast<size_t>(k)] = d == 1 ? 0 : stride;
+      stride *= d;
+    }
+    if (!ok) continue;
+    const auto* cd = reinterpret_cast<const int8_t*>(c->raw.data());
+    const auto* sd = reinterpret_cast<const float*>(st->raw.data());
+    const int64_t n = c->numElements().value_or(0);
+    std::vector<float> y(static_cast<size_t>(n));
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t si = 0;
+      for (size_t k = 0; k < r; ++k) si += idx[k] * sstride[k];
+      float s;
+      std::memcpy(&s, sd + si, 4);  // the model's bytes: any alignment
+      y[static_cast<size_t>(i)] = static_cast<float>(cd[i]) * s;
+      for (size_t k = r; k-- > 0;) {
+        if (++idx[k] < c->dims[k]) break;
+        idx[k] = 0;
+      }
+    }
+    Value* folded = g.addInitializer(Tensor::fromFloats(g.uniqueName(mul->output(0)->name() + "_folded"), c->dims, y));
+    folded->setType(mul->output(0)->type());
+    mul->output(0)->replaceAllUsesWith(folded);
+    g.removeNode(mul);
+    g.removeNode(cast);
+    any = true;
+  }
+  return any;
+}
+
 void findGatherDequantizeFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                                  const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
   for (const auto& nn : g.nodes()) {

@@ -1318,3 +1318,44 @@ TEST_CASE("cpu runs quantize --dynamic's int8 embedding lookup as one step, bit 
     CHECK_THROWS_AS(makeExecutor("cpu")->prepare(*m, {})->run(bad), Error);
   }
 }
+
+TEST_CASE("cpu folds an int8 lookup with constant ids once at prepare (position embeddings), the reference's values", "[cpu][int8]") {
+  // -O3 folds both Gathers of constant ids and keeps the Cast of int8 weights: the plan computes
+  // Mul(Cast<float>(rows int8), row scales) once, so no Cast or Mul runs, as for the float model.
+  std::mt19937 rng(73);
+  auto m = emptyModel(17);
+  Graph& g = *m->graph;
+  const int64_t positions = 40, h = 24;
+  Value* x = graphInput(g, "x", DType::Float, {1, 6, h});
+  Tensor tt = testutil::f32({positions, h}, normals(static_cast<size_t>(positions * h), rng));
+  tt.name = "pos";
+  Value* table = g.addInitializer(std::move(tt));
+  Tensor ti = testutil::i64({1, 6}, {0, 1, 2, 3, 4, 39});
+  ti.name = "pos_ids";
+  Value* ids = g.addInitializer(std::move(ti));
+  Node* ga = g.addNode("Gather", {table, ids}, {"p"});
+  ga->name = "pos_lookup";
+  Node* add = g.addNode("Add", {x, ga->output(0)}, {"y"});
+  add->name = "add";
+  g.addOutput(add->output(0));
+  REQUIRE(quantizeDynamic(*m).nodesQuantized == 1);
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({1, 6, h}, normals(static_cast<size_t>(6 * h), rng)));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int level : {0, 3}) {
+    PrepareOptions po;
+    po.graphOptLevel = level;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == 1);
+    CompareResult r = compareValues(got[0], want[0], 0, 0);
+    INFO("-O" << level << ": " << r.message);
+    CHECK(r.ok);
+    for (const NodeRun& nr : prof.nodes) {
+      INFO(nr.node << " ran " << nr.kernel);
+      CHECK_FALSE(nr.fallback);
+      if (level == 3) CHECK((nr.opType != "Cast" && nr.opType != "Gather" && nr.kernel.rfind("cpu.mul", 0) != 0));
+    }
+    CHECK(ranKernel(prof, "cpu.gather.s8.dequantize.fused") == (level == 0));
+  }
+}
