@@ -560,8 +560,8 @@ std::function<int()> addQuantize(CLI::App& app) {
                 "With --static: activation zero point 0 (signed) or 128/32768 (unsigned), scale max|x|/127 (32767)");
   sub->add_flag("--reduce-range", o->reduceRange,
                 "Weights in 7 bits (int8 [-64, 64], uint8 [0, 127]): no int16 overflow in u8s8 kernels without VNNI");
-  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm; with --int4 MatMul,Gemm (default) and Gather, "
-                  "an embedding table)")
+  sub->add_option("--op-types", o->opTypes, "Quantize only these ops (comma-separated: Conv,MatMul,Gemm; with --dynamic also Gather, an embedding table "
+                  "(int8 per row; default MatMul,Gemm,Gather); with --int4 MatMul,Gemm (default) and Gather)")
       ->delimiter(',')->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("OP,...");
   sub->add_option("--exclude", o->exclude, "Keep float these nodes, by node name or op type (comma-separated, repeatable)")

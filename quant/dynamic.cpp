@@ -1,4 +1,4 @@
-// dynamic.cpp: int8 dynamic quantization of MatMul/Gemm weights (see dynamic.h).
+// dynamic.cpp: int8 dynamic quantization of MatMul/Gemm/Conv weights and Gather tables (see dynamic.h).
 #include "quant/dynamic.h"
 
 #include <algorithm>
@@ -169,6 +169,40 @@ Value* nodeOutput(Graph& g, Node* before, const std::string& op, const std::vect
   return n->output(0);
 }
 
+/// An embedding table quantized per row for Gather (see dynamic.h).
+struct GatherTable {
+  Value* q = nullptr;      ///< int8, the table's dims
+  Value* scale = nullptr;  ///< float [V, 1, ...]
+};
+
+/// Why Gather node `n` keeps its table float ("" when it can take an int8 one): the table is a
+/// constant float tensor of rank 2 or more read along axis 0.
+std::string gatherTableProblem(const Node& n, int64_t minElements) {
+  const Value* tv = n.input(0);
+  const Tensor* t = tv && !tv->isGraphInput() ? tv->initializer() : nullptr;
+  if (!t || t->dtype() != DType::Float || t->dims.size() < 2 || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX))
+    return "the table is not a constant float tensor of rank 2 or more";
+  const auto rank = static_cast<int64_t>(t->dims.size());
+  if (int64_t axis = n.attrInt("axis", 0); axis != 0 && axis != -rank) return "Gather along an axis other than 0";
+  if (t->numElements().value_or(0) < minElements) return fmt::format("the table has fewer than {} elements", minElements);
+  if (!n.input(1) || !n.output(0)) return "no indices";
+  return {};
+}
+
+/// The table int8 symmetric per row (axis 0): quant_scheme's weight arithmetic, zero point 0.
+GatherTable quantizeGatherTable(Graph& g, const Tensor& t, const std::string& base, const QuantScheme& scheme) {
+  QuantScheme rows = scheme;
+  rows.perChannel = true;
+  rows.reduceRange = false;  // no integer GEMM reads it: all 8 bits
+  QuantizedWeight qw = quantizeWeight(t, 0, rows, DType::Int8);
+  std::vector<int64_t> scaleDims(t.dims.size(), 1);
+  scaleDims[0] = t.dims[0];
+  GatherTable r;
+  r.q = addInitializer(g, std::move(qw.q), base + "_quantized");
+  r.scale = addInitializer(g, Tensor::fromFloats("", scaleDims, qw.scales), base + "_scale");
+  return r;
+}
+
 }  // namespace
 
 DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions& o) {
@@ -186,6 +220,7 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
   std::unordered_map<Value*, RowQuantized> rowQuantized;             // x -> its per-row quantizer
   RowConstants rowConsts;
   std::set<Value*> convBiases;  // float Conv biases replaced by their [M, 1, ...] layout
+  std::unordered_map<Value*, GatherTable> tables;  // float embedding table -> int8 per row
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
   for (Node* n : order) {
@@ -200,6 +235,38 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
     if (!x || !n->output(0)) continue;
     if (std::string why = exclusionReason(*n, o.scheme); !why.empty()) {
       skip(why);
+      continue;
+    }
+    if (n->opType == "Gather") {
+      if (std::string why = gatherTableProblem(*n, o.minElements); !why.empty()) {
+        skip(why);
+        continue;
+      }
+      Value* tv = n->input(0);
+      auto tit = tables.find(tv);
+      if (tit == tables.end()) {
+        const Tensor& t = *tv->initializer();
+        tit = tables.emplace(tv, quantizeGatherTable(g, t, tv->name(), o.scheme)).first;
+        report.weightsQuantized++;
+        report.floatWeightBytes += t.raw.size();
+        report.int8WeightBytes += static_cast<uint64_t>(t.numElements().value_or(0)) + 4 * static_cast<uint64_t>(t.dims[0]);
+      }
+      // y = Mul(Cast<float>(Gather(Tq, ids)), Gather(Ts, ids)): only the gathered rows are read.
+      std::string base = n->output(0)->name();
+      Value* ids = n->input(1);
+      const std::vector<Attribute> axis(n->attributes.begin(), n->attributes.end());
+      Value* rows = nodeOutput(g, n, "Gather", {tit->second.q, ids}, base + "_int8", axis);
+      Value* asFloat = nodeOutput(g, n, "Cast", {rows}, base + "_float", {Attribute::ofInt("to", static_cast<int64_t>(DType::Float))});
+      Value* scales = nodeOutput(g, n, "Gather", {tit->second.scale, ids}, base + "_row_scale", axis);
+      Value* y = nodeOutput(g, n, "Mul", {asFloat, scales}, base + "_dequantized");
+      Value* out = n->output(0);
+      std::string name = out->name();
+      TypeInfo type = out->type();
+      out->replaceAllUsesWith(y);
+      g.removeNode(n);
+      g.renameValue(y, name);
+      y->setType(type);
+      report.nodesQuantized++;
       continue;
     }
     const Tensor* cw = nullptr;  // a Conv's weight [M, C, k...]
@@ -347,6 +414,8 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
   }
   for (Value* b : convBiases)
     if (!b->hasUses() && !b->isGraphOutput() && !b->isGraphInput()) g.removeInitializer(b);
+  for (const auto& [v, t] : tables)
+    if (!v->hasUses() && !v->isGraphOutput() && !v->isGraphInput()) g.removeInitializer(v);
   // The float weights that nothing reads any more (and zero points per-row MatMuls did not need).
   for (const auto& [key, qw] : weights) {
     if (!qw.zero->hasUses()) g.removeInitializer(qw.zero);

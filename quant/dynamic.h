@@ -19,6 +19,16 @@
 // Wq int8 [K, N] = round(W / Ws) in [-127, 127], Ws float [N] = max|W[:, n]| / 127, Wz int8 [N]
 // zeros. Every runtime that implements opset 11 runs the result (ONNX Runtime's u8s8 kernels).
 // Conv (ConvInteger) always quantizes its input per tensor.
+//
+// Gather of a constant float embedding table T [V, ...] along axis 0 (a token's vector): T gets
+// int8 symmetric per row, Ts float [V, 1, ...] = max|T[v]| / 127, Tq int8 = round(T / Ts) in
+// [-127, 127], zero point 0 (whatever the scheme says: the table feeds no integer GEMM), and
+//
+//   y = Mul(Cast<float>(Gather(Tq, ids)), Gather(Ts, ids))
+//
+// so that a run reads and dequantizes only the rows it gathers (a DequantizeLinear of the table
+// before the Gather would make ONNX Runtime dequantize all of it on every run). The cpu
+// executor runs the four nodes as one step (exec/cpu/kernels_int8_gather.cpp).
 #pragma once
 
 #include <cstdint>
@@ -33,8 +43,8 @@ namespace onnxtool {
 struct DynamicQuantizeOptions {
   /// Weights with fewer elements stay float (tiny layers gain nothing and lose accuracy).
   int64_t minElements = 16;
-  /// Ops to quantize: "MatMul", "Gemm".
-  std::vector<std::string> ops = {"MatMul", "Gemm"};
+  /// Ops to quantize: "MatMul", "Gemm", "Gather" (embedding tables); "Conv" when asked.
+  std::vector<std::string> ops = {"MatMul", "Gemm", "Gather"};
   /// Weight type (int8 symmetric or uint8 asymmetric), per-channel or per-tensor, 7-bit weights,
   /// and --op-types (replaces `ops` when set) / --exclude. Activations are uint8 whatever it says.
   QuantScheme scheme;

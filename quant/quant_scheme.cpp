@@ -57,9 +57,10 @@ std::string integerBytes(DType t, int64_t v) {
 
 }  // namespace
 
-const std::vector<std::string>& quantizableOpTypes() {
+const std::vector<std::string>& quantizableOpTypes(bool dynamic) {
   static const std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
-  return ops;
+  static const std::vector<std::string> dynamicOps = {"Conv", "MatMul", "Gemm", "Gather"};
+  return dynamic ? dynamicOps : ops;
 }
 
 QuantScheme resolveScheme(const QuantRequest& r) {
@@ -90,10 +91,11 @@ QuantScheme resolveScheme(const QuantRequest& r) {
   s.quantizeBias = !trt;  // TensorRT dequantizes int8 only: a bias stays float and is fused as such
   // ConvInteger weights: uint8 unless int8 was asked for a generic model (ONNX Runtime has no u8s8 ConvInteger).
   s.convWeightsUInt8 = r.dynamic && (r.target == QuantTarget::Ort || !r.weightType);
-  const auto& ops = quantizableOpTypes();
+  const auto& ops = quantizableOpTypes(r.dynamic);
   for (const std::string& op : r.opTypes)
     if (std::find(ops.begin(), ops.end(), op) == ops.end())
-      fail(ErrorKind::InvalidInput, "--op-types {}: not an op this mode quantizes (Conv, MatMul, Gemm)", op);
+      fail(ErrorKind::InvalidInput, "--op-types {}: not an op this mode quantizes ({})", op,
+           r.dynamic ? "Conv, MatMul, Gemm, Gather" : "Conv, MatMul, Gemm; Gather with --dynamic");
   s.opTypes = r.opTypes;
   s.exclude = r.exclude;
   return s;

@@ -56,8 +56,8 @@ struct QuantRequest {
 QuantScheme resolveScheme(const QuantRequest& request);
 
 /// The op types --op-types may name: Conv, MatMul, Gemm (static QDQ; dynamic, Conv through
-/// ConvInteger).
-const std::vector<std::string>& quantizableOpTypes();
+/// ConvInteger), and with `dynamic` Gather too (an embedding table, int8 per row: quant/dynamic.h).
+const std::vector<std::string>& quantizableOpTypes(bool dynamic = false);
 
 /// Why the scheme leaves `node` float ("" when it is selected): not in --op-types, or excluded.
 std::string exclusionReason(const Node& node, const QuantScheme& scheme);

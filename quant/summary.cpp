@@ -67,6 +67,33 @@ void addBytes(QuantizationSummary::Bytes& b, const Tensor& t) {
   b.bytes += t.expectedBytes().value_or(0);
 }
 
+/// A Gather of an int8/uint8 table read by a Cast to float (quantize --int8 --dynamic's embedding
+/// form, Mul(Cast<float>(Gather(Tq, ids)), Gather(Ts, ids))): counted as a quantized "Gather",
+/// its scales per channel (per row) or per tensor by the constant the Mul after the Cast gathers.
+bool countInt8Gather(const Node& n, QuantizationSummary& s) {
+  const Value* t = n.input(0);
+  const Tensor* tt = t ? t->initializer() : nullptr;
+  if (!tt || (tt->dtype() != DType::Int8 && tt->dtype() != DType::UInt8) || !n.output(0)) return false;
+  const Node* cast = nullptr;
+  for (const Use& u : n.output(0)->uses())
+    if (u.node->opType == "Cast" && u.node->attrInt("to", 0) == static_cast<int64_t>(DType::Float)) cast = u.node;
+  if (!cast || !cast->output(0)) return false;
+  s.quantizationOps["Gather"]++;
+  for (const Use& u : cast->output(0)->uses()) {
+    const Node* mul = u.node;
+    if (mul->opType != "Mul" || mul->inputs().size() != 2) continue;
+    const Value* other = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
+    const Node* p = other ? other->producer() : nullptr;
+    auto dims = constantDims(p && p->opType == "Gather" ? p->input(0) : other);
+    if (!dims) continue;
+    int64_t count = 1;
+    for (int64_t d : *dims) count *= d;
+    (count <= 1 ? s.perTensorScales : s.perChannelScales)++;
+    break;
+  }
+  return true;
+}
+
 void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Value*>& quantizedWeights) {
   std::unordered_set<const Value*> dequantized, rowQuantized;
   for (const auto& np : g.nodes())
@@ -74,6 +101,10 @@ void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Valu
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
     for (const Graph* sub : n.subgraphs()) visit(*sub, s, quantizedWeights);
+    if (n.opType == "Gather" && n.isDomain("") && countInt8Gather(n, s)) {
+      quantizedWeights.insert(n.input(0));
+      continue;
+    }
     auto layout = layoutOf(n);
     if (!layout) {
       for (const Value* v : n.inputs())

@@ -13,8 +13,9 @@ namespace onnxtool {
 
 struct QuantizationSummary {
   /// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
-  /// QLinear*, and ONNX Runtime's contrib quantized ops (MatMulNBits, QAttention, ...), by
-  /// "op" or "domain::op", main graph and subgraphs.
+  /// QLinear*, Gather of an int8/uint8 table read by a Cast to float (an int8 embedding lookup),
+  /// and ONNX Runtime's contrib quantized ops (MatMulNBits, QAttention, ...), by "op" or
+  /// "domain::op", main graph and subgraphs.
   std::map<std::string, int64_t> quantizationOps;
   /// Ops reading a DequantizeLinear output (Conv, MatMul, ... in the QDQ form), by type.
   std::map<std::string, int64_t> qdqOps;
@@ -26,7 +27,7 @@ struct QuantizationSummary {
   std::map<std::string, Bytes> weightsByDtype;
   /// The quantized weights alone: initializers that a quantization op reads as its quantized data
   /// (DequantizeLinear's x, MatMulInteger/ConvInteger's B, QLinearConv's w, QLinearMatMul's b,
-  /// MatMulNBits's B, ...), by dtype.
+  /// MatMulNBits's B, an int8 Gather's table, ...), by dtype.
   std::map<std::string, Bytes> quantizedWeightsByDtype;
   /// Scales of QuantizeLinear/DequantizeLinear and the QLinear ops: one value (per tensor), a
   /// vector along an axis (per channel), block_size > 0 (blocked; MatMulNBits too), or not a

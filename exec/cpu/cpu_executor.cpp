@@ -500,6 +500,7 @@ class Specialization {
     if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
     int4WeightsToNBits();
     foldWeightDequantize();
+    cpu::foldConstantInt8Lookups(*model_->graph);
     timer.lap("weights");
     InferOptions io;
     for (const auto& [name, dims] : inputDims) {

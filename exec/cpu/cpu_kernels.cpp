@@ -18,6 +18,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "Cast", 6, kLast, DType::Float16, "cpu.cast.f16.f32", OutputReuse::None, createCast},
     {"", "Cast", 6, kLast, DType::BFloat16, "cpu.cast.bf16.f32", OutputReuse::None, createCast},
     {"", "Cast", 6, kLast, DType::Float, "cpu.cast.f32.half", OutputReuse::None, createCast},
+    {"", "Cast", 6, kLast, DType::Int8, "cpu.cast.s8.f32", OutputReuse::None, createCastS8},
     {"com.microsoft", "MatMulNBits", 1, kLast, DType::Float, "cpu.ms.matmulnbits.f32", OutputReuse::None, createMatMulNBits},
     {"", "Conv", 1, kLast, DType::Float, "cpu.conv.f32", OutputReuse::None, createConvFast, true},
     {"", "LSTM", 7, kLast, DType::Float, "cpu.lstm.f32", OutputReuse::None, createLstm, true, true},

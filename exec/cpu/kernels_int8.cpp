@@ -1374,6 +1374,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
     for (auto& c : chains) out.push_back(std::move(c));
   }
   findRowDynamicFusions(g, typeOf, constantOf, out);
+  findGatherDequantizeFusions(g, typeOf, constantOf, out);
   findQdqFusions(g, typeOf, constantOf, threads, out);
   return out;
 }

@@ -25,7 +25,8 @@
 // every reader is fused; a QuantizeLinear goes into the step that produces its input, or else
 // runs (its output is what the steps read).
 // The per-row dynamic form (quant/dynamic.h's default) is fused by findRowDynamicFusions
-// (kernels_int8_rows.cpp).
+// (kernels_int8_rows.cpp), its int8 embedding lookups by findGatherDequantizeFusions
+// (kernels_int8_gather.cpp).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,8 @@ std::unique_ptr<CpuKernel> createMatMulInteger(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createQuantizeLinear(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDequantizeLinearU8(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createDequantizeLinearS8(const CpuNodeInfo& info);
+/// Cast int8 -> float (kernels_int8_gather.cpp).
+std::unique_ptr<CpuKernel> createCastS8(const CpuNodeInfo& info);
 /// QLinearMatMul uint8 x constant int8 -> uint8, per-tensor activation and output parameters.
 std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info);
 /// QLinearConv 2-D, group 1, uint8 x constant int8 -> uint8, constant scales and zero points.
@@ -88,6 +91,18 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
 /// form; kernels_int8_rows.cpp), appended to `out` (findInt8Fusions calls it).
 void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
                            const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
+
+/// The int8 embedding lookups Mul(Cast<float>(Gather(Tq int8, ids)), Gather(Ts, ids)) (quant/dynamic.h's
+/// Gather form; kernels_int8_gather.cpp), appended to `out` (findInt8Fusions calls it).
+void findGatherDequantizeFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
+                                 const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
+
+/// The int8 lookup whose ids were constant (the optimizer folded both Gathers of the chain above:
+/// BERT's position and token-type embeddings once the input shapes are fixed; it keeps the Cast of
+/// int8 weights): Mul(Cast<float>(C const int8), S const float broadcasting into C) computed once
+/// into a float initializer of `g` (the plan's clone), the graph's values (float(c) * s, one
+/// rounding), as the executor folds a DequantizeLinear of constants. Returns whether any was.
+bool foldConstantInt8Lookups(Graph& g);
 
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there
 /// (the int8 fusions' constants: aligned copies the plan made).

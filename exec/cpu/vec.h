@@ -72,6 +72,9 @@ struct VecKernels {
   /// x[0] + ... + x[n - 1] (GlobalAveragePool): float partial sums of at most 32 elements per
   /// lane, added in double; error within 32 float roundings of sum |x[i]| (~2e-6 of it).
   double (*sum)(const float* x, int64_t n);
+  /// y[i] = float(q[i]) * scale (int8 rows of an embedding table: kernels_int8_gather.cpp); exact
+  /// conversion and one float multiply, bit-identical on every path.
+  void (*dequantizeS8)(const int8_t* q, float scale, float* y, int64_t n);
 };
 
 /// The table of activeIsa().

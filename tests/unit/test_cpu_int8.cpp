@@ -14,6 +14,7 @@
 #include "exec/cpu/qgemm.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
+#include "lib/error.h"
 #include "lib/ir.h"
 #include "quant/dynamic.h"
 #include "quant/int4.h"
@@ -1250,4 +1251,111 @@ TEST_CASE("cpu QDQ steps read a QuantizeLinear's output that other readers also 
   CHECK(ranKernel(prof, "cpu.qdqconv.u8s8.fused"));
   CHECK(ranKernel(prof, "cpu.quantizelinear.f32.u8"));
   CHECK(ranKernel(prof, "cpu.dequantizelinear.u8.f32"));
+}
+
+TEST_CASE("cpu runs quantize --dynamic's int8 embedding lookup as one step, bit for bit the reference's values", "[cpu][int8]") {
+  // Mul(Cast<float>(Gather(Tq int8, ids)), Gather(Ts [V, 1, ...], ids)): a 2-D table with H not a
+  // multiple of any vector width and int64 ids (negative ones too), a 3-D table with int32 ids
+  // and the Mul's operands swapped; and the same chain with the Cast's output also a graph output
+  // (not fused: the nodes run, with the same values).
+  std::mt19937 rng(71);
+  for (int variant = 0; variant < 3; ++variant) {
+    auto m = emptyModel(17);
+    Graph& g = *m->graph;
+    const int64_t vocab = 50, h = variant == 1 ? 3 * 5 : 37;
+    const bool i32 = variant == 1;
+    Value* ids = graphInput(g, "ids", i32 ? DType::Int32 : DType::Int64, {2, 7});
+    std::vector<int64_t> dims = variant == 1 ? std::vector<int64_t>{vocab, 3, 5} : std::vector<int64_t>{vocab, h};
+    std::vector<float> tf = normals(static_cast<size_t>(vocab * h), rng);
+    for (int64_t j = 0; j < h; ++j) tf[static_cast<size_t>(3 * h + j)] *= 100;  // a row of outliers: its own scale
+    Tensor tt = testutil::f32(dims, tf);
+    tt.name = "table";
+    Value* table = g.addInitializer(std::move(tt));
+    Node* ga = g.addNode("Gather", {table, ids}, {"e"});
+    ga->name = "lookup";
+    g.addOutput(ga->output(0));
+    DynamicQuantizeOptions o;
+    DynamicQuantizeReport rep = quantizeDynamic(*m, o);
+    REQUIRE(rep.nodesQuantized == 1);
+    REQUIRE(!g.findLocal("table"));
+    Node* mul = g.findLocal("e")->producer();
+    REQUIRE(mul->opType == "Mul");
+    if (variant == 1) {  // Mul(scales, rows)
+      Value* a = mul->input(0);
+      mul->setInput(0, mul->input(1));
+      mul->setInput(1, a);
+    }
+    if (variant == 2) g.addOutput(g.findLocal("e_float"));
+    std::vector<int64_t> idv = {0, 3, 49, -1, -50, 3, 17, 8, 8, 0, 25, 3, 48, 1};
+    std::map<std::string, RtValue> feeds;
+    if (i32)
+      feeds["ids"] = testutil::T(testutil::i32({2, 7}, std::vector<int32_t>(idv.begin(), idv.end())));
+    else
+      feeds["ids"] = testutil::T(testutil::i64({2, 7}, idv));
+    INFO("variant " << variant);
+    RunProfile prof = compareWithRef(*m, feeds, 0, 0);
+    CHECK(ranKernel(prof, "cpu.gather.s8.dequantize.fused") == (variant != 2));
+    for (const NodeRun& nr : prof.nodes) {
+      INFO(nr.node << " ran " << nr.kernel);
+      CHECK_FALSE(nr.fallback);
+    }
+    // within half a step of fp32 per row: |T - Tq * Ts| <= Ts / 2
+    auto got = makeExecutor("cpu")->prepare(*m, {})->run(feeds);
+    auto e = testutil::values<float>(got[0]);
+    const auto* scales = reinterpret_cast<const float*>(g.findLocal("table_scale")->initializer()->raw.data());
+    for (size_t i = 0; i < idv.size(); ++i) {
+      const int64_t r = idv[i] < 0 ? idv[i] + vocab : idv[i];
+      for (int64_t j = 0; j < h; ++j)
+        CHECK(std::fabs(e[i * static_cast<size_t>(h) + static_cast<size_t>(j)] - tf[static_cast<size_t>(r * h + j)]) <=
+              scales[r] * 0.5f * 1.0001f);
+    }
+    // an id out of range fails as the reference's Gather does
+    std::map<std::string, RtValue> bad;
+    if (i32)
+      bad["ids"] = testutil::T(testutil::i32({2, 7}, std::vector<int32_t>(14, 50)));
+    else
+      bad["ids"] = testutil::T(testutil::i64({2, 7}, std::vector<int64_t>(14, -51)));
+    CHECK_THROWS_AS(makeExecutor("cpu")->prepare(*m, {})->run(bad), Error);
+  }
+}
+
+TEST_CASE("cpu folds an int8 lookup with constant ids once at prepare (position embeddings), the reference's values", "[cpu][int8]") {
+  // -O3 folds both Gathers of constant ids and keeps the Cast of int8 weights: the plan computes
+  // Mul(Cast<float>(rows int8), row scales) once, so no Cast or Mul runs, as for the float model.
+  std::mt19937 rng(73);
+  auto m = emptyModel(17);
+  Graph& g = *m->graph;
+  const int64_t positions = 40, h = 24;
+  Value* x = graphInput(g, "x", DType::Float, {1, 6, h});
+  Tensor tt = testutil::f32({positions, h}, normals(static_cast<size_t>(positions * h), rng));
+  tt.name = "pos";
+  Value* table = g.addInitializer(std::move(tt));
+  Tensor ti = testutil::i64({1, 6}, {0, 1, 2, 3, 4, 39});
+  ti.name = "pos_ids";
+  Value* ids = g.addInitializer(std::move(ti));
+  Node* ga = g.addNode("Gather", {table, ids}, {"p"});
+  ga->name = "pos_lookup";
+  Node* add = g.addNode("Add", {x, ga->output(0)}, {"y"});
+  add->name = "add";
+  g.addOutput(add->output(0));
+  REQUIRE(quantizeDynamic(*m).nodesQuantized == 1);
+  std::map<std::string, RtValue> feeds;
+  feeds["x"] = testutil::T(testutil::f32({1, 6, h}, normals(static_cast<size_t>(6 * h), rng)));
+  auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
+  for (int level : {0, 3}) {
+    PrepareOptions po;
+    po.graphOptLevel = level;
+    RunProfile prof;
+    auto got = makeExecutor("cpu")->prepare(*m, po)->runProfiled(feeds, prof);
+    REQUIRE(got.size() == 1);
+    CompareResult r = compareValues(got[0], want[0], 0, 0);
+    INFO("-O" << level << ": " << r.message);
+    CHECK(r.ok);
+    for (const NodeRun& nr : prof.nodes) {
+      INFO(nr.node << " ran " << nr.kernel);
+      CHECK_FALSE(nr.fallback);
+      if (level == 3) CHECK((nr.opType != "Cast" && nr.opType != "Gather" && nr.kernel.rfind("cpu.mul", 0) != 0));
+    }
+    CHECK(ranKernel(prof, "cpu.gather.s8.dequantize.fused") == (level == 0));
+  }
 }
