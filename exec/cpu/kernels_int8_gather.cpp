@@ -23,13 +23,6 @@ namespace {
 
 const CpuKernelDef kGatherInt8Def{"", "Gather", 1, 1 << 20, DType::Int8, "cpu.gather.s8.dequantize.fused", OutputReuse::None, nullptr};
 
-bool isOp(const Node* n, const char* op) { return n && n->isDomain("") && n->opType == op; }
-
-/// The only reader of v (none when v is a graph output or has several readers).
-const Node* onlyReader(const Value* v) {
-  if (!v || v->isGraphOutput() || v->uses().size() != 1) return nullptr;
-  return v->uses()[0].node;
-}
 
 /// Gather rows of an int8 table [V, inner...] by ids (int32 or int64, negative ones counted from
 /// the end), each dequantized with its row's scale. An index outside [-V, V) fails as the
@@ -105,7 +98,7 @@ bool foldConstantInt8Lookups(Graph& g) {
   bool any = false;
   for (Node* cast : casts) {
     const Tensor* c = constantOf(cast->input(0));
-    const Node* mulc = onlyReader(cast->output(0));
+    const Node* mulc = singleReader(cast->output(0), g);
     if (!c || c->dtype() != DType::Int8 || !isOp(mulc, "Mul") || mulc->inputs().size() != 2 || !mulc->output(0) ||
         mulc->output(0)->isGraphOutput())
       continue;
@@ -164,14 +157,14 @@ void findGatherDequantizeFusions(const Graph& g, const std::function<const Stati
     if (!table || !ids || tq->dims.size() < 2 || !alongRows(gq, tq->dims.size())) continue;
     const int64_t rows = tq->dims[0];
     const int64_t inner = rows == 0 ? 0 : tq->numElements().value_or(0) / rows;
-    const Node* cast = onlyReader(gq->output(0));
+    const Node* cast = singleReader(gq->output(0), g);
     if (!isOp(cast, "Cast") || cast->attrInt("to", 0) != static_cast<int64_t>(DType::Float) || cast->graph() != &g) continue;
-    const Node* mul = onlyReader(cast->output(0));
+    const Node* mul = singleReader(cast->output(0), g);
     if (!isOp(mul, "Mul") || mul->inputs().size() != 2 || mul->graph() != &g || !mul->output(0)) continue;
     const Value* other = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
     if (other == cast->output(0)) continue;  // Mul(x, x)
     const Node* gs = other ? other->producer() : nullptr;
-    if (!isOp(gs, "Gather") || gs->graph() != &g || gs->inputs().size() != 2 || gs->input(1) != ids || onlyReader(other) != mul)
+    if (!isOp(gs, "Gather") || gs->graph() != &g || gs->inputs().size() != 2 || gs->input(1) != ids || singleReader(other, g) != mul)
       continue;
     // The scales: float [V, 1, ...] (the table's rank), Gathered along axis 0 too.
     const Tensor* ts = constantOf(gs->input(0));
