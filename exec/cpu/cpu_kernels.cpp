@@ -65,6 +65,7 @@ constexpr CpuKernelDef kKernels[] = {
     {"", "NonMaxSuppression", 10, kLast, DType::Float, "cpu.nonmaxsuppression.f32", OutputReuse::Dynamic,
      createNonMaxSuppression},
     {"", "RoiAlign", 10, kLast, DType::Float, "cpu.roialign.f32", OutputReuse::None, createRoiAlign},
+    {"", "Where", 9, kLast, DType::Bool, "cpu.where.select", OutputReuse::None, createWhere},
     {"", "Expand", 8, kLast, DType::Undefined, "cpu.expand.copy", OutputReuse::None, createExpand},
     {"", "ConstantOfShape", 9, kLast, DType::Int64, "cpu.constantofshape.fill", OutputReuse::None, createConstantOfShape},
     {"", "ScatterElements", 11, kLast, DType::Undefined, "cpu.scatterelements.copy", OutputReuse::None, createScatterElements},

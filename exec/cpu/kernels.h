@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "exec/cpu/cpu_kernel.h"
 
@@ -31,6 +32,20 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createLstm(const CpuNodeInfo& info);
 std::unique_ptr<CpuKernel> createGru(const CpuNodeInfo& info);
 
+/// Multidirectional broadcasting of several inputs to `out`'s shape as runs along the last kept
+/// dim: size-1 output dims are dropped and neighbouring dims merged where every input steps
+/// through them alike, so that the innermost run is as long as it can be ([1,128,768] + [768]
+/// becomes 128 rows of 768 with a row-vector second input). strides[k][d]: input k's element
+/// stride along dims[d] (0 where it broadcasts).
+struct BroadcastPlan {
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> strides;
+  int64_t total = 0;
+  BroadcastPlan(const std::vector<std::vector<int64_t>>& inputs, const std::vector<int64_t>& out);
+};
+
+/// Where with multidirectional broadcasting, any element type of 1-8 bytes (kernels_broadcast.cpp).
+std::unique_ptr<CpuKernel> createWhere(const CpuNodeInfo& info);
 /// The ONNX Attention op (23+) on float32 (kernels_attention.cpp).
 std::unique_ptr<CpuKernel> createAttention(const CpuNodeInfo& info);
 /// TopK on float32, every opset (kernels_topk.cpp).

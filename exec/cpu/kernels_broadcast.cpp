@@ -1,4 +1,5 @@
-// kernels_broadcast.cpp: Expand as a broadcast copy (runs of copied or repeated elements),
+// kernels_broadcast.cpp: multidirectional broadcasting (BroadcastPlan, kernels.h), Where as a
+// broadcast select, Expand as a broadcast copy (runs of copied or repeated elements),
 // ConstantOfShape as a fill, and ScatterElements as a copy of the data then the updates written
 // in index order (reduction none/add/mul/max/min). Detectors run them on shapes known only at
 // run time (torchvision's multi-scale RoiAlign builds its result from a zero tensor, one
@@ -14,6 +15,41 @@
 #include "lib/error.h"
 
 namespace onnxtool::cpu {
+
+BroadcastPlan::BroadcastPlan(const std::vector<std::vector<int64_t>>& inputs, const std::vector<int64_t>& out) {
+  const size_t r = out.size(), k = inputs.size();
+  std::vector<std::vector<int64_t>> st(k, std::vector<int64_t>(r, 0));
+  for (size_t j = 0; j < k; ++j) {
+    const std::vector<int64_t>& d = inputs[j];
+    int64_t s = 1;
+    for (size_t i = d.size(); i-- > 0;) {
+      st[j][i + r - d.size()] = d[i] == 1 ? 0 : s;
+      s *= d[i];
+    }
+  }
+  strides.assign(k, {});
+  total = 1;
+  for (int64_t d : out) total *= d;
+  for (size_t i = 0; i < r; ++i) {
+    if (out[i] == 1) continue;  // size-1 dims carry nothing
+    if (!dims.empty()) {  // merge into the previous kept dim when every input steps alike
+      const size_t last = dims.size() - 1;
+      bool alike = true;
+      for (size_t j = 0; j < k; ++j) alike &= strides[j][last] == st[j][i] * out[i];
+      if (alike) {
+        dims[last] *= out[i];
+        for (size_t j = 0; j < k; ++j) strides[j][last] = st[j][i];
+        continue;
+      }
+    }
+    dims.push_back(out[i]);
+    for (size_t j = 0; j < k; ++j) strides[j].push_back(st[j][i]);
+  }
+  if (dims.empty()) {
+    dims = {1};
+    for (auto& s : strides) s = {0};
+  }
+}
 
 namespace {
 
@@ -44,6 +80,56 @@ inline void fillRun(uint8_t* y, const uint8_t* v, int64_t n, size_t elem) {
 /// y = x broadcast to y's dims. Dims of size 1 in y are dropped and adjacent dims merged where x
 /// steps through them alike (all copied, or all repeated), so that the innermost run is a memcpy
 /// or a fill as long as it can be ([n,1,1,1] -> [n,256,7,7] is n fills of 12544).
+/// Where(cond, x, y): out[i] = cond[i] ? x[i] : y[i], all three broadcast to out's shape, for any
+/// element type of 1, 2, 4 or 8 bytes (selected as unsigned integers of that size: bit-exact, NaN
+/// payloads included). Rows of the broadcast plan split over the pool.
+template <typename T>
+class WhereKernel : public CpuKernel {
+ public:
+  WhereKernel(const std::vector<int64_t>& c, const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+              const std::vector<int64_t>& out)
+      : plan_({c, x, y}, out) {}
+  void compute(const CpuComputeArgs& args) const override {
+    const auto* c = static_cast<const uint8_t*>(args.inputs[0]);
+    const T* x = static_cast<const T*>(args.inputs[1]);
+    const T* y = static_cast<const T*>(args.inputs[2]);
+    T* o = static_cast<T*>(args.outputs[0]);
+    if (plan_.total == 0) return;
+    const size_t r = plan_.dims.size();
+    const int64_t inner = plan_.dims[r - 1];
+    const int64_t sc = plan_.strides[0][r - 1], sx = plan_.strides[1][r - 1], sy = plan_.strides[2][r - 1];
+    const int64_t rows = plan_.total / inner;
+    parallelFor(args.pool, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t s, int64_t e) {
+      int64_t idx[16] = {}, rem = s, off[3] = {0, 0, 0};
+      for (size_t d = r - 1; d-- > 0;) {
+        idx[d] = rem % plan_.dims[d];
+        rem /= plan_.dims[d];
+        for (size_t k = 0; k < 3; ++k) off[k] += idx[d] * plan_.strides[k][d];
+      }
+      for (int64_t row = s; row < e; ++row) {
+        const uint8_t* cr = c + off[0];
+        const T* xr = x + off[1];
+        const T* yr = y + off[2];
+        T* orow = o + row * inner;
+        if (sc == 1 && sx == 1 && sy == 1) {
+          for (int64_t i = 0; i < inner; ++i) orow[i] = cr[i] ? xr[i] : yr[i];
+        } else {
+          for (int64_t i = 0; i < inner; ++i) orow[i] = cr[i * sc] ? xr[i * sx] : yr[i * sy];
+        }
+        for (size_t d = r - 1; d-- > 0;) {
+          for (size_t k = 0; k < 3; ++k) off[k] += plan_.strides[k][d];
+          if (++idx[d] < plan_.dims[d]) break;
+          for (size_t k = 0; k < 3; ++k) off[k] -= idx[d] * plan_.strides[k][d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+
+ private:
+  BroadcastPlan plan_;
+};
+
 class ExpandKernel : public CpuKernel {
  public:
   ExpandKernel(const std::vector<int64_t>& in, const std::vector<int64_t>& out, size_t elem) : elem_(elem) {
@@ -243,6 +329,19 @@ bool hasRefAttributes(const Node& n) {
 size_t elemSize(DType t) { return static_cast<size_t>(dtypeBits(t) / 8); }
 
 }  // namespace
+
+std::unique_ptr<CpuKernel> createWhere(const CpuNodeInfo& info) {
+  if (info.inputs.size() != 3 || !info.hasInput(0) || !info.hasInput(1) || !info.hasInput(2)) return nullptr;
+  const StaticTensorType &c = info.in(0), &x = info.in(1), &y = info.in(2), &o = info.out(0);
+  if (c.dtype != DType::Bool || x.dtype != y.dtype || o.dtype != x.dtype || o.dims.size() > 16) return nullptr;
+  switch (elemSize(x.dtype)) {
+    case 1: return std::make_unique<WhereKernel<uint8_t>>(c.dims, x.dims, y.dims, o.dims);
+    case 2: return std::make_unique<WhereKernel<uint16_t>>(c.dims, x.dims, y.dims, o.dims);
+    case 4: return std::make_unique<WhereKernel<uint32_t>>(c.dims, x.dims, y.dims, o.dims);
+    case 8: return std::make_unique<WhereKernel<uint64_t>>(c.dims, x.dims, y.dims, o.dims);
+    default: return nullptr;
+  }
+}
 
 std::unique_ptr<CpuKernel> createExpand(const CpuNodeInfo& info) {
   const auto& in = info.in(0).dims;

@@ -24,46 +24,6 @@ struct PowOp {  // the general Pow (x^2 takes the vectorised Mul path instead)
   static float apply(float a, float b) { return std::pow(a, b); }
 };
 
-/// Output dims with each operand's element strides (0 where it broadcasts), adjacent dims merged
-/// where both operands step through them alike, so that the innermost run is as long as it can be
-/// ([1,128,768] + [768] becomes 128 rows of 768 with a row-vector b).
-struct BroadcastPlan {
-  std::vector<int64_t> dims, aStrides, bStrides;
-  int64_t total = 0;
-  BroadcastPlan(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& out) {
-    size_t r = out.size();
-    std::vector<int64_t> as(r, 0), bs(r, 0);
-    auto strides = [&](const std::vector<int64_t>& d, std::vector<int64_t>& st) {
-      int64_t s = 1;
-      for (size_t i = d.size(); i-- > 0;) {
-        size_t oi = i + r - d.size();
-        st[oi] = d[i] == 1 ? 0 : s;
-        s *= d[i];
-      }
-    };
-    strides(a, as);
-    strides(b, bs);
-    total = 1;
-    for (int64_t d : out) total *= d;
-    for (size_t i = 0; i < r; ++i) {
-      if (out[i] == 1) continue;  // size-1 dims carry nothing
-      if (!dims.empty()) {
-        size_t j = dims.size() - 1;  // merge into the previous kept dim when both step alike
-        if (aStrides[j] == as[i] * out[i] && bStrides[j] == bs[i] * out[i]) {
-          dims[j] *= out[i];
-          aStrides[j] = as[i];
-          bStrides[j] = bs[i];
-          continue;
-        }
-      }
-      dims.push_back(out[i]);
-      aStrides.push_back(as[i]);
-      bStrides.push_back(bs[i]);
-    }
-    if (dims.empty()) dims = {1}, aStrides = {0}, bStrides = {0};
-  }
-};
-
 /// y[i] = a[i * sa] op b[i * sb] for one run of n elements, strides 0 or 1 (vectorised), else
 /// the scalar loop.
 template <typename Op>
@@ -84,7 +44,7 @@ class BinaryKernel : public CpuKernel {
  public:
   BinaryKernel(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& out, int vecOp,
                bool square)
-      : plan_(a, b, out), vecOp_(vecOp), square_(square), vk_(vecKernels()) {}
+      : plan_({a, b}, out), vecOp_(vecOp), square_(square), vk_(vecKernels()) {}
   void compute(const CpuComputeArgs& args) const override {
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
@@ -97,7 +57,7 @@ class BinaryKernel : public CpuKernel {
       return;
     }
     const size_t r = plan_.dims.size();
-    const int64_t inner = plan_.dims[r - 1], sa = plan_.aStrides[r - 1], sb = plan_.bStrides[r - 1];
+    const int64_t inner = plan_.dims[r - 1], sa = plan_.strides[0][r - 1], sb = plan_.strides[1][r - 1];
     if (r == 1) {  // one run: split it
       parallelFor(args.pool, inner, kGrain, [&](int64_t s, int64_t e) {
         binaryRun<Op>(vk_, vecOp_, a + s * sa, sa, b + s * sb, sb, y + s, e - s);
@@ -111,17 +71,17 @@ class BinaryKernel : public CpuKernel {
       for (size_t d = r - 1; d-- > 0;) {
         idx[d] = rem % plan_.dims[d];
         rem /= plan_.dims[d];
-        ao += idx[d] * plan_.aStrides[d];
-        bo += idx[d] * plan_.bStrides[d];
+        ao += idx[d] * plan_.strides[0][d];
+        bo += idx[d] * plan_.strides[1][d];
       }
       for (int64_t row = s; row < e; ++row) {
         binaryRun<Op>(vk_, vecOp_, a + ao, sa, b + bo, sb, y + row * inner, inner);
         for (size_t d = r - 1; d-- > 0;) {
-          ao += plan_.aStrides[d];
-          bo += plan_.bStrides[d];
+          ao += plan_.strides[0][d];
+          bo += plan_.strides[1][d];
           if (++idx[d] < plan_.dims[d]) break;
-          ao -= idx[d] * plan_.aStrides[d];
-          bo -= idx[d] * plan_.bStrides[d];
+          ao -= idx[d] * plan_.strides[0][d];
+          bo -= idx[d] * plan_.strides[1][d];
           idx[d] = 0;
         }
       }

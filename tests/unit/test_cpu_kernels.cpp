@@ -1509,3 +1509,49 @@ TEST_CASE("cpu fusions: attention written with standard ops runs as one step", "
                     "  a = MatMul(q, kt)\n  p = Softmax(a)\n  y = MatMul(p, v)\n}",
              {{"q", {2, 2, 5, 4}}, {"kt", {2, 2, 4, 6}}, {"v", {6, 4}}}, {"cpu.matmul.f32", "cpu.softmax.f32", "cpu.matmul.f32"}, 3);
 }
+
+TEST_CASE("cpu Where matches the reference kernel", "[cpu][kernels][where]") {
+  std::mt19937 rng(79);
+  struct Case {
+    std::vector<int64_t> c, x, y;
+  };
+  const Case cases[] = {{{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},     {{1, 1, 5, 7}, {2, 3, 5, 7}, {}},  // GPT-2's causal mask, a scalar fill
+                        {{5, 1}, {1, 6}, {5, 6}},              {{3, 1, 4}, {3, 2, 1}, {1, 4}},    {{0, 3}, {1, 3}, {3}},
+                        {{17}, {17}, {1}},                     {{2, 1, 33}, {2, 9, 33}, {9, 1}}};
+  auto bcast = [](std::vector<std::vector<int64_t>> ds) {
+    size_t r = 0;
+    for (auto& d : ds) r = std::max(r, d.size());
+    std::vector<int64_t> out(r, 1);
+    for (auto& d : ds)
+      for (size_t i = 0; i < d.size(); ++i) {
+        int64_t& o = out[r - d.size() + i];
+        if (d[i] != 1) o = d[i];
+      }
+    return out;
+  };
+  for (const Case& cs : cases)
+    for (DType dt : {DType::Float, DType::Int64, DType::UInt8}) {
+      int64_t nc = 1;
+      for (int64_t d : cs.c) nc *= d;
+      std::vector<uint8_t> cond(static_cast<size_t>(nc));
+      std::bernoulli_distribution coin(0.5);
+      for (auto& v : cond) v = coin(rng);
+      auto values = [&](const std::vector<int64_t>& dims) {
+        if (dt == DType::Float) return randomTensor(dims, rng, true);
+        int64_t n = 1;
+        for (int64_t d : dims) n *= d;
+        std::uniform_int_distribution<int64_t> pick(0, 200);
+        std::vector<int64_t> v(static_cast<size_t>(n));
+        for (auto& e : v) e = pick(rng);
+        if (dt == DType::Int64) return i64(dims, v);
+        std::vector<uint8_t> u(v.begin(), v.end());
+        return testutil::tensorOf(DType::UInt8, dims, u);
+      };
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Where", 16,
+                           {{testutil::tensorOf(DType::Bool, cs.c, cond), false}, {values(cs.x), false}, {values(cs.y), false}}, {},
+                           feeds);
+      INFO("Where " << cs.c.size() << "-D cond, out rank " << bcast({cs.c, cs.x, cs.y}).size() << " dtype " << static_cast<int>(dt));
+      checkAgainstRef(*model, feeds, "cpu.where", 0, 0);
+    }
+}
