@@ -124,9 +124,9 @@ class AttentionKernel : public CpuKernel {
         } else {
           const auto* m = static_cast<const uint8_t*>(mask) + off;
           for (int64_t j = 0; j < valid; ++j) {
-            const bool keep = m[j * l_.mLastStride] != 0;
+            const bool keep = (m[j * l_.mLastStride] != 0) != l_.trueMasks;
             open |= keep;
-            if (!keep) row[j] = kNegInf;
+            if (!keep) row[j] = l_.fill;
           }
         }
         std::fill(row + valid, row + limit, kNegInf);
@@ -292,6 +292,24 @@ void findAttentionFusions(const Graph& g, const std::function<const StaticTensor
       covered.push_back(p);
       p = x->producer();
     }
+    float fill = kNegInf;
+    bool trueMasks = false;
+    if (!mask && isOp(p, "Where") && p->graph() == &g && p->inputs().size() == 3 && p->input(0)) {
+      // Where(keep, scores, fill) or Where(masked, fill, scores), fill a constant scalar
+      for (size_t i = 1; i < 3 && !mask; ++i) {
+        const Value* sv = p->input(i);
+        const Node* q = sv ? sv->producer() : nullptr;
+        const bool scores = isOp(q, "MatMul") || isOp(q, "Mul") || isOp(q, "Div");
+        if (scores && singleReader(sv, g) == p && p->input(0) != sv && constantScalar(constantOf(p->input(3 - i)), fill)) {
+          mask = p->input(0);
+          trueMasks = i == 2;
+          x = sv;
+        }
+      }
+      if (!mask) continue;
+      covered.push_back(p);
+      p = x->producer();
+    }
     float scale = 1;
     if ((isOp(p, "Mul") || isOp(p, "Div")) && p->graph() == &g && singleReader(x, g) && p->inputs().size() == 2) {
       float c = 0;
@@ -341,13 +359,16 @@ void findAttentionFusions(const Graph& g, const std::function<const StaticTensor
     l.scale = scale;
     if (mask) {
       const StaticTensorType* mt = typeOf(mask);
-      if (!mt || mt->dtype != DType::Float || mt->dims.size() > static_cast<size_t>(rank)) continue;
+      const bool boolean = covered[1]->opType == "Where";  // {Softmax, the Add or Where, ...}
+      if (!mt || mt->dtype != (boolean ? DType::Bool : DType::Float) || mt->dims.size() > static_cast<size_t>(rank)) continue;
       // right-aligned against the scores' [.., Sq, Skv]; as 4-D [B, H, Sq, Skv]
       std::vector<int64_t> md(static_cast<size_t>(rank) - mt->dims.size(), 1);
       md.insert(md.end(), mt->dims.begin(), mt->dims.end());
       if (rank == 3) md.insert(md.begin() + 1, 1);
       if (rank == 2) md.insert(md.begin(), {1, 1});
-      if (!setAttentionMask(l, md, false, false)) continue;
+      if (!setAttentionMask(l, md, boolean, false)) continue;
+      l.fill = fill;
+      l.trueMasks = trueMasks;
     }
     auto kernel = makeAttentionKernel(l, threads);
     if (!kernel) continue;

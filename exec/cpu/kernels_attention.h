@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct AttentionLayout {
   int64_t mB = 0, mH = 0, mS = 0;  ///< mask strides (0: broadcast)
   int64_t mLastStride = 1;         ///< 0: one value for every key of a row
   int64_t mLen = 0;                ///< keys the mask covers; later keys are masked out
+  /// Bool masks: the logit a masked key gets (Where's fill; -inf for Attention), and whether
+  /// true marks a masked key (Where(masked, fill, scores)) rather than a kept one.
+  float fill = -std::numeric_limits<float>::infinity();
+  bool trueMasks = false;
 };
 
 /// The kernel for `layout` on `threads` threads (inputs Q, K or K^T, V[, mask]; output Y), or
@@ -41,7 +46,8 @@ std::unique_ptr<CpuKernel> makeAttentionKernel(const AttentionLayout& layout, in
 /// 1 broadcasts. False when the dims do not broadcast so.
 bool setAttentionMask(AttentionLayout& l, const std::vector<int64_t>& dims, bool boolean, bool padLast);
 
-/// MatMul(Softmax(MatMul(Q, K^T) [* s | / s] [+ mask], axis -1), V) chains of the main graph
+/// MatMul(Softmax(MatMul(Q, K^T) [* s | / s] [+ mask | Where(cond, ., fill) | Where(cond, fill, .)],
+/// axis -1), V) chains of the main graph
 /// on float tensors of static shapes, with no batch broadcasting between Q, K^T and V and
 /// intermediates read only inside the chain, as fused steps (appended to `out`).
 void findAttentionFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,

@@ -816,10 +816,9 @@ std::string literal(size_t n, std::mt19937& rng, float scale = 1.f) {
 /// outputs must agree, and the cpu profile must list exactly `kernels` (in order) and count
 /// `graphNodes` nodes.
 void checkFused(const std::string& text, const std::map<std::string, std::vector<int64_t>>& inputs,
-                const std::vector<std::string>& kernels, int graphNodes) {
+                const std::vector<std::string>& kernels, int graphNodes, std::map<std::string, RtValue> feeds = {}) {
   auto m = parseModelText(text, "fusion.onnxtxt");
   std::mt19937 rng(7);
-  std::map<std::string, RtValue> feeds;
   for (const auto& [name, dims] : inputs) feeds[name] = RtValue::ofTensor(randomTensor(dims, rng));
   auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
   for (int threads : {1, 3}) {
@@ -1554,4 +1553,26 @@ TEST_CASE("cpu Where matches the reference kernel", "[cpu][kernels][where]") {
       INFO("Where " << cs.c.size() << "-D cond, out rank " << bcast({cs.c, cs.x, cs.y}).size() << " dtype " << static_cast<int>(dt));
       checkAgainstRef(*model, feeds, "cpu.where", 0, 0);
     }
+}
+
+TEST_CASE("cpu fusions: attention with a Where mask runs as one step", "[cpu][fusion][attention]") {
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // GPT-2's form: Where(masked, fill, scores) with a causal bool mask broadcast over batch and heads.
+  // Row 0 of the mask is all true (every key masked): a uniform row, as Softmax of equal fills gives.
+  std::string mask = "bool[1, 1, 6, 6] m = {1, 1, 1, 1, 1, 1";
+  for (int i = 1; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) mask += std::string(", ") + (j > i ? "1" : "0");
+  mask += "}";
+  checkFused(head + "g (float[2, 3, 6, 8] q, float[2, 3, 8, 6] kt, float[2, 3, 6, 4] v) => (float[2, 3, 6, 4] y) <" + mask +
+                 ", float s = {2.828427}, float fill = {-3.4028234e38}> {\n"
+                 "  a = MatMul(q, kt)\n  b = Div(a, s)\n  c = Where(m, fill, b)\n  p = Softmax(c)\n  y = MatMul(p, v)\n}",
+             {{"q", {2, 3, 6, 8}}, {"kt", {2, 3, 8, 6}}, {"v", {2, 3, 6, 4}}}, {"cpu.attention.f32.fused"}, 5);
+  // Where(keep, scores, -inf) with the keep mask as an input; a row with no key kept gives NaN, as Softmax does.
+  checkFused(head + "g (float[1, 2, 5, 4] q, float[1, 2, 4, 7] kt, float[1, 2, 7, 3] v, bool[1, 5, 7] k) => (float[1, 2, 5, 3] y) "
+                    "<float fill = {-inf}> {\n"
+                    "  a = MatMul(q, kt)\n  c = Where(k, a, fill)\n  p = Softmax(c)\n  y = MatMul(p, v)\n}",
+             {{"q", {1, 2, 5, 4}}, {"kt", {1, 2, 4, 7}}, {"v", {1, 2, 7, 3}}}, {"cpu.attention.f32.fused"}, 4,
+             {{"k", RtValue::ofTensor(testutil::tensorOf(DType::Bool, {1, 5, 7},
+                                                         std::vector<uint8_t>{1, 0, 1, 1, 0, 0, 1,  0, 0, 0, 0, 0, 0, 0,  1, 1, 1, 1, 1, 1, 1,
+                                                                              0, 0, 0, 0, 0, 0, 1,  1, 0, 0, 1, 0, 1, 0}))}});
 }
