@@ -129,12 +129,33 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
   return pmCost < cmCost;
 }
 
+/// Whether the packed kernel computes a convolution of this geometry channel-major as an
+/// implicit GEMM over phase-split input planes (PackedConvKernel::computeImplicit) instead of
+/// packing the column matrix: the stems (one group of at most 4 input channels, a kernel
+/// wider than 1x1, 16 or more output columns) on AVX-512, whose kernels read the planes in place (GemmMicroKernelInfo::splitB): there
+/// the im2col gather is a fifth of the work (min latency, 1 thread, Sapphire Rapids: ResNet-50's
+/// 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Not chosen elsewhere:
+/// ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2 ones lose
+/// 10-15% (the planes are an extra pass), and on AVX2 a 3x3/2 stem loses 5%.
+/// ONNXTOOL_CONV_LAYOUT=implicit forces it wherever it runs (tests; packed planes without
+/// splitB), channel, pixel or gemm turn it off.
+bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pixelMajor, bool pointwise, bool inputScale) {
+  if (inputScale || g.n * g.oh * g.ow == 0) return false;
+  if (pointwise && g.sh == 1 && g.sw == 1) return false;
+  const char* env = std::getenv("ONNXTOOL_CONV_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "implicit") return true;
+  if (mode == "channel" || mode == "pixel" || mode == "gemm" || pixelMajor) return false;
+  return cm.splitB && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
+}
+
 class PackedConvKernel : public CpuKernel {
  public:
-  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, std::string suffix,
-                   int threads)
-      : g_(g), ep_(ep), mk_(mk), variant_((pixelMajor ? ".gemm.px." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
-        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor) {
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, bool implicit,
+                   std::string suffix, int threads)
+      : g_(g), ep_(ep), mk_(mk),
+        variant_((pixelMajor ? ".gemm.px." : implicit ? ".implicit." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
+        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor), implicit_(implicit && !pixelMajor) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
     kdim_ = cg_ * g.kh * g.kw;
@@ -159,11 +180,13 @@ class PackedConvKernel : public CpuKernel {
         float* dst = packedW_.data() + ((grp * mPanels_ + r / mk.mr) * kdim_) * mk.mr + r % mk.mr;
         for (int64_t k = 0; k < kdim_; ++k) dst[k * mk.mr] = src[k];
       }
+    if (implicit_) initImplicit();
   }
 
   /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
   /// packed pixel panels, a gathered row, and the block's transposed product).
   size_t workspaceBytes() const override {
+    if (implicit_) return static_cast<size_t>(imPhaseFloats_ + threads_ * (imScratchFloats_ + imPackedFloats_)) * sizeof(float);
     return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_ + scaledWFloats()) *
            sizeof(float);
   }
@@ -176,6 +199,10 @@ class PackedConvKernel : public CpuKernel {
     float* ws = static_cast<float*>(args.workspace);
     // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
     const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
+    if (implicit_) {
+      computeImplicit(args, threads);
+      return;
+    }
     if (pixelMajor_) {
       if (sharedPanelsFloats_ > 0 && threads > 1 && splitChannels(threads)) {
         // One image and group, one pixel block: the threads pack the pixel panels of all of K
@@ -299,6 +326,239 @@ class PackedConvKernel : public CpuKernel {
           }
         }
       }
+  }
+
+  /// Implicit GEMM (implicit_): per image and group, the input is first split into zero-padded
+  /// phase planes (stride sh x sw: padded pixel (py, px) to phase (py % sh, px % sw) at
+  /// (py / sh, px / sw), rows imPw_ floats), so that kernel tap (c, ki, kj) of output pixel
+  /// (oy, ox) is element (oy + ki dh / sh) imPw_ + ox + kj dw / sw of one phase plane: over the
+  /// "extended" output grid of oh rows of imPw_ pixels every row of the column matrix is one
+  /// contiguous run of a plane at the tap's offset (imOff_), read by the micro-kernel in place
+  /// (TileEpilogue::bOff), no im2col. The extended columns ox >= ow are computed and dropped:
+  /// the tiles go to a per-thread scratch block, then its valid columns to Y (straight into Y
+  /// when imPw_ == ow).
+  void computeImplicit(const CpuComputeArgs& args, int threads) const {
+    float* ws = static_cast<float*>(args.workspace);
+    float* phases = ws;
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        parallelRanges(args.pool, threads, cg_, 1, [&](int64_t b, int64_t e, int) { fillPhases(xg, b, e, phases); });
+        parallelRanges(args.pool, threads, g_.oh, 1, [&](int64_t b, int64_t e, int part) {
+          for (int64_t r = b; r < e; r += imRows_)
+            implicitBlock(args, img, grp, r, std::min(e, r + imRows_), phases, ws + imPhaseFloats_ + part * (imScratchFloats_ + imPackedFloats_));
+        });
+      }
+  }
+
+  /// The phase planes of channels [c0, c1) of one image's group (see computeImplicit).
+  void fillPhases(const float* xg, int64_t c0, int64_t c1, float* phases) const {
+    const int64_t pw = imPw_, nph = static_cast<int64_t>(imPhases_.size());
+    const RowOps& ops = activeRowOps();
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t pi = 0; pi < nph; ++pi) {
+        if (imPairs_) {  // column phases 0 and 1 of a row phase together: one pass over each input row
+          if (pi % 2 == 0) fillPhasePair(xg + ch * g_.h * g_.w, imPhases_[static_cast<size_t>(pi)] / 2,
+                                         phases + (ch * nph + pi) * imPlaneFloats_, ops);
+          continue;
+        }
+        const int64_t qy = imPhases_[static_cast<size_t>(pi)] / g_.sw, qx = imPhases_[static_cast<size_t>(pi)] % g_.sw;
+        float* plane = phases + (ch * nph + pi) * imPlaneFloats_;
+        // Columns j with 0 <= j sw + qx - padL < w: [j0, j1).
+        const int64_t first = g_.padL - qx;  // j sw >= first
+        const int64_t j0 = std::clamp<int64_t>(first <= 0 ? 0 : (first + g_.sw - 1) / g_.sw, 0, pw);
+        const int64_t lim = g_.w + g_.padL - qx;  // j sw < lim
+        const int64_t j1 = std::clamp<int64_t>(lim <= 0 ? 0 : (lim + g_.sw - 1) / g_.sw, j0, pw);
+        for (int64_t r = 0; r < imPh_; ++r) {
+          float* dst = plane + r * pw;
+          const int64_t iy = r * g_.sh + qy - g_.padT;
+          if (iy < 0 || iy >= g_.h || j1 <= j0) {
+            std::fill(dst, dst + pw, 0.f);
+            continue;
+          }
+          std::fill(dst, dst + j0, 0.f);
+          const float* src = xg + (ch * g_.h + iy) * g_.w + j0 * g_.sw + qx - g_.padL;
+          if (g_.sw == 1) std::memcpy(dst + j0, src, static_cast<size_t>(j1 - j0) * sizeof(float));
+          else activeRowOps().gatherStrided(dst + j0, src, j1 - j0, g_.sw);
+          std::fill(dst + j1, dst + pw, 0.f);
+        }
+      }
+    if (c1 == cg_) std::fill(phases + cg_ * nph * imPlaneFloats_, phases + imPhaseFloats_, 0.f);  // the slack past the last plane
+  }
+
+  /// Row phase qy of one channel's plane `src`, stride 2 across: column phases 0 and 1 into
+  /// the planes at `dst` and dst + imPlaneFloats_, each padded input row split by deinterleave2.
+  void fillPhasePair(const float* src, int64_t qy, float* dst, const RowOps& ops) const {
+    const int64_t pw = imPw_, padL = g_.padL;
+    // Image columns ix land at padded px = ix + padL: phase px % 2, column px / 2 < pw.
+    const int64_t cols = std::clamp<int64_t>(2 * pw - padL, 0, g_.w);
+    float* even = dst + (padL % 2) * imPlaneFloats_;
+    float* odd = dst + ((padL + 1) % 2) * imPlaneFloats_;
+    for (int64_t r = 0; r < imPh_; ++r) {
+      float* d0 = dst + r * pw;
+      float* d1 = d0 + imPlaneFloats_;
+      const int64_t iy = r * 2 + qy - g_.padT;
+      std::fill(d0, d0 + pw, 0.f);
+      std::fill(d1, d1 + pw, 0.f);
+      if (iy < 0 || iy >= g_.h || cols == 0) continue;
+      ops.deinterleave2(src + iy * g_.w, cols, even + r * pw + padL / 2, odd + r * pw + (padL + 1) / 2);
+    }
+  }
+
+  /// Output rows [r0, r1) of one image's group, every output channel; `scratch` holds
+  /// imScratchFloats_ floats.
+  void implicitBlock(const CpuComputeArgs& args, int64_t img, int64_t grp, int64_t r0, int64_t r1, const float* phases,
+                     float* scratch) const {
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int mr = mk_.mr, nr = mk_.nr;
+    const int64_t pw = imPw_, e0 = r0 * pw, ne = (r1 - r0) * pw, tiles = (ne + nr - 1) / nr;
+    const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+    if (imSplit_) {
+      // Tiles of output pixels straight into Y, each 16-pixel half reading its row's plane
+      // run and, past a row's end, the next row's (TileEpilogue::bSkip; ow >= 16: at most one
+      // row end in a half).
+      const int64_t ow = g_.ow, p0 = r0 * ow, p1 = r1 * ow;
+      auto ext = [&](int64_t p) { return p / ow * pw + p % ow; };  // a pixel's extended index
+      auto split = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(16, ow - p % ow)); };
+      TileEpilogue te;
+      te.clamp = ep_.clamp;
+      te.lo = ep_.lo;
+      te.hi = ep_.hi;
+      te.ldr = pix_;
+      for (int64_t kb = 0; kb < kdim_; kb += imKc_) {
+        const int64_t kc = std::min(imKc_, kdim_ - kb);
+        te.accumulate = kb > 0;
+        te.last = kb + kc == kdim_;
+        te.bOff = imOff_.data() + kb;
+        for (int64_t p = p0; p < p1; p += nr) {
+          const int cols = static_cast<int>(std::min<int64_t>(nr, p1 - p));
+          const int64_t e = ext(p);
+          te.bSplit[0] = split(p);
+          te.bSplit[1] = split(p + 16);
+          te.bHalf = ext(p + 16) - e;  // 16 + pw - ow where a row ends between the halves
+          te.bSkip = te.bSplit[0] < 16 || te.bSplit[1] < 16 || te.bHalf != 16 ? pw - ow : 0;
+          for (int64_t mp = 0; mp < mPanels_; ++mp) {
+            const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
+            const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+            te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+            const int64_t off = yOff + mp * mr * pix_ + p;
+            te.residual = res ? res + off : nullptr;
+            mk_.kernel(kc, a, phases + e, y + off, pix_, rows, cols, te);
+          }
+        }
+      }
+      if (ep_.act != VecUnary::Count)
+        for (int64_t m = 0; m < mg_; ++m) vecKernels().unary[static_cast<int>(ep_.act)](y + yOff + m * pix_ + p0, y + yOff + m * pix_ + p0, p1 - p0);
+      return;
+    }
+    const bool direct = pw == g_.ow;  // the extended grid is the output's
+    // Residual, clamp and activation after the copy out of the scratch (the residual comes
+    // before the clamp); the bias always in the kernel.
+    const bool late = !direct && ep_.residual;
+    TileEpilogue te;
+    te.clamp = ep_.clamp && !late;
+    te.lo = ep_.lo;
+    te.hi = ep_.hi;
+    te.ldr = pix_;
+    // The column matrix's block over the extended pixels: each row one run of a plane, copied
+    // into the NR-column panels in whole panels (the last one reads past the block: slack).
+    float* packed = scratch + imScratchFloats_;
+    for (int64_t kb = 0; kb < kdim_; kb += kc_) {
+      const int64_t kc = std::min(kc_, kdim_ - kb);
+      te.accumulate = kb > 0;
+      te.last = kb + kc == kdim_;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const float* src = phases + imOff_[static_cast<size_t>(kb + kk)] + e0;
+        float* dst = packed + kk * nr;
+        if (nr == 32)
+          for (int64_t jp = 0; jp < tiles; ++jp) std::memcpy(dst + jp * kc * 32, src + jp * 32, 32 * sizeof(float));
+        else
+          for (int64_t jp = 0; jp < tiles; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
+      }
+      for (int64_t mp = 0; mp < mPanels_; ++mp) {
+        const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
+        const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+        te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+        for (int64_t jp = 0; jp < tiles; ++jp) {
+          const int cols = static_cast<int>(std::min<int64_t>(nr, ne - jp * nr));
+          const float* b = packed + jp * kc * nr;
+          if (direct) {
+            const int64_t off = yOff + mp * mr * pix_ + e0 + jp * nr;
+            te.residual = res ? res + off : nullptr;
+            mk_.kernel(kc, a, b, y + off, pix_, rows, cols, te);
+          } else {
+            mk_.kernel(kc, a, b, scratch + mp * mr * ne + jp * nr, ne, rows, cols, te);
+          }
+        }
+      }
+    }
+    const int64_t ow = g_.ow, len = (r1 - r0) * ow;
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    for (int64_t m = 0; m < mg_; ++m) {
+      float* dst = y + yOff + m * pix_ + r0 * ow;
+      if (!direct) {
+        const float* src = scratch + m * ne;
+        for (int64_t r = 0; r < r1 - r0; ++r) std::memcpy(dst + r * ow, src + r * pw, static_cast<size_t>(ow) * sizeof(float));
+        if (late) {
+          const float* rr = res + yOff + m * pix_ + r0 * ow;
+          for (int64_t i = 0; i < len; ++i) {
+            float v = dst[i] + rr[i];
+            if (ep_.clamp) {  // max then min, as Clip; NaN stays NaN
+              v = v < ep_.lo ? ep_.lo : v;
+              v = v > ep_.hi ? ep_.hi : v;
+            }
+            dst[i] = v;
+          }
+        }
+      }
+      if (act) act(dst, dst, len);
+    }
+  }
+
+  /// Implicit GEMM set-up: the phases the taps read, the planes' extent, each tap's offset,
+  /// the rows per block.
+  void initImplicit() {
+    const int64_t nr = mk_.nr;
+    // K blocks: a tile's rows of B (kc runs of 32 floats from all over the planes, two or
+    // three lines each) stay in L1 across the weight panels.
+    const int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 159) / 160);
+    imKc_ = std::max<int64_t>(1, (kdim_ + kBlocks - 1) / kBlocks);
+    imPw_ = g_.ow + (g_.kw - 1) * g_.dw / g_.sw;
+    imPh_ = g_.oh + (g_.kh - 1) * g_.dh / g_.sh;
+    imPlaneFloats_ = imPh_ * imPw_;
+    std::vector<int64_t> index(static_cast<size_t>(g_.sh * g_.sw), -1);
+    for (int64_t ki = 0; ki < g_.kh; ++ki)
+      for (int64_t kj = 0; kj < g_.kw; ++kj) {
+        const int64_t ph = (ki * g_.dh) % g_.sh * g_.sw + (kj * g_.dw) % g_.sw;
+        if (index[static_cast<size_t>(ph)] < 0) index[static_cast<size_t>(ph)] = 0;
+      }
+    for (int64_t ph = 0; ph < g_.sh * g_.sw; ++ph)
+      if (index[static_cast<size_t>(ph)] == 0) {
+        index[static_cast<size_t>(ph)] = static_cast<int64_t>(imPhases_.size());
+        imPhases_.push_back(ph);
+      }
+    const int64_t nph = static_cast<int64_t>(imPhases_.size());
+    // Stride 2 across with both column phases of every row phase read: filled in pairs.
+    imPairs_ = g_.sw == 2 && nph == 2 * g_.sh;
+    imOff_.resize(static_cast<size_t>(kdim_));
+    for (int64_t k = 0; k < kdim_; ++k) {
+      const int64_t ch = k / (g_.kh * g_.kw), ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+      const int64_t ph = (ki * g_.dh) % g_.sh * g_.sw + (kj * g_.dw) % g_.sw;
+      imOff_[static_cast<size_t>(k)] = (ch * nph + index[static_cast<size_t>(ph)]) * imPlaneFloats_ + (ki * g_.dh) / g_.sh * imPw_ +
+                                       (kj * g_.dw) / g_.sw;
+    }
+    // A tile past the last pixel reads past the last plane (up to a row and a tile).
+    imPhaseFloats_ = roundUp(cg_ * nph * imPlaneFloats_ + 2 * (imPw_ + nr), 16);
+    // Rows per block: the block's product (all output channels) within ~256 KiB.
+    const int64_t mpad = mPanels_ * mk_.mr;
+    imRows_ = std::clamp<int64_t>(65536 / std::max<int64_t>(mpad * imPw_, 1), 1, std::max<int64_t>(g_.oh, 1));
+    // Few input channels (the stems): B read in place (TileEpilogue::bSkip), else packed.
+    imSplit_ = mk_.splitB && imPw_ != g_.ow && g_.ow >= 16 && cg_ <= 4;
+    imScratchFloats_ = imPw_ == g_.ow || imSplit_ ? 0 : roundUp(mpad * imRows_ * imPw_, 16);
+    imPackedFloats_ = imSplit_ ? 0 : kc_ * roundUp(imRows_ * imPw_, nr);
   }
 
   /// Floats of the per-image scaled weights (inputScale), else 0.
@@ -626,7 +886,14 @@ class PackedConvKernel : public CpuKernel {
   std::string variant_;
   int threads_;
   bool pixelMajor_ = false;
+  bool implicit_ = false;
   bool pointwise_ = false;
+  // Implicit GEMM (computeImplicit): the phases read (index sy * sw + sx), plane extent,
+  // per-tap offsets, rows per block, workspace floats (the planes; scratch per thread).
+  std::vector<int64_t> imPhases_, imOff_;
+  bool imSplit_ = false;  ///< tiles of output pixels straight into Y (TileEpilogue::bSkip)
+  bool imPairs_ = false;  ///< phases filled two at a time (fillPhasePair)
+  int64_t imKc_ = 1, imPw_ = 0, imPh_ = 0, imPlaneFloats_ = 0, imPhaseFloats_ = 0, imRows_ = 1, imScratchFloats_ = 0, imPackedFloats_ = 0;
   int64_t cg_, mg_, kdim_, pix_, mPanels_ = 0, kc_ = 0, nc_ = 0;
   PackedFloats packedW_;
   // Pixel-major: the pixel panels' kernel and one per tail row count, W_g^T per group, channel
@@ -917,9 +1184,12 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   }
   if (!k) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
-    const bool px = pixelMajor(g, mk);
+    bool px = pixelMajor(g, mk);
     if (px && ep.inputScale) return nullptr;  // the executor then runs the Mul, and the conv pixel-major
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, suffix, info.threads);
+    const bool pointwise = g.kh == 1 && g.kw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
+    const bool implicit = implicitGemm(g, mk, px, pointwise, ep.inputScale);
+    if (implicit) px = false;
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, implicit, suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }
