@@ -154,7 +154,7 @@ class PackedConvKernel : public CpuKernel {
   PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, bool implicit,
                    std::string suffix, int threads)
       : g_(g), ep_(ep), mk_(mk),
-        variant_((pixelMajor ? ".gemm.px." : implicit ? ".implicit." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
+        variant_((pixelMajor ? ".gemm.px." : implicit ? ".gemm.implicit." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
         threads_(std::max(threads, 1)), pixelMajor_(pixelMajor), implicit_(implicit && !pixelMajor) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
@@ -398,7 +398,7 @@ class PackedConvKernel : public CpuKernel {
     for (int64_t r = 0; r < imPh_; ++r) {
       float* d0 = dst + r * pw;
       float* d1 = d0 + imPlaneFloats_;
-      const int64_t iy = r * 2 + qy - g_.padT;
+      const int64_t iy = r * g_.sh + qy - g_.padT;
       std::fill(d0, d0 + pw, 0.f);
       std::fill(d1, d1 + pw, 0.f);
       if (iy < 0 || iy >= g_.h || cols == 0) continue;
