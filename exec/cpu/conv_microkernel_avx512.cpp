@@ -149,10 +149,13 @@ ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
 /// kernelMx32 storing the tile transposed (GemmMicroKernelInfo::transposed): each 16-column half
 /// of the kMr x 32 accumulators transposed in registers, then column j's m rows stored (masked)
 /// at c + j * ldc through the epilogue.
-template <int kMr>
-ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                                 const TileEpilogue& ep) {
+/// kIndirectA: A element (i, k) at a[ep.aOff[k] + i * ep.aStride] (TileEpilogue::aOff).
+template <int kMr, bool kIndirectA>
+ONNXTOOL_AVX512 inline void kernelMx32TImpl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                            const TileEpilogue& ep) {
   const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
+  const int64_t* aOff = ep.aOff;
+  const int64_t as = ep.aStride;
   static_assert(kMr <= 16);
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -164,10 +167,10 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
     __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
-    const float* ak = a + k * kMr;
+    const float* ak = kIndirectA ? a + aOff[k] : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(ak[i]);
+      __m512 av = _mm512_set1_ps(kIndirectA ? ak[i * as] : ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -194,6 +197,13 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm512_mask_storeu_ps(cj, km, v);
     }
   }
+}
+
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep) {
+  if (ep.aOff) kernelMx32TImpl<kMr, true>(kc, a, b, c, ldc, m, n, ep);
+  else kernelMx32TImpl<kMr, false>(kc, a, b, c, ldc, m, n, ep);
 }
 
 /// One row (GEMV): four independent accumulator pairs over k (k mod 4), summed at the end, so

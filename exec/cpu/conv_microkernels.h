@@ -49,6 +49,11 @@ struct TileEpilogue {
   /// bHalf) and 16 from there + bSkip must be readable); bSkip 0: no split.
   int64_t bSkip = 0, bHalf = 16;
   int bSplit[2] = {16, 16};
+  /// A unpacked, element (i, k) at a[aOff[k] + i * aStride] (a direct convolution's input:
+  /// row i an output pixel, k a kernel tap): for the AVX-512 transposing kernels
+  /// (GemmMicroKernelInfo::transposed) only; every one of the kernel's MR rows readable.
+  const int64_t* aOff = nullptr;
+  int64_t aStride = 1;
   /// A unpacked, element (i, k) at a[i * lda + k], every one of the kernel's MR rows readable
   /// (kernels with GemmMicroKernelInfo::stridedA only); 0: packed.
   int64_t lda = 0;

@@ -424,6 +424,47 @@ TEST_CASE("cpu implicit-GEMM Conv over phase-split planes matches the reference 
     }
 }
 
+// The direct pixel-major convolution (forced with ONNXTOOL_CONV_LAYOUT=direct; AVX-512 only,
+// elsewhere the packed kernel runs): the input zero-padded once, output rows in segments of up
+// to 14 pixels broadcast by the transposing micro-kernels straight from it (every segment
+// length 1 to 14: rows of 1 to 33 pixels), K across several blocks, channel panel tails,
+// strides, dilations, asymmetric pads, groups, batch 2, every epilogue; 2 threads split the
+// channel panels, or the rows where there is one panel.
+TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  ScopedEnv direct("ONNXTOOL_CONV_LAYOUT", "direct");
+  std::mt19937 rng(66);
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  const ConvCase cases[] = {
+      {1, 16, 30, 30, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // 15-pixel rows: segments of 8 and 7
+      {1, 40, 28, 28, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 28: two of 14; K = 360: two K blocks; M tail
+      {1, 8, 9, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 33: 11 + 11 + 11, one channel panel and a tail
+      {2, 12, 12, 12, 20, 3, 3, 1, 1, 2, 2, 2, 1, 2, 3, 1},    // dilated, asymmetric pads, batch 2
+      {1, 64, 9, 9, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 9-pixel rows; K = 576: three K blocks
+      {1, 24, 20, 41, 36, 5, 5, 3, 2, 1, 1, 2, 2, 2, 2, 2},    // strides 3 x 2, 5x5, groups
+      {1, 6, 7, 3, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // 3-pixel rows
+      {1, 10, 5, 1, 20, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1},      // 1-pixel rows
+      {1, 32, 16, 40, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2, 20-pixel rows
+      {1, 300, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 7x7 output, K = 2700: many K blocks
+      {1, 64, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // one channel panel: 2 threads split the rows
+  };
+  const EpilogueCase epilogues[] = {
+      {false, false, false, ""},   {true, false, false, "relu"}, {true, true, false, "clip"},  {false, true, true, "relu"},
+      {true, false, true, ""},     {true, true, false, "hardswish"}, {false, true, false, "silu"}, {true, false, true, "clip"},
+  };
+  for (size_t ci = 0; ci < std::size(cases); ++ci)
+    for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+      if ((ci + ei) % 3) continue;
+      Builder b = fusedConvModel(cases[ci], epilogues[ei], rng);
+      INFO("case " << ci << " epilogue " << ei << " " << describe(cases[ci]));
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm.direct.") == avx512);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+    }
+}
+
 // Which convolutions take the implicit GEMM by default: the stems on AVX-512 only.
 TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 only", "[cpu][conv]") {
   ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
@@ -437,7 +478,7 @@ TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 only", "[cp
       {{1, 3, 64, 64, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1}, avx512},  // a 7x7/2 stem
       {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // a 3x3/2 stem
       {{1, 3, 24, 24, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},   // 12 columns
-      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},  // 16 input channels
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},  // 16 input channels: direct
       {{1, 16, 32, 32, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},  // 1x1 stride 2
   };
   for (const Pick& p : picks) {
@@ -447,6 +488,35 @@ TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 only", "[cp
     INFO(joined(kernels));
     REQUIRE(kernels.size() == 1);
     CHECK(ranOn(kernels, "cpu.conv.f32.gemm.implicit.") == p.implicit);
+  }
+}
+
+// Which convolutions take the direct pixel-major path by default: on AVX-512, kernels larger
+// than 1x1 with rows of 14 or more output pixels, the stems aside.
+TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 14 or more pixels on AVX-512 only", "[cpu][conv]") {
+  ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  std::mt19937 rng(67);
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  struct Pick {
+    ConvCase k;
+    bool direct;
+  };
+  const Pick picks[] = {
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/2 to 16x16
+      {{1, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/1 at 14x14
+      {{1, 32, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false},   // 13-pixel rows
+      {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},    // a stem: implicit on AVX-512
+      {{1, 32, 40, 40, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},   // 1x1 stride 2
+      {{1, 32, 16, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false},   // pointwise
+  };
+  for (const Pick& p : picks) {
+    Builder b = fusedConvModel(p.k, {true, false, false, "relu"}, rng);
+    INFO(describe(p.k));
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 1);
+    CHECK(ranOn(kernels, "cpu.conv.f32.gemm.direct.") == p.direct);
   }
 }
 
