@@ -149,13 +149,14 @@ ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
 /// kernelMx32 storing the tile transposed (GemmMicroKernelInfo::transposed): each 16-column half
 /// of the kMr x 32 accumulators transposed in registers, then column j's m rows stored (masked)
 /// at c + j * ldc through the epilogue.
-/// kIndirectA: A element (i, k) at a[ep.aOff[k] + i * ep.aStride] (TileEpilogue::aOff).
-template <int kMr, bool kIndirectA>
+/// kIndirectA: A element (i, k) at a[ep.aOff[k] + i * ep.aStride] (TileEpilogue::aOff), rows
+/// from kPair on ep.aDelta further (two output rows of kPair pixels; 0: one run).
+template <int kMr, bool kIndirectA, int kPair = 0>
 ONNXTOOL_AVX512 inline void kernelMx32TImpl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                             const TileEpilogue& ep) {
   const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
   const int64_t* aOff = ep.aOff;
-  const int64_t as = ep.aStride;
+  const int64_t as = ep.aStride, delta = ep.aDelta;
   static_assert(kMr <= 16);
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -170,7 +171,7 @@ ONNXTOOL_AVX512 inline void kernelMx32TImpl(int64_t kc, const float* a, const fl
     const float* ak = kIndirectA ? a + aOff[k] : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(kIndirectA ? ak[i * as] : ak[i]);
+      __m512 av = _mm512_set1_ps(kIndirectA ? ak[i * as + (kPair && i >= kPair ? delta : 0)] : ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -202,6 +203,12 @@ ONNXTOOL_AVX512 inline void kernelMx32TImpl(int64_t kc, const float* a, const fl
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                  const TileEpilogue& ep) {
+  if constexpr (kMr == 14) {
+    if (ep.aOff && ep.aDelta) {
+      kernelMx32TImpl<14, true, 7>(kc, a, b, c, ldc, m, n, ep);
+      return;
+    }
+  }
   if (ep.aOff) kernelMx32TImpl<kMr, true>(kc, a, b, c, ldc, m, n, ep);
   else kernelMx32TImpl<kMr, false>(kc, a, b, c, ldc, m, n, ep);
 }

@@ -54,6 +54,9 @@ struct TileEpilogue {
   /// (GemmMicroKernelInfo::transposed) only; every one of the kernel's MR rows readable.
   const int64_t* aOff = nullptr;
   int64_t aStride = 1;
+  /// With aOff, the 14-row kernel only: rows 7 to 13 read aDelta floats further (two output
+  /// rows of 7 pixels); 0: one run.
+  int64_t aDelta = 0;
   /// A unpacked, element (i, k) at a[i * lda + k], every one of the kernel's MR rows readable
   /// (kernels with GemmMicroKernelInfo::stridedA only); 0: packed.
   int64_t lda = 0;

@@ -152,12 +152,13 @@ bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pix
 /// Whether the packed kernel computes a convolution of this geometry pixel-major and direct
 /// (PackedConvKernel::computePxDirect): the input zero-padded once, the transposing AVX-512
 /// micro-kernels broadcasting each output pixel's taps straight from it (no pixel packing),
-/// output rows in segments of up to 14 pixels. Chosen for kernels larger than 1x1 with rows of
-/// 14 or more output pixels, the stems aside (implicitGemm); min latency of one Conv + Relu, 1
-/// thread, Sapphire Rapids, against the default before: 3x3/2 128 -> 128 to 28x28 1.86 -> 1.67
-/// ms, 256 -> 256 to 14x14 1.81 -> 1.55, 3x3/1 64 -> 64 at 56x56 1.84 -> 1.53, 128 at 28x28
-/// 1.64 -> 1.51, 16 -> 32 at 112x112 1.10 -> 0.81; slower on 7-pixel rows (7x7 maps: +5-8%) and
-/// for 1x1/2 (the padded copy is 4x the input read: +25-45%).
+/// output rows in segments of up to 14 pixels (rows of 7 two at a time). Chosen for kernels
+/// larger than 1x1 with rows of 14 or more output pixels, or 7, the stems aside (implicitGemm);
+/// min latency of one Conv + Relu, 1 thread, Sapphire Rapids, against the default before: 3x3/2
+/// 128 -> 128 to 28x28 1.86 -> 1.67 ms, 256 -> 256 to 14x14 1.81 -> 1.55, 512 -> 512 to 7x7
+/// 1.72 -> 1.55, 3x3/1 512 at 7x7 1.74 -> 1.50, 64 at 56x56 1.84 -> 1.53, 128 at 28x28 1.64
+/// -> 1.51, 16 -> 32 at 112x112 1.10 -> 0.81; slower for 1x1/2 (the padded copy is 4x the
+/// input read: +25-45%).
 /// ONNXTOOL_CONV_LAYOUT=direct forces it wherever it runs; channel, pixel, implicit or gemm
 /// turn it off.
 bool directPixels(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pointwise, bool inputScale) {
@@ -166,7 +167,7 @@ bool directPixels(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool poi
   const std::string mode = env ? env : "";
   if (mode == "direct") return true;
   if (!mode.empty()) return false;
-  return g.kh * g.kw > 1 && g.ow >= 14;
+  return g.kh * g.kw > 1 && (g.ow >= 14 || g.ow == 7);
 }
 
 class PackedConvKernel : public CpuKernel {
@@ -368,6 +369,7 @@ class PackedConvKernel : public CpuKernel {
     const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t nr = pmMk_.nr, ow = g_.ow, segs = (ow + pmMk_.mr - 1) / pmMk_.mr;
+    const bool pair = ow == 7 && pmMk_.mr == 14;
     for (int64_t img = 0; img < g_.n; ++img)
       for (int64_t grp = 0; grp < g_.group; ++grp) {
         const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
@@ -400,13 +402,22 @@ class PackedConvKernel : public CpuKernel {
             td.accumulate = kb > 0;
             td.last = kb + kc >= kdim_;
             td.aOff = pdOff_.data() + kb;
-            for (int64_t oy = oy0; oy < oy1; ++oy)
+            for (int64_t oy = oy0; oy < oy1; oy += pair && oy + 1 < oy1 ? 2 : 1)
               for (int64_t sgi = 0; sgi < segs; ++sgi) {
-                const int64_t ox0 = ow * sgi / segs, len = ow * (sgi + 1) / segs - ox0, p = oy * ow + ox0;
+                // Rows of 7 pixels two at a time: one 14-row panel (TileEpilogue::aDelta).
+                const bool two = pair && oy + 1 < oy1;
+                const int64_t ox0 = ow * sgi / segs, len = two ? 14 : ow * (sgi + 1) / segs - ox0, p = oy * ow + ox0;
+                td.aDelta = two ? g_.sh * pdPw_ - 7 * g_.sw : 0;
                 const GemmMicroKernelInfo& k = pmByRows_[static_cast<size_t>(len - 1)];
                 const float* a = pad + oy * g_.sh * pdPw_ + ox0 * g_.sw;
+                // The first segment of a K block reads its weight panels cold (from L3 or
+                // memory): each call fetches the next panel towards L2 while it computes.
+                const bool cold = oy == oy0 && sgi == 0;
                 for (int64_t jp = j0; jp < j1; ++jp) {
                   const int cols = static_cast<int>(std::min<int64_t>(nr, mg_ - jp * nr));
+                  const float* next = !cold ? nullptr : jp + 1 < j1 ? wt.panel(kbi, jp + 1) : kb + kc < kdim_ ? wt.panel(kbi + 1, j0) : nullptr;
+                  td.prefetch = next;
+                  td.prefetchLines = next ? std::min(kc, std::max<int64_t>(0, kdim_ - kb - (jp + 1 < j1 ? 0 : kc))) * nr / 16 : 0;
                   td.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
                   td.residual = res ? res + yOff + jp * nr * pix_ + p : nullptr;
                   k.transposed(kc, a, wt.panel(kbi, jp), y + yOff + jp * nr * pix_ + p, pix_, static_cast<int>(len), cols, td);

@@ -445,7 +445,8 @@ TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][con
       {1, 6, 7, 3, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // 3-pixel rows
       {1, 10, 5, 1, 20, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1},      // 1-pixel rows
       {1, 32, 16, 40, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2, 20-pixel rows
-      {1, 300, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 7x7 output, K = 2700: many K blocks
+      {1, 300, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 7x7 output (rows in pairs), K = 2700: many K blocks
+      {1, 512, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 7x7, one panel: threads split the rows (a pair and a single)
       {1, 64, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // one channel panel: 2 threads split the rows
   };
   const EpilogueCase epilogues[] = {
@@ -492,8 +493,8 @@ TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 only", "[cp
 }
 
 // Which convolutions take the direct pixel-major path by default: on AVX-512, kernels larger
-// than 1x1 with rows of 14 or more output pixels, the stems aside.
-TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 14 or more pixels on AVX-512 only", "[cpu][conv]") {
+// than 1x1 with rows of 14 or more output pixels or 7, the stems aside.
+TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 7 or 14+ pixels on AVX-512 only", "[cpu][conv]") {
   ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
   ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
   std::mt19937 rng(67);
@@ -506,6 +507,7 @@ TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 14 or more pix
       {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/2 to 16x16
       {{1, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/1 at 14x14
       {{1, 32, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false},   // 13-pixel rows
+      {{1, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},    // 7-pixel rows: in pairs
       {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},    // a stem: implicit on AVX-512
       {{1, 32, 40, 40, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},   // 1x1 stride 2
       {{1, 32, 16, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false},   // pointwise
