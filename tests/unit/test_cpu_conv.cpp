@@ -1460,9 +1460,12 @@ TEST_CASE("ONNXTOOL_WINOGRAD picks the Winograd kernel where it pays and never w
   const ConvCase resnetLike{1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase strided{1, 64, 28, 28, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase fewChannels{1, 3, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const ConvCase map14{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // 4x4 tiles: the direct kernel on AVX-512
   {
     ScopedEnv unset("ONNXTOOL_WINOGRAD", "");
+    ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
     CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernelOf(map14).rfind(cpu::activeIsa() == cpu::Isa::Avx512 ? "cpu.conv.f32.gemm.direct" : "cpu.conv.f32.winograd", 0) == 0);
     CHECK(kernelOf(strided).rfind("cpu.conv.f32.gemm", 0) == 0);
     CHECK(kernelOf(fewChannels).rfind("cpu.conv.f32.gemm", 0) == 0);
   }
