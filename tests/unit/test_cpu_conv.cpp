@@ -437,10 +437,10 @@ TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][con
   const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
   const ConvCase cases[] = {
       {1, 16, 30, 30, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // 15-pixel rows: segments of 8 and 7
-      {1, 40, 28, 28, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 28: two of 14; K = 360: two K blocks; M tail
+      {1, 40, 28, 28, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 28: two of 14; K = 360; M tail
       {1, 8, 9, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 33: 11 + 11 + 11, one channel panel and a tail
       {2, 12, 12, 12, 20, 3, 3, 1, 1, 2, 2, 2, 1, 2, 3, 1},    // dilated, asymmetric pads, batch 2
-      {1, 64, 9, 9, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 9-pixel rows; K = 576: three K blocks
+      {1, 64, 9, 9, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 9-pixel rows; K = 576: two K blocks
       {1, 24, 20, 41, 36, 5, 5, 3, 2, 1, 1, 2, 2, 2, 2, 2},    // strides 3 x 2, 5x5, groups
       {1, 6, 7, 3, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // 3-pixel rows
       {1, 10, 5, 1, 20, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1},      // 1-pixel rows
