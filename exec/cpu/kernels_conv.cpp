@@ -792,10 +792,11 @@ class PackedConvKernel : public CpuKernel {
     pmMk_ = rowsKernel(mk_.isa, mk_.isa == Isa::Avx512 ? 14 : mk_.isa == Isa::Avx2 ? 6 : 4);
     for (int r = 1; r <= pmMk_.mr; ++r) pmByRows_.push_back(rowsKernel(mk_.isa, r));
     cPanels_ = (mg_ + pmMk_.nr - 1) / pmMk_.nr;
-    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels.
-    // Direct: 512 (each K block stores the tiles transposed once more; the panel then streams
-    // from L2): 3-7% faster on ResNet-50's 3x3 convolutions at 28x28, 14x14 and 7x7.
-    const int64_t kcMax = direct ? 512 : 256;
+    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels;
+    // on AVX-512 512: each K block stores the tiles (transposed) once more, which costs more
+    // than the panel streaming from L2 (against 256, 1 thread: ResNet-50's 1x1 convolutions at
+    // 14x14 and 7x7 2-5% faster, its 3x3 ones on the direct kernel 3-7%).
+    const int64_t kcMax = pmMk_.isa == Isa::Avx512 ? 512 : 256;
     for (int64_t grp = 0; grp < g_.group; ++grp)
       packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, kcMax);
     const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
