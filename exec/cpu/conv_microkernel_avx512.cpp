@@ -65,12 +65,16 @@ ONNXTOOL_AVX512 inline __mmask16 mask1(int n) {
   return n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
 }
 
-/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda); kStridedB:
-/// B's k rows ep.ldb apart (TileEpilogue::ldb). Both packed: every stride a constant.
-template <int kMr, bool kStridedA, bool kStridedB>
+/// kStridedA: A unpacked, element (i, k) at a[i * ep.lda + k] (TileEpilogue::lda); kB: B's k
+/// rows packed (0), ep.ldb apart (1: TileEpilogue::ldb), at b + ep.bOff[k] (2: bOff) or that
+/// split (3: bSkip). A and B packed: every stride a constant.
+template <int kMr, bool kStridedA, int kB>
 ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                            const TileEpilogue& ep) {
-  const int64_t ldb = kStridedB ? ep.ldb : kNr;
+  const int64_t ldb = kB == 1 ? ep.ldb : kNr;
+  const int64_t* bOff = ep.bOff;
+  const int64_t skip = ep.bSkip, half = ep.bHalf;
+  const __mmask16 lo0 = mask0(ep.bSplit[0]), lo1 = mask0(ep.bSplit[1]);
   const int64_t lda = ep.lda;
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -81,7 +85,15 @@ ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const flo
       _mm_prefetch(pf + k * 128, _MM_HINT_T1);
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
-    __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
+    const float* bk = kB >= 2 ? b + bOff[k] : b + k * ldb;
+    __m512 b0, b1;
+    if constexpr (kB == 3) {  // each half: the lanes before its split, then those from bSkip on
+      b0 = _mm512_mask_blend_ps(lo0, _mm512_loadu_ps(bk + skip), _mm512_loadu_ps(bk));
+      b1 = _mm512_mask_blend_ps(lo1, _mm512_loadu_ps(bk + half + skip), _mm512_loadu_ps(bk + half));
+    } else {
+      b0 = _mm512_loadu_ps(bk);
+      b1 = _mm512_loadu_ps(bk + 16);
+    }
     const float* ak = kStridedA ? a + k : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
@@ -98,12 +110,15 @@ ONNXTOOL_AVX512 inline void kernelMx32Impl(int64_t kc, const float* a, const flo
 template <int kMr>
 ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 const TileEpilogue& ep) {
-  if (ep.lda) {
-    if (ep.ldb) kernelMx32Impl<kMr, true, true>(kc, a, b, c, ldc, m, n, ep);
-    else kernelMx32Impl<kMr, true, false>(kc, a, b, c, ldc, m, n, ep);
+  if (ep.bOff) {
+    if (ep.bSkip) kernelMx32Impl<kMr, false, 3>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, false, 2>(kc, a, b, c, ldc, m, n, ep);
+  } else if (ep.lda) {
+    if (ep.ldb) kernelMx32Impl<kMr, true, 1>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, true, 0>(kc, a, b, c, ldc, m, n, ep);
   } else {
-    if (ep.ldb) kernelMx32Impl<kMr, false, true>(kc, a, b, c, ldc, m, n, ep);
-    else kernelMx32Impl<kMr, false, false>(kc, a, b, c, ldc, m, n, ep);
+    if (ep.ldb) kernelMx32Impl<kMr, false, 1>(kc, a, b, c, ldc, m, n, ep);
+    else kernelMx32Impl<kMr, false, 0>(kc, a, b, c, ldc, m, n, ep);
   }
 }
 
@@ -134,10 +149,14 @@ ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
 /// kernelMx32 storing the tile transposed (GemmMicroKernelInfo::transposed): each 16-column half
 /// of the kMr x 32 accumulators transposed in registers, then column j's m rows stored (masked)
 /// at c + j * ldc through the epilogue.
-template <int kMr>
-ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                                 const TileEpilogue& ep) {
+/// kIndirectA: A element (i, k) at a[ep.aOff[k] + i * ep.aStride] (TileEpilogue::aOff), rows
+/// from kPair on ep.aDelta further (two output rows of kPair pixels; 0: one run).
+template <int kMr, bool kIndirectA, int kPair = 0>
+ONNXTOOL_AVX512 inline void kernelMx32TImpl(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                            const TileEpilogue& ep) {
   const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
+  const int64_t* aOff = ep.aOff;
+  const int64_t as = ep.aStride, delta = ep.aDelta;
   static_assert(kMr <= 16);
   __m512 acc[kMr][2];
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -149,10 +168,10 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm_prefetch(pf + k * 128 + 64, _MM_HINT_T1);
     }
     __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
-    const float* ak = a + k * kMr;
+    const float* ak = kIndirectA ? a + aOff[k] : a + k * kMr;
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(ak[i]);
+      __m512 av = _mm512_set1_ps(kIndirectA ? ak[i * as + (kPair && i >= kPair ? delta : 0)] : ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -179,6 +198,19 @@ ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, flo
       _mm512_mask_storeu_ps(cj, km, v);
     }
   }
+}
+
+template <int kMr>
+ONNXTOOL_AVX512 void kernelMx32T(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                 const TileEpilogue& ep) {
+  if constexpr (kMr == 14) {
+    if (ep.aOff && ep.aDelta) {
+      kernelMx32TImpl<14, true, 7>(kc, a, b, c, ldc, m, n, ep);
+      return;
+    }
+  }
+  if (ep.aOff) kernelMx32TImpl<kMr, true>(kc, a, b, c, ldc, m, n, ep);
+  else kernelMx32TImpl<kMr, false>(kc, a, b, c, ldc, m, n, ep);
 }
 
 /// One row (GEMV): four independent accumulator pairs over k (k mod 4), summed at the end, so
@@ -419,8 +451,8 @@ ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseSha
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   // 12 rows (24 accumulators) unless 8 pads m to fewer rows (m = 16, 32, 64, 160, ...).
   const int64_t pad12 = (m + 11) / 12 * 12, pad8 = (m + 7) / 8 * 8;
-  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512, nullptr, true};
-  return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true};
+  if (pad8 < pad12) return {8, kNr, kernelMx32<8>, Isa::Avx512, nullptr, true, true};
+  return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() { return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane}; }
 
@@ -432,7 +464,7 @@ GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {
                                                  kernelMx32T<6>,  kernelMx32T<7>,  kernelMx32T<8>,  kernelMx32T<9>,  kernelMx32T<10>,
                                                  kernelMx32T<11>, kernelMx32T<12>, kernelMx32T<13>, kernelMx32T<14>};
   const int rows = mr < 1 ? 1 : mr > 14 ? 14 : mr;
-  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1], rows > 1};
+  return {rows, kNr, kByRows[rows - 1], Isa::Avx512, kByRowsT[rows - 1], rows > 1, rows > 1};
 }
 
 #else

@@ -38,6 +38,25 @@ struct TileEpilogue {
   /// B's k rows `ldb` floats apart instead of packed (NR): an unpacked B whose NR columns from
   /// `b` on are all readable in every row (a pointwise convolution's input planes); 0: packed.
   int64_t ldb = 0;
+  /// B's k row kk at b + bOff[kk] (an implicit convolution: each row one kernel tap of the
+  /// phase-split input planes, every NR columns from there on readable), overriding ldb; for
+  /// kernels with GemmMicroKernelInfo::splitB only; nullptr: packed (or ldb).
+  const int64_t* bOff = nullptr;
+  /// With bOff, kernels with GemmMicroKernelInfo::splitB only: each 16-column half h of the
+  /// tile (columns 16 h + t, t < 16) reads b + bOff[k] + (h ? bHalf : 0) + t for t < bSplit[h]
+  /// and that + bSkip from there on (a tile of output pixels wrapping to the next row of an
+  /// implicit convolution's planes; both runs are read whole: 16 floats from b + bOff[k] (+
+  /// bHalf) and 16 from there + bSkip must be readable); bSkip 0: no split.
+  int64_t bSkip = 0, bHalf = 16;
+  int bSplit[2] = {16, 16};
+  /// A unpacked, element (i, k) at a[aOff[k] + i * aStride] (a direct convolution's input:
+  /// row i an output pixel, k a kernel tap): for the AVX-512 transposing kernels
+  /// (GemmMicroKernelInfo::transposed) only; every one of the kernel's MR rows readable.
+  const int64_t* aOff = nullptr;
+  int64_t aStride = 1;
+  /// With aOff, the 14-row kernel only: rows 7 to 13 read aDelta floats further (two output
+  /// rows of 7 pixels); 0: one run.
+  int64_t aDelta = 0;
   /// A unpacked, element (i, k) at a[i * lda + k], every one of the kernel's MR rows readable
   /// (kernels with GemmMicroKernelInfo::stridedA only); 0: packed.
   int64_t lda = 0;
@@ -58,6 +77,9 @@ struct GemmMicroKernelInfo {
   /// Whether `kernel` honours TileEpilogue::lda (an unpacked A): the AVX-512 kernels of 2 to 14
   /// rows; the others read A packed only.
   bool stridedA = false;
+  /// Whether `kernel` honours TileEpilogue::bOff (B rows at a table of offsets) and bSkip: the
+  /// AVX-512 kernels of 2 to 14 rows.
+  bool splitB = false;
 };
 
 /// The micro-kernel of an ISA path (defined in the ISA's own file); AVX-512 picks its row count

@@ -129,19 +129,63 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
   return pmCost < cmCost;
 }
 
+/// Whether the packed kernel computes a convolution of this geometry channel-major as an
+/// implicit GEMM over phase-split input planes (PackedConvKernel::computeImplicit) instead of
+/// packing the column matrix: the stems (one group of at most 4 input channels, a kernel
+/// wider than 1x1, 16 or more output columns) on AVX-512, whose kernels read the planes in place (GemmMicroKernelInfo::splitB): there
+/// the im2col gather is a fifth of the work (min latency, 1 thread, Sapphire Rapids: ResNet-50's
+/// 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Not chosen elsewhere:
+/// ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2 ones lose
+/// 10-15% (the planes are an extra pass), and on AVX2 a 3x3/2 stem loses 5%.
+/// ONNXTOOL_CONV_LAYOUT=implicit forces it wherever it runs (tests; packed planes without
+/// splitB), channel, pixel or gemm turn it off.
+bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pixelMajor, bool pointwise, bool inputScale) {
+  if (inputScale || g.n * g.oh * g.ow == 0) return false;
+  if (pointwise && g.sh == 1 && g.sw == 1) return false;
+  const char* env = std::getenv("ONNXTOOL_CONV_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "implicit") return true;
+  if (mode == "channel" || mode == "pixel" || mode == "gemm" || pixelMajor) return false;
+  return cm.splitB && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
+}
+
+/// Whether the packed kernel computes a convolution of this geometry pixel-major and direct
+/// (PackedConvKernel::computePxDirect): the input zero-padded once, the transposing AVX-512
+/// micro-kernels broadcasting each output pixel's taps straight from it (no pixel packing),
+/// output rows in segments of up to 14 pixels (rows of 7 two at a time). Chosen for kernels
+/// larger than 1x1 with rows of 14 or more output pixels, or 7, the stems aside (implicitGemm);
+/// min latency of one Conv + Relu, 1 thread, Sapphire Rapids, against the default before: 3x3/2
+/// 128 -> 128 to 28x28 1.86 -> 1.67 ms, 256 -> 256 to 14x14 1.81 -> 1.55, 512 -> 512 to 7x7
+/// 1.72 -> 1.55, 3x3/1 512 at 7x7 1.74 -> 1.50, 64 at 56x56 1.84 -> 1.53, 128 at 28x28 1.64
+/// -> 1.51, 16 -> 32 at 112x112 1.10 -> 0.81; slower for 1x1/2 (the padded copy is 4x the
+/// input read: +25-45%).
+/// ONNXTOOL_CONV_LAYOUT=direct forces it wherever it runs; channel, pixel, implicit or gemm
+/// turn it off.
+bool directPixels(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pointwise, bool inputScale) {
+  if (inputScale || pointwise || g.n * g.oh * g.ow == 0 || !rowsKernel(cm.isa, 14).transposed) return false;
+  const char* env = std::getenv("ONNXTOOL_CONV_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "direct") return true;
+  if (!mode.empty()) return false;
+  return g.kh * g.kw > 1 && (g.ow >= 14 || g.ow == 7);
+}
+
 class PackedConvKernel : public CpuKernel {
  public:
-  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, std::string suffix,
-                   int threads)
-      : g_(g), ep_(ep), mk_(mk), variant_((pixelMajor ? ".gemm.px." : ".gemm.") + std::string(isaName(mk.isa)) + suffix),
-        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor) {
+  /// `direct` (with pixelMajor): the pixel panels read from the padded input (computePxDirect).
+  PackedConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, GemmMicroKernelInfo mk, bool pixelMajor, bool implicit,
+                   bool direct, std::string suffix, int threads)
+      : g_(g), ep_(ep), mk_(mk),
+        variant_((pixelMajor ? (direct ? ".gemm.direct." : ".gemm.px.") : implicit ? ".gemm.implicit." : ".gemm.") +
+                 std::string(isaName(mk.isa)) + suffix),
+        threads_(std::max(threads, 1)), pixelMajor_(pixelMajor), implicit_(implicit && !pixelMajor) {
     cg_ = g.c / g.group;
     mg_ = g.m / g.group;
     kdim_ = cg_ * g.kh * g.kw;
     pix_ = g.oh * g.ow;
     pointwise_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
     if (pixelMajor_) {
-      initPixelMajor(weights);
+      initPixelMajor(weights, direct);
       return;
     }
     mPanels_ = (mg_ + mk.mr - 1) / mk.mr;
@@ -159,11 +203,14 @@ class PackedConvKernel : public CpuKernel {
         float* dst = packedW_.data() + ((grp * mPanels_ + r / mk.mr) * kdim_) * mk.mr + r % mk.mr;
         for (int64_t k = 0; k < kdim_; ++k) dst[k * mk.mr] = src[k];
       }
+    if (implicit_) initImplicit();
   }
 
   /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
   /// packed pixel panels, a gathered row, and the block's transposed product).
   size_t workspaceBytes() const override {
+    if (implicit_) return static_cast<size_t>(imPhaseFloats_ + threads_ * (imScratchFloats_ + imPackedFloats_)) * sizeof(float);
+    if (pxDirect_) return static_cast<size_t>(cg_ * pdPh_ * pdPw_) * sizeof(float);
     return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_ + scaledWFloats()) *
            sizeof(float);
   }
@@ -176,6 +223,14 @@ class PackedConvKernel : public CpuKernel {
     float* ws = static_cast<float*>(args.workspace);
     // A thread per ~2 MFLOP at most: waking a worker costs microseconds.
     const int threads = static_cast<int>(std::clamp<double>(flops() / 2e6, 1, threads_));
+    if (implicit_) {
+      computeImplicit(args, threads);
+      return;
+    }
+    if (pxDirect_) {
+      computePxDirect(args, threads);
+      return;
+    }
     if (pixelMajor_) {
       if (sharedPanelsFloats_ > 0 && threads > 1 && splitChannels(threads)) {
         // One image and group, one pixel block: the threads pack the pixel panels of all of K
@@ -301,6 +356,320 @@ class PackedConvKernel : public CpuKernel {
       }
   }
 
+  /// Pixel-major and direct (pxDirect_): per image and group, the input zero-padded once
+  /// (pdPh_ x pdPw_ per channel); each output row in segments of at most 14 pixels, a segment's
+  /// pixel panel read by the transposing micro-kernel straight from the padded planes (pixel i
+  /// of tap k at pdOff_[k] + i sw: TileEpilogue::aOff; no pixel packing), times the W^T panels,
+  /// stored transposed into NCHW with the epilogue. Threads split the channel panels (or the
+  /// output rows where there are fewer panels than threads).
+  void computePxDirect(const CpuComputeArgs& args, int threads) const {
+    float* pad = static_cast<float*>(args.workspace);
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t nr = pmMk_.nr, ow = g_.ow, segs = (ow + pmMk_.mr - 1) / pmMk_.mr;
+    const bool pair = ow == 7 && pmMk_.mr == 14;
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+        parallelRanges(args.pool, threads, cg_, 1, [&](int64_t c0, int64_t c1, int) {
+          const int64_t x0 = std::clamp<int64_t>(g_.padL, 0, pdPw_), x1 = std::clamp<int64_t>(g_.padL + g_.w, x0, pdPw_);
+          for (int64_t ch = c0; ch < c1; ++ch)
+            for (int64_t py = 0; py < pdPh_; ++py) {
+              float* d = pad + (ch * pdPh_ + py) * pdPw_;
+              const int64_t iy = py - g_.padT;
+              if (iy < 0 || iy >= g_.h) {
+                std::fill(d, d + pdPw_, 0.f);
+                continue;
+              }
+              std::fill(d, d + x0, 0.f);
+              std::memcpy(d + x0, xg + (ch * g_.h + iy) * g_.w + (x0 - g_.padL), static_cast<size_t>(x1 - x0) * sizeof(float));
+              std::fill(d + x1, d + pdPw_, 0.f);
+            }
+        });
+        const PackedB& wt = packedWT_[static_cast<size_t>(grp)];
+        auto run = [&](int64_t oy0, int64_t oy1, int64_t j0, int64_t j1) {
+          TileEpilogue td;
+          td.ldr = pix_;
+          td.clamp = ep_.clamp;
+          td.lo = ep_.lo;
+          td.hi = ep_.hi;
+          td.aStride = g_.sw;
+          for (int64_t kb = 0, kbi = 0; kb < kdim_; kb += wt.kc(), ++kbi) {
+            const int64_t kc = std::min(wt.kc(), kdim_ - kb);
+            td.accumulate = kb > 0;
+            td.last = kb + kc >= kdim_;
+            td.aOff = pdOff_.data() + kb;
+            for (int64_t oy = oy0; oy < oy1; oy += pair && oy + 1 < oy1 ? 2 : 1)
+              for (int64_t sgi = 0; sgi < segs; ++sgi) {
+                // Rows of 7 pixels two at a time: one 14-row panel (TileEpilogue::aDelta).
+                const bool two = pair && oy + 1 < oy1;
+                const int64_t ox0 = ow * sgi / segs, len = two ? 14 : ow * (sgi + 1) / segs - ox0, p = oy * ow + ox0;
+                td.aDelta = two ? g_.sh * pdPw_ - 7 * g_.sw : 0;
+                const GemmMicroKernelInfo& k = pmByRows_[static_cast<size_t>(len - 1)];
+                const float* a = pad + oy * g_.sh * pdPw_ + ox0 * g_.sw;
+                // The first segment of a K block reads its weight panels cold (from L3 or
+                // memory): each call fetches the next panel towards L2 while it computes.
+                const bool cold = oy == oy0 && sgi == 0;
+                for (int64_t jp = j0; jp < j1; ++jp) {
+                  const int cols = static_cast<int>(std::min<int64_t>(nr, mg_ - jp * nr));
+                  const float* next = !cold ? nullptr : jp + 1 < j1 ? wt.panel(kbi, jp + 1) : kb + kc < kdim_ ? wt.panel(kbi + 1, j0) : nullptr;
+                  td.prefetch = next;
+                  td.prefetchLines = next ? std::min(kc, std::max<int64_t>(0, kdim_ - kb - (jp + 1 < j1 ? 0 : kc))) * nr / 16 : 0;
+                  td.colBias = bias ? bias + grp * mg_ + jp * nr : nullptr;
+                  td.residual = res ? res + yOff + jp * nr * pix_ + p : nullptr;
+                  k.transposed(kc, a, wt.panel(kbi, jp), y + yOff + jp * nr * pix_ + p, pix_, static_cast<int>(len), cols, td);
+                }
+              }
+          }
+          if (ep_.act != VecUnary::Count)
+            for (int64_t ch = j0 * nr; ch < std::min(mg_, j1 * nr); ++ch) {
+              float* yc = y + yOff + ch * pix_ + oy0 * ow;
+              vecKernels().unary[static_cast<int>(ep_.act)](yc, yc, (oy1 - oy0) * ow);
+            }
+        };
+        if (threads > 1 && cPanels_ < threads)
+          parallelRanges(args.pool, threads, g_.oh, 1, [&](int64_t b, int64_t e, int) { run(b, e, 0, cPanels_); });
+        else
+          parallelRanges(args.pool, threads, cPanels_, 1, [&](int64_t b, int64_t e, int) { run(0, g_.oh, b, e); });
+      }
+  }
+
+  /// Implicit GEMM (implicit_): per image and group, the input is first split into zero-padded
+  /// phase planes (stride sh x sw: padded pixel (py, px) to phase (py % sh, px % sw) at
+  /// (py / sh, px / sw), rows imPw_ floats), so that kernel tap (c, ki, kj) of output pixel
+  /// (oy, ox) is element (oy + ki dh / sh) imPw_ + ox + kj dw / sw of one phase plane: over the
+  /// "extended" output grid of oh rows of imPw_ pixels every row of the column matrix is one
+  /// contiguous run of a plane at the tap's offset (imOff_), read by the micro-kernel in place
+  /// (TileEpilogue::bOff), no im2col. The extended columns ox >= ow are computed and dropped:
+  /// the tiles go to a per-thread scratch block, then its valid columns to Y (straight into Y
+  /// when imPw_ == ow).
+  void computeImplicit(const CpuComputeArgs& args, int threads) const {
+    float* ws = static_cast<float*>(args.workspace);
+    float* phases = ws;
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    for (int64_t img = 0; img < g_.n; ++img)
+      for (int64_t grp = 0; grp < g_.group; ++grp) {
+        const float* xg = x + (img * g_.c + grp * cg_) * g_.h * g_.w;
+        parallelRanges(args.pool, threads, cg_, 1, [&](int64_t b, int64_t e, int) { fillPhases(xg, b, e, phases); });
+        parallelRanges(args.pool, threads, g_.oh, 1, [&](int64_t b, int64_t e, int part) {
+          for (int64_t r = b; r < e; r += imRows_)
+            implicitBlock(args, img, grp, r, std::min(e, r + imRows_), phases, ws + imPhaseFloats_ + part * (imScratchFloats_ + imPackedFloats_));
+        });
+      }
+  }
+
+  /// The phase planes of channels [c0, c1) of one image's group (see computeImplicit).
+  void fillPhases(const float* xg, int64_t c0, int64_t c1, float* phases) const {
+    const int64_t pw = imPw_, nph = static_cast<int64_t>(imPhases_.size());
+    const RowOps& ops = activeRowOps();
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t pi = 0; pi < nph; ++pi) {
+        if (imPairs_) {  // column phases 0 and 1 of a row phase together: one pass over each input row
+          if (pi % 2 == 0) fillPhasePair(xg + ch * g_.h * g_.w, imPhases_[static_cast<size_t>(pi)] / 2,
+                                         phases + (ch * nph + pi) * imPlaneFloats_, ops);
+          continue;
+        }
+        const int64_t qy = imPhases_[static_cast<size_t>(pi)] / g_.sw, qx = imPhases_[static_cast<size_t>(pi)] % g_.sw;
+        float* plane = phases + (ch * nph + pi) * imPlaneFloats_;
+        // Columns j with 0 <= j sw + qx - padL < w: [j0, j1).
+        const int64_t first = g_.padL - qx;  // j sw >= first
+        const int64_t j0 = std::clamp<int64_t>(first <= 0 ? 0 : (first + g_.sw - 1) / g_.sw, 0, pw);
+        const int64_t lim = g_.w + g_.padL - qx;  // j sw < lim
+        const int64_t j1 = std::clamp<int64_t>(lim <= 0 ? 0 : (lim + g_.sw - 1) / g_.sw, j0, pw);
+        for (int64_t r = 0; r < imPh_; ++r) {
+          float* dst = plane + r * pw;
+          const int64_t iy = r * g_.sh + qy - g_.padT;
+          if (iy < 0 || iy >= g_.h || j1 <= j0) {
+            std::fill(dst, dst + pw, 0.f);
+            continue;
+          }
+          std::fill(dst, dst + j0, 0.f);
+          const float* src = xg + (ch * g_.h + iy) * g_.w + j0 * g_.sw + qx - g_.padL;
+          if (g_.sw == 1) std::memcpy(dst + j0, src, static_cast<size_t>(j1 - j0) * sizeof(float));
+          else activeRowOps().gatherStrided(dst + j0, src, j1 - j0, g_.sw);
+          std::fill(dst + j1, dst + pw, 0.f);
+        }
+      }
+    if (c1 == cg_) std::fill(phases + cg_ * nph * imPlaneFloats_, phases + imPhaseFloats_, 0.f);  // the slack past the last plane
+  }
+
+  /// Row phase qy of one channel's plane `src`, stride 2 across: column phases 0 and 1 into
+  /// the planes at `dst` and dst + imPlaneFloats_, each padded input row split by deinterleave2.
+  void fillPhasePair(const float* src, int64_t qy, float* dst, const RowOps& ops) const {
+    const int64_t pw = imPw_, padL = g_.padL;
+    // Image columns ix land at padded px = ix + padL: phase px % 2, column px / 2 < pw.
+    const int64_t cols = std::clamp<int64_t>(2 * pw - padL, 0, g_.w);
+    float* even = dst + (padL % 2) * imPlaneFloats_;
+    float* odd = dst + ((padL + 1) % 2) * imPlaneFloats_;
+    for (int64_t r = 0; r < imPh_; ++r) {
+      float* d0 = dst + r * pw;
+      float* d1 = d0 + imPlaneFloats_;
+      const int64_t iy = r * g_.sh + qy - g_.padT;
+      std::fill(d0, d0 + pw, 0.f);
+      std::fill(d1, d1 + pw, 0.f);
+      if (iy < 0 || iy >= g_.h || cols == 0) continue;
+      ops.deinterleave2(src + iy * g_.w, cols, even + r * pw + padL / 2, odd + r * pw + (padL + 1) / 2);
+    }
+  }
+
+  /// Output rows [r0, r1) of one image's group, every output channel; `scratch` holds
+  /// imScratchFloats_ floats.
+  void implicitBlock(const CpuComputeArgs& args, int64_t img, int64_t grp, int64_t r0, int64_t r1, const float* phases,
+                     float* scratch) const {
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int mr = mk_.mr, nr = mk_.nr;
+    const int64_t pw = imPw_, e0 = r0 * pw, ne = (r1 - r0) * pw, tiles = (ne + nr - 1) / nr;
+    const int64_t yOff = (img * g_.m + grp * mg_) * pix_;
+    if (imSplit_) {
+      // Tiles of output pixels straight into Y, each 16-pixel half reading its row's plane
+      // run and, past a row's end, the next row's (TileEpilogue::bSkip; ow >= 16: at most one
+      // row end in a half).
+      const int64_t ow = g_.ow, p0 = r0 * ow, p1 = r1 * ow;
+      auto ext = [&](int64_t p) { return p / ow * pw + p % ow; };  // a pixel's extended index
+      auto split = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(16, ow - p % ow)); };
+      TileEpilogue te;
+      te.clamp = ep_.clamp;
+      te.lo = ep_.lo;
+      te.hi = ep_.hi;
+      te.ldr = pix_;
+      for (int64_t kb = 0; kb < kdim_; kb += imKc_) {
+        const int64_t kc = std::min(imKc_, kdim_ - kb);
+        te.accumulate = kb > 0;
+        te.last = kb + kc == kdim_;
+        te.bOff = imOff_.data() + kb;
+        for (int64_t p = p0; p < p1; p += nr) {
+          const int cols = static_cast<int>(std::min<int64_t>(nr, p1 - p));
+          const int64_t e = ext(p);
+          te.bSplit[0] = split(p);
+          te.bSplit[1] = split(p + 16);
+          te.bHalf = ext(p + 16) - e;  // 16 + pw - ow where a row ends between the halves
+          te.bSkip = te.bSplit[0] < 16 || te.bSplit[1] < 16 || te.bHalf != 16 ? pw - ow : 0;
+          for (int64_t mp = 0; mp < mPanels_; ++mp) {
+            const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
+            const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+            te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+            const int64_t off = yOff + mp * mr * pix_ + p;
+            te.residual = res ? res + off : nullptr;
+            mk_.kernel(kc, a, phases + e, y + off, pix_, rows, cols, te);
+          }
+        }
+      }
+      if (ep_.act != VecUnary::Count)
+        for (int64_t m = 0; m < mg_; ++m) vecKernels().unary[static_cast<int>(ep_.act)](y + yOff + m * pix_ + p0, y + yOff + m * pix_ + p0, p1 - p0);
+      return;
+    }
+    const bool direct = pw == g_.ow;  // the extended grid is the output's
+    // Residual, clamp and activation after the copy out of the scratch (the residual comes
+    // before the clamp); the bias always in the kernel.
+    const bool late = !direct && ep_.residual;
+    TileEpilogue te;
+    te.clamp = ep_.clamp && !late;
+    te.lo = ep_.lo;
+    te.hi = ep_.hi;
+    te.ldr = pix_;
+    // The column matrix's block over the extended pixels: each row one run of a plane, copied
+    // into the NR-column panels in whole panels (the last one reads past the block: slack).
+    float* packed = scratch + imScratchFloats_;
+    for (int64_t kb = 0; kb < kdim_; kb += kc_) {
+      const int64_t kc = std::min(kc_, kdim_ - kb);
+      te.accumulate = kb > 0;
+      te.last = kb + kc == kdim_;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const float* src = phases + imOff_[static_cast<size_t>(kb + kk)] + e0;
+        float* dst = packed + kk * nr;
+        if (nr == 32)
+          for (int64_t jp = 0; jp < tiles; ++jp) std::memcpy(dst + jp * kc * 32, src + jp * 32, 32 * sizeof(float));
+        else
+          for (int64_t jp = 0; jp < tiles; ++jp) std::memcpy(dst + jp * kc * nr, src + jp * nr, static_cast<size_t>(nr) * sizeof(float));
+      }
+      for (int64_t mp = 0; mp < mPanels_; ++mp) {
+        const int rows = static_cast<int>(std::min<int64_t>(mr, mg_ - mp * mr));
+        const float* a = packedW_.data() + ((grp * mPanels_ + mp) * kdim_ + kb) * mr;
+        te.bias = bias ? bias + grp * mg_ + mp * mr : nullptr;
+        for (int64_t jp = 0; jp < tiles; ++jp) {
+          const int cols = static_cast<int>(std::min<int64_t>(nr, ne - jp * nr));
+          const float* b = packed + jp * kc * nr;
+          if (direct) {
+            const int64_t off = yOff + mp * mr * pix_ + e0 + jp * nr;
+            te.residual = res ? res + off : nullptr;
+            mk_.kernel(kc, a, b, y + off, pix_, rows, cols, te);
+          } else {
+            mk_.kernel(kc, a, b, scratch + mp * mr * ne + jp * nr, ne, rows, cols, te);
+          }
+        }
+      }
+    }
+    const int64_t ow = g_.ow, len = (r1 - r0) * ow;
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    for (int64_t m = 0; m < mg_; ++m) {
+      float* dst = y + yOff + m * pix_ + r0 * ow;
+      if (!direct) {
+        const float* src = scratch + m * ne;
+        for (int64_t r = 0; r < r1 - r0; ++r) std::memcpy(dst + r * ow, src + r * pw, static_cast<size_t>(ow) * sizeof(float));
+        if (late) {
+          const float* rr = res + yOff + m * pix_ + r0 * ow;
+          for (int64_t i = 0; i < len; ++i) {
+            float v = dst[i] + rr[i];
+            if (ep_.clamp) {  // max then min, as Clip; NaN stays NaN
+              v = v < ep_.lo ? ep_.lo : v;
+              v = v > ep_.hi ? ep_.hi : v;
+            }
+            dst[i] = v;
+          }
+        }
+      }
+      if (act) act(dst, dst, len);
+    }
+  }
+
+  /// Implicit GEMM set-up: the phases the taps read, the planes' extent, each tap's offset,
+  /// the rows per block.
+  void initImplicit() {
+    const int64_t nr = mk_.nr;
+    // K blocks: a tile's rows of B (kc runs of 32 floats from all over the planes, two or
+    // three lines each) stay in L1 across the weight panels.
+    const int64_t kBlocks = std::max<int64_t>(1, (kdim_ + 159) / 160);
+    imKc_ = std::max<int64_t>(1, (kdim_ + kBlocks - 1) / kBlocks);
+    imPw_ = g_.ow + (g_.kw - 1) * g_.dw / g_.sw;
+    imPh_ = g_.oh + (g_.kh - 1) * g_.dh / g_.sh;
+    imPlaneFloats_ = imPh_ * imPw_;
+    std::vector<int64_t> index(static_cast<size_t>(g_.sh * g_.sw), -1);
+    for (int64_t ki = 0; ki < g_.kh; ++ki)
+      for (int64_t kj = 0; kj < g_.kw; ++kj) {
+        const int64_t ph = (ki * g_.dh) % g_.sh * g_.sw + (kj * g_.dw) % g_.sw;
+        if (index[static_cast<size_t>(ph)] < 0) index[static_cast<size_t>(ph)] = 0;
+      }
+    for (int64_t ph = 0; ph < g_.sh * g_.sw; ++ph)
+      if (index[static_cast<size_t>(ph)] == 0) {
+        index[static_cast<size_t>(ph)] = static_cast<int64_t>(imPhases_.size());
+        imPhases_.push_back(ph);
+      }
+    const int64_t nph = static_cast<int64_t>(imPhases_.size());
+    // Stride 2 across with both column phases of every row phase read: filled in pairs.
+    imPairs_ = g_.sw == 2 && nph == 2 * g_.sh;
+    imOff_.resize(static_cast<size_t>(kdim_));
+    for (int64_t k = 0; k < kdim_; ++k) {
+      const int64_t ch = k / (g_.kh * g_.kw), ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+      const int64_t ph = (ki * g_.dh) % g_.sh * g_.sw + (kj * g_.dw) % g_.sw;
+      imOff_[static_cast<size_t>(k)] = (ch * nph + index[static_cast<size_t>(ph)]) * imPlaneFloats_ + (ki * g_.dh) / g_.sh * imPw_ +
+                                       (kj * g_.dw) / g_.sw;
+    }
+    // A tile past the last pixel reads past the last plane (up to a row and a tile).
+    imPhaseFloats_ = roundUp(cg_ * nph * imPlaneFloats_ + 2 * (imPw_ + nr), 16);
+    // Rows per block: the block's product (all output channels) within ~256 KiB.
+    const int64_t mpad = mPanels_ * mk_.mr;
+    imRows_ = std::clamp<int64_t>(65536 / std::max<int64_t>(mpad * imPw_, 1), 1, std::max<int64_t>(g_.oh, 1));
+    // Few input channels (the stems): B read in place (TileEpilogue::bSkip), else packed.
+    imSplit_ = mk_.splitB && imPw_ != g_.ow && g_.ow >= 16 && cg_ <= 4;
+    imScratchFloats_ = imPw_ == g_.ow || imSplit_ ? 0 : roundUp(mpad * imRows_ * imPw_, 16);
+    imPackedFloats_ = imSplit_ ? 0 : kc_ * roundUp(imRows_ * imPw_, nr);
+  }
+
   /// Floats of the per-image scaled weights (inputScale), else 0.
   int64_t scaledWFloats() const { return ep_.inputScale ? g_.n * mPanels_ * kdim_ * mk_.mr : 0; }
 
@@ -419,13 +788,17 @@ class PackedConvKernel : public CpuKernel {
 
  private:
   /// Pixel-major set-up: W_g^T packed per group, the pixel panels' kernels, the pixel block.
-  void initPixelMajor(const float* weights) {
+  void initPixelMajor(const float* weights, bool direct) {
     pmMk_ = rowsKernel(mk_.isa, mk_.isa == Isa::Avx512 ? 14 : mk_.isa == Isa::Avx2 ? 6 : 4);
     for (int r = 1; r <= pmMk_.mr; ++r) pmByRows_.push_back(rowsKernel(mk_.isa, r));
     cPanels_ = (mg_ + pmMk_.nr - 1) / pmMk_.nr;
-    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels.
+    // K blocks of at most 256: a weight panel (kc x NR) stays in L1 across the pixel panels;
+    // on AVX-512 512: each K block stores the tiles (transposed) once more, which costs more
+    // than the panel streaming from L2 (against 256, 1 thread: ResNet-50's 1x1 convolutions at
+    // 14x14 and 7x7 2-5% faster, its 3x3 ones on the direct kernel 3-7%).
+    const int64_t kcMax = pmMk_.isa == Isa::Avx512 ? 512 : 256;
     for (int64_t grp = 0; grp < g_.group; ++grp)
-      packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, 256);
+      packedWT_.emplace_back(weights + grp * mg_ * kdim_, kdim_, true, kdim_, mg_, pmMk_.nr, kcMax);
     const int64_t kc = std::max<int64_t>(1, packedWT_.front().kc());
     // Pixel blocks: the packed pixels (block x kc) within ~256 KiB and, without a transposing
     // kernel, the product (block x channels) within ~1 MiB of L2; equal blocks in whole panels.
@@ -442,6 +815,19 @@ class PackedConvKernel : public CpuKernel {
     // block, several K blocks, the panels of all of K within ~2 MiB.
     const int64_t allPanels = kdim_ * roundUp(pix_, pmMk_.mr);
     if (threads_ > 1 && g_.n * g_.group == 1 && pix_ <= pmBlock_ && kdim_ > kc && allPanels <= 524288) sharedPanelsFloats_ = allPanels;
+    // Direct (computePxDirect): the AVX-512 transposing kernels read the pixel panels from
+    // the zero-padded input.
+    pxDirect_ = direct && pmMk_.transposed && !pointwise_;
+    if (pxDirect_) {
+      pdPh_ = (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1;
+      pdPw_ = (g_.ow - 1) * g_.sw + (g_.kw - 1) * g_.dw + 1;
+      pdOff_.resize(static_cast<size_t>(kdim_));
+      for (int64_t k = 0; k < kdim_; ++k) {
+        const int64_t ch = k / (g_.kh * g_.kw), ki = (k / g_.kw) % g_.kh, kj = k % g_.kw;
+        pdOff_[static_cast<size_t>(k)] = (ch * pdPh_ + ki * g_.dh) * pdPw_ + kj * g_.dw;
+      }
+      return;
+    }
     // Small maps: per kernel tap, the input offset of every output pixel in its channel's plane
     // (-1: padding), so that packing a row of the column matrix is one gather (fillRow's
     // per-output-row bounds cost more than the copy when rows are 7 or 14 pixels).
@@ -626,7 +1012,17 @@ class PackedConvKernel : public CpuKernel {
   std::string variant_;
   int threads_;
   bool pixelMajor_ = false;
+  bool implicit_ = false;
   bool pointwise_ = false;
+  // Implicit GEMM (computeImplicit): the phases read (index sy * sw + sx), plane extent,
+  // per-tap offsets, rows per block, workspace floats (the planes; scratch per thread).
+  std::vector<int64_t> imPhases_, imOff_;
+  bool pxDirect_ = false;  ///< pixel-major, pixel panels read from the padded input (computePxDirect)
+  int64_t pdPh_ = 0, pdPw_ = 0;
+  std::vector<int64_t> pdOff_;  ///< per tap: its offset in the padded planes
+  bool imSplit_ = false;  ///< tiles of output pixels straight into Y (TileEpilogue::bSkip)
+  bool imPairs_ = false;  ///< phases filled two at a time (fillPhasePair)
+  int64_t imKc_ = 1, imPw_ = 0, imPh_ = 0, imPlaneFloats_ = 0, imPhaseFloats_ = 0, imRows_ = 1, imScratchFloats_ = 0, imPackedFloats_ = 0;
   int64_t cg_, mg_, kdim_, pix_, mPanels_ = 0, kc_ = 0, nc_ = 0;
   PackedFloats packedW_;
   // Pixel-major: the pixel panels' kernel and one per tail row count, W_g^T per group, channel
@@ -917,9 +1313,14 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   }
   if (!k) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
-    const bool px = pixelMajor(g, mk);
+    bool px = pixelMajor(g, mk);
     if (px && ep.inputScale) return nullptr;  // the executor then runs the Mul, and the conv pixel-major
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, suffix, info.threads);
+    const bool pointwise = g.kh == 1 && g.kw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
+    const bool implicit = implicitGemm(g, mk, px, pointwise, ep.inputScale);
+    if (implicit) px = false;
+    const bool direct = !implicit && directPixels(g, mk, pointwise, ep.inputScale);
+    if (direct) px = true;
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, implicit, direct, suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

@@ -379,6 +379,149 @@ TEST_CASE("cpu packed Conv splits either layout across threads and matches the r
   }
 }
 
+// The implicit GEMM (forced with ONNXTOOL_CONV_LAYOUT=implicit): the input split into
+// zero-padded phase planes, each row of the column matrix a run of one plane. Stems (at most
+// 4 input channels, 16 or more output columns) read the planes in place on AVX-512, tiles of
+// output pixels wrapping from one output row to the next (TileEpilogue::bSkip) at every offset
+// of a row end in a tile (widths 16 to 70); the rest, and the other ISA paths, pack the runs
+// over the "extended" output rows and copy the valid columns out (straight into Y where the
+// rows have no extra columns: 1x1 stride 2). Strides 1 to 3, dilations, asymmetric and zero
+// pads, K across several blocks, groups, batch 2, weight panel tails and every epilogue, at 1
+// and 2 threads (CTest runs it again per lower ISA path).
+TEST_CASE("cpu implicit-GEMM Conv over phase-split planes matches the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  ScopedEnv implicit("ONNXTOOL_CONV_LAYOUT", "implicit");
+  std::mt19937 rng(64);
+  const ConvCase cases[] = {
+      {1, 3, 40, 36, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1},     // a 7x7/2 stem, 18 columns: rows end inside both halves
+      {1, 4, 30, 65, 13, 7, 7, 2, 2, 1, 1, 3, 3, 2, 3, 1},     // K = 196: two K blocks, asymmetric pads, 33 columns
+      {1, 3, 37, 37, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     // a 3x3/2 stem, 19 columns
+      {2, 1, 20, 64, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // stride 1, 64 columns (rows end on tile edges), batch 2
+      {1, 3, 20, 70, 12, 5, 5, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // stride 3 (9 phases), 24 columns
+      {1, 2, 30, 40, 9, 3, 3, 2, 2, 2, 2, 2, 1, 2, 3, 1},      // dilated: taps of one phase only per row
+      {1, 3, 17, 33, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},     // no pads, 16 columns
+      {1, 3, 20, 20, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     // 10 columns: packed
+      {1, 24, 15, 17, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // many channels: packed planes
+      {1, 64, 11, 13, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // K = 576 across blocks
+      {1, 40, 13, 13, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2: straight into Y
+      {2, 24, 12, 12, 36, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},    // groups, batch 2
+      {1, 16, 9, 30, 130, 3, 3, 1, 2, 1, 1, 1, 0, 1, 2, 1},    // strides 1 x 2, M tail
+      {1, 8, 34, 34, 24, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1},     // 2x2/2 (patchify): one phase per tap
+  };
+  const EpilogueCase epilogues[] = {
+      {false, false, false, ""},   {true, false, false, "relu"}, {true, true, false, "clip"},  {false, true, true, "relu"},
+      {true, false, true, ""},     {true, true, false, "hardswish"}, {false, true, false, "silu"}, {true, false, true, "clip"},
+  };
+  for (size_t ci = 0; ci < std::size(cases); ++ci)
+    for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+      if ((ci + ei) % 3) continue;
+      Builder b = fusedConvModel(cases[ci], epilogues[ei], rng);
+      INFO("case " << ci << " epilogue " << ei << " " << describe(cases[ci]));
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm.implicit."));
+    }
+}
+
+// The direct pixel-major convolution (forced with ONNXTOOL_CONV_LAYOUT=direct; AVX-512 only,
+// elsewhere the packed kernel runs): the input zero-padded once, output rows in segments of up
+// to 14 pixels broadcast by the transposing micro-kernels straight from it (every segment
+// length 1 to 14: rows of 1 to 33 pixels), K across several blocks, channel panel tails,
+// strides, dilations, asymmetric pads, groups, batch 2, every epilogue; 2 threads split the
+// channel panels, or the rows where there is one panel.
+TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][conv]") {
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  ScopedEnv direct("ONNXTOOL_CONV_LAYOUT", "direct");
+  std::mt19937 rng(66);
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  const ConvCase cases[] = {
+      {1, 16, 30, 30, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // 15-pixel rows: segments of 8 and 7
+      {1, 40, 28, 28, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 28: two of 14; K = 360; M tail
+      {1, 8, 9, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 33: 11 + 11 + 11, one channel panel and a tail
+      {2, 12, 12, 12, 20, 3, 3, 1, 1, 2, 2, 2, 1, 2, 3, 1},    // dilated, asymmetric pads, batch 2
+      {1, 64, 9, 9, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // 9-pixel rows; K = 576: two K blocks
+      {1, 24, 20, 41, 36, 5, 5, 3, 2, 1, 1, 2, 2, 2, 2, 2},    // strides 3 x 2, 5x5, groups
+      {1, 6, 7, 3, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},       // 3-pixel rows
+      {1, 10, 5, 1, 20, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1},      // 1-pixel rows
+      {1, 32, 16, 40, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2, 20-pixel rows
+      {1, 300, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 7x7 output (rows in pairs), K = 2700: many K blocks
+      {1, 512, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 7x7, one panel: threads split the rows (a pair and a single)
+      {1, 64, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // one channel panel: 2 threads split the rows
+  };
+  const EpilogueCase epilogues[] = {
+      {false, false, false, ""},   {true, false, false, "relu"}, {true, true, false, "clip"},  {false, true, true, "relu"},
+      {true, false, true, ""},     {true, true, false, "hardswish"}, {false, true, false, "silu"}, {true, false, true, "clip"},
+  };
+  for (size_t ci = 0; ci < std::size(cases); ++ci)
+    for (size_t ei = 0; ei < std::size(epilogues); ++ei) {
+      if ((ci + ei) % 3) continue;
+      Builder b = fusedConvModel(cases[ci], epilogues[ei], rng);
+      INFO("case " << ci << " epilogue " << ei << " " << describe(cases[ci]));
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm.direct.") == avx512);
+      CHECK(ranOn(kernels, "cpu.conv.f32.gemm."));
+    }
+}
+
+// Which convolutions take the implicit GEMM by default: the stems on AVX-512 only.
+TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 only", "[cpu][conv]") {
+  ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
+  std::mt19937 rng(65);
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  struct Pick {
+    ConvCase k;
+    bool implicit;
+  };
+  const Pick picks[] = {
+      {{1, 3, 64, 64, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1}, avx512},  // a 7x7/2 stem
+      {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // a 3x3/2 stem
+      {{1, 3, 24, 24, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},   // 12 columns
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},  // 16 input channels: direct
+      {{1, 16, 32, 32, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},  // 1x1 stride 2
+  };
+  for (const Pick& p : picks) {
+    Builder b = fusedConvModel(p.k, {true, false, false, "relu"}, rng);
+    INFO(describe(p.k));
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 1);
+    CHECK(ranOn(kernels, "cpu.conv.f32.gemm.implicit.") == p.implicit);
+  }
+}
+
+// Which convolutions take the direct pixel-major path by default: on AVX-512, kernels larger
+// than 1x1 with rows of 14 or more output pixels or 7, the stems aside.
+TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 7 or 14+ pixels on AVX-512 only", "[cpu][conv]") {
+  ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
+  std::mt19937 rng(67);
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  struct Pick {
+    ConvCase k;
+    bool direct;
+  };
+  const Pick picks[] = {
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/2 to 16x16
+      {{1, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/1 at 14x14
+      {{1, 32, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false},   // 13-pixel rows
+      {{1, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},    // 7-pixel rows: in pairs
+      {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},    // a stem: implicit on AVX-512
+      {{1, 32, 40, 40, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},   // 1x1 stride 2
+      {{1, 32, 16, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false},   // pointwise
+  };
+  for (const Pick& p : picks) {
+    Builder b = fusedConvModel(p.k, {true, false, false, "relu"}, rng);
+    INFO(describe(p.k));
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-3);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 1);
+    CHECK(ranOn(kernels, "cpu.conv.f32.gemm.direct.") == p.direct);
+  }
+}
+
 // Channel-major pointwise convolutions with at most four weight panels read their full pixel
 // panels straight from the input planes (TileEpilogue::ldb) and pack only a partial last panel:
 // pixel counts with and without a tail panel, below one panel, K across blocks, groups, batch 2,
@@ -1317,9 +1460,12 @@ TEST_CASE("ONNXTOOL_WINOGRAD picks the Winograd kernel where it pays and never w
   const ConvCase resnetLike{1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase strided{1, 64, 28, 28, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase fewChannels{1, 3, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const ConvCase map14{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // 4x4 tiles: the direct kernel on AVX-512
   {
     ScopedEnv unset("ONNXTOOL_WINOGRAD", "");
+    ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
     CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernelOf(map14).rfind(cpu::activeIsa() == cpu::Isa::Avx512 ? "cpu.conv.f32.gemm.direct" : "cpu.conv.f32.winograd", 0) == 0);
     CHECK(kernelOf(strided).rfind("cpu.conv.f32.gemm", 0) == 0);
     CHECK(kernelOf(fewChannels).rfind("cpu.conv.f32.gemm", 0) == 0);
   }
