@@ -353,7 +353,12 @@ void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int thr
   if (p.m <= 0 || p.n <= 0 || p.batches <= 0) return;
   const int64_t perThread = static_cast<int64_t>(gemmWorkspaceFloats(cfg, p));
   const double flops = 2.0 * static_cast<double>(p.batches) * p.m * p.n * std::max<int64_t>(p.k, 1);
-  if (cfg.minFlopsPerThread > 0) threads = static_cast<int>(std::clamp<double>(flops / cfg.minFlopsPerThread, 1, std::max(threads, 1)));
+  // A product of few rows (a classifier's GEMV) is bound by reading B, not by its FLOPs: count
+  // each float of B as 8 FLOPs of work (about this core's peak FLOP/s over its memory bandwidth),
+  // so that streaming megabytes of weights splits over the threads.
+  const double bFloats = static_cast<double>(p.k) * p.n * (p.bOffsets ? p.batches : 1);
+  const double work = std::max(flops, 8.0 * bFloats);
+  if (cfg.minFlopsPerThread > 0) threads = static_cast<int>(std::clamp<double>(work / cfg.minFlopsPerThread, 1, std::max(threads, 1)));
   if (!pool) threads = 1;
   const int mr = cfg.mk.mr, nr = cfg.mk.nr;
   if (threads == 1) {
