@@ -32,14 +32,17 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 size_t roundUp16(size_t n) { return (n + 15) / 16 * 16; }
 
+/// Query rows per work item: a block of scores of at most 1 MiB (L2-resident with its GEMM
+/// panels), a multiple of 8 rows, at most 128 and at most Sq.
+int64_t attentionRows(int64_t sq, int64_t skv) {
+  const int64_t r = std::min<int64_t>(128, 262144 / std::max<int64_t>(skv, 1)) / 8 * 8;
+  return std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(r, 8), sq));
+}
+
 class AttentionKernel : public CpuKernel {
  public:
   AttentionKernel(const AttentionLayout& l, int threads) : l_(l), threads_(std::max(threads, 1)) {
-    // Query rows per work item: a block of scores of at most 1 MiB (L2-resident with its GEMM
-    // panels), a multiple of 8 rows, at most 128 and at most Sq.
-    const int64_t len = std::max<int64_t>(l_.skv, 1);
-    int64_t r = std::min<int64_t>(128, 262144 / len) / 8 * 8;
-    rows_ = std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(r, 8), l_.sq));
+    rows_ = attentionRows(l_.sq, l_.skv);
     cfg_ = gemmConfig(activeIsa(), rows_);
     GemmProblem s, o;
     s.m = rows_, s.n = l_.skv, s.k = l_.dh, s.lda = l_.qS, s.ldb = l_.kS, s.transB = !l_.kTransposed, s.ldc = l_.skv;
@@ -361,6 +364,88 @@ void findAttentionFusions(const Graph& g, const std::function<const StaticTensor
     l.vS = dv, l.vH = skv * dv, l.vB = l.hq * l.vH;
     l.yS = dv, l.yH = sq * dv, l.yB = l.hq * l.yH;
     l.scale = scale;
+    // Q, K^T and V read where their producers' producers put them: a Transpose (and for Q and
+    // K^T a scalar Mul, folded into the scale) read only here is computed by the strides instead
+    // (BERT's and Whisper's head split, Whisper's K^T and its q/k scaling), when the head axis
+    // stays contiguous in the buffer read.
+    const Value *qIn = p->input(0), *kIn = p->input(1), *vIn = pv->input(1);
+    std::vector<const Node*> seen;
+    {
+      struct View {
+        const Value* base;
+        std::vector<int64_t> perm;  // operand axis i is base axis perm[i]
+        std::vector<const Node*> nodes;
+        float scale = 1;
+      };
+      auto through = [&](const Value* v, const Node* reader, bool scaled) {
+        View w{v, {}, {}, 1};
+        for (int64_t i = 0; i < rank; ++i) w.perm.push_back(i);
+        for (;;) {
+          const Node* n = w.base->producer();
+          if (!n || n->graph() != &g || singleReader(w.base, g) != reader || taken.count(n)) break;
+          float c = 0;
+          if (isOp(n, "Transpose") && n->input(0)) {
+            std::vector<int64_t> p1 = n->attrInts("perm", {});
+            if (p1.empty())
+              for (int64_t i = rank - 1; i >= 0; --i) p1.push_back(i);
+            if (static_cast<int64_t>(p1.size()) != rank) break;
+            for (int64_t& a : w.perm) a = p1[static_cast<size_t>(a)];
+            w.base = n->input(0);
+          } else if (scaled && isOp(n, "Mul") && n->inputs().size() == 2 && n->input(0) && n->input(1) &&
+                     (constantScalar(constantOf(n->input(1)), c) || constantScalar(constantOf(n->input(0)), c))) {
+            w.scale *= c;
+            w.base = constantScalar(constantOf(n->input(1)), c) ? n->input(0) : n->input(1);
+          } else {
+            break;
+          }
+          w.nodes.push_back(n);
+          reader = n;
+        }
+        return w;
+      };
+      // Element strides of the operand's axes in its base buffer (contiguous), or empty.
+      auto strides = [&](const View& w) -> std::vector<int64_t> {
+        const StaticTensorType* bt = typeOf(w.base);
+        if (!bt || bt->dtype != DType::Float || static_cast<int64_t>(bt->dims.size()) != rank) return {};
+        std::vector<int64_t> bs(static_cast<size_t>(rank), 1), out;
+        for (int64_t a = rank - 1; a > 0; --a) bs[static_cast<size_t>(a - 1)] = bs[static_cast<size_t>(a)] * bt->dims[static_cast<size_t>(a)];
+        for (int64_t a : w.perm) out.push_back(bs[static_cast<size_t>(a)]);
+        return out;
+      };
+      const size_t r1 = static_cast<size_t>(rank - 1), r2 = static_cast<size_t>(rank - 2);
+      const size_t hAxis = rank == 4 ? 1 : 0;
+      View qv = through(qIn, p, true), kv = through(kIn, p, true), vv = through(vIn, pv, false);
+      if (!qv.nodes.empty()) {
+        auto st = strides(qv);
+        if (!st.empty() && st[r1] == 1) {
+          qIn = qv.base, l.qS = st[r2], l.qB = rank >= 3 ? st[0] : 0, l.qH = rank == 4 ? st[hAxis] : 0;
+          l.scale *= qv.scale;
+          seen.insert(seen.end(), qv.nodes.begin(), qv.nodes.end());
+        }
+      }
+      if (!kv.nodes.empty()) {  // K^T [.., Dh, Skv]: rows of K^T (Skv contiguous) or of K (Dh contiguous)
+        auto st = strides(kv);
+        // K rows (Dh contiguous) are transposed into the GEMM's panels again for every block of
+        // query rows: worth it only when a head is one block (a materialised K^T is packed by
+        // plain copies); Whisper's encoder, 12 blocks a head, was 15% slower reading K.
+        const bool oneBlock = attentionRows(sq, skv) >= sq;
+        if (!st.empty() && (st[r1] == 1 || (st[r2] == 1 && oneBlock))) {
+          kIn = kv.base;
+          l.kTransposed = st[r1] == 1;
+          l.kS = l.kTransposed ? st[r2] : st[r1];
+          l.kB = rank >= 3 ? st[0] : 0, l.kH = rank == 4 ? st[hAxis] : 0;
+          l.scale *= kv.scale;
+          seen.insert(seen.end(), kv.nodes.begin(), kv.nodes.end());
+        }
+      }
+      if (!vv.nodes.empty()) {
+        auto st = strides(vv);
+        if (!st.empty() && st[r1] == 1) {
+          vIn = vv.base, l.vS = st[r2], l.vB = rank >= 3 ? st[0] : 0, l.vH = rank == 4 ? st[hAxis] : 0;
+          seen.insert(seen.end(), vv.nodes.begin(), vv.nodes.end());
+        }
+      }
+    }
     if (mask) {
       const StaticTensorType* mt = typeOf(mask);
       const bool boolean = covered[1]->opType == "Where";  // {Softmax, the Add or Where, ...}
@@ -379,9 +464,11 @@ void findAttentionFusions(const Graph& g, const std::function<const StaticTensor
     FusedInt8Step f;
     f.last = pv;
     f.covered = covered;
-    f.input = p->input(0);
-    f.input2 = p->input(1);
-    f.moreInputs = {pv->input(1)};
+    f.covered.insert(f.covered.end(), seen.begin(), seen.end());
+    taken.insert(f.covered.begin(), f.covered.end());
+    f.input = qIn;
+    f.input2 = kIn;
+    f.moreInputs = {vIn};
     if (mask) f.moreInputs.push_back(mask);
     f.output = pv->output(0);
     f.kernel = std::move(kernel);

@@ -1576,3 +1576,36 @@ TEST_CASE("cpu fusions: attention with a Where mask runs as one step", "[cpu][fu
                                                          std::vector<uint8_t>{1, 0, 1, 1, 0, 0, 1,  0, 0, 0, 0, 0, 0, 0,  1, 1, 1, 1, 1, 1, 1,
                                                                               0, 0, 0, 0, 0, 0, 1,  1, 0, 0, 1, 0, 1, 0}))}});
 }
+
+TEST_CASE("cpu fusions: attention reads Q, K and V through their Transposes and scalar Muls", "[cpu][fusion][attention]") {
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  // BERT's head split: [B, S, H, D] -> [B, H, S, D] for Q and V, [B, H, D, S] for K^T.
+  checkFused(head + "g (float[2, 5, 3, 4] q, float[2, 7, 3, 4] k, float[2, 7, 3, 4] v, float[2, 1, 1, 7] m) => (float[2, 3, 5, 4] y) "
+                    "<float s = {2.0}> {\n"
+                    "  qt = Transpose<perm: ints = [0, 2, 1, 3]>(q)\n  kt = Transpose<perm: ints = [0, 2, 3, 1]>(k)\n"
+                    "  vt = Transpose<perm: ints = [0, 2, 1, 3]>(v)\n"
+                    "  a = MatMul(qt, kt)\n  b = Div(a, s)\n  c = Add(b, m)\n  p = Softmax(c)\n  y = MatMul(p, vt)\n}",
+             {{"q", {2, 5, 3, 4}}, {"k", {2, 7, 3, 4}}, {"v", {2, 7, 3, 4}}, {"m", {2, 1, 1, 7}}}, {"cpu.attention.f32.fused"}, 8);
+  // Whisper's: q and k scaled after the head split, K^T a second Transpose of the scaled k.
+  checkFused(head + "g (float[1, 9, 2, 8] q, float[1, 11, 2, 8] k, float[1, 11, 2, 8] v) => (float[1, 2, 9, 8] y) "
+                    "<float s = {0.5946}> {\n"
+                    "  q1 = Transpose<perm: ints = [0, 2, 1, 3]>(q)\n  q2 = Mul(q1, s)\n"
+                    "  k1 = Transpose<perm: ints = [0, 2, 1, 3]>(k)\n  k2 = Mul(s, k1)\n  kt = Transpose<perm: ints = [0, 1, 3, 2]>(k2)\n"
+                    "  vt = Transpose<perm: ints = [0, 2, 1, 3]>(v)\n"
+                    "  a = MatMul(q2, kt)\n  p = Softmax(a)\n  y = MatMul(p, vt)\n}",
+             {{"q", {1, 9, 2, 8}}, {"k", {1, 11, 2, 8}}, {"v", {1, 11, 2, 8}}}, {"cpu.attention.f32.fused"}, 9);
+  // The same with two blocks of query rows a head: K is materialised transposed (its Transposes and
+  // Mul stay steps), Q and V are still read through theirs.
+  checkFused(head + "g (float[1, 150, 2, 8] q, float[1, 11, 2, 8] k, float[1, 11, 2, 8] v) => (float[1, 2, 150, 8] y) "
+                    "<float s = {0.5946}> {\n"
+                    "  q1 = Transpose<perm: ints = [0, 2, 1, 3]>(q)\n  q2 = Mul(q1, s)\n"
+                    "  k1 = Transpose<perm: ints = [0, 2, 1, 3]>(k)\n  k2 = Mul(s, k1)\n  kt = Transpose<perm: ints = [0, 1, 3, 2]>(k2)\n"
+                    "  vt = Transpose<perm: ints = [0, 2, 1, 3]>(v)\n"
+                    "  a = MatMul(q2, kt)\n  p = Softmax(a)\n  y = MatMul(p, vt)\n}",
+             {{"q", {1, 150, 2, 8}}, {"k", {1, 11, 2, 8}}, {"v", {1, 11, 2, 8}}},
+             {"cpu.transpose.copy", "cpu.mul.f32", "cpu.transpose.copy", "cpu.attention.f32.fused"}, 9);
+  // A Transpose that moves the head size off the last axis stays a copy; K^T read as it is.
+  checkFused(head + "g (float[1, 2, 4, 5] qd, float[1, 2, 4, 6] kt, float[1, 2, 6, 3] v) => (float[1, 2, 5, 3] y) {\n"
+                    "  q = Transpose<perm: ints = [0, 1, 3, 2]>(qd)\n  a = MatMul(q, kt)\n  p = Softmax(a)\n  y = MatMul(p, v)\n}",
+             {{"qd", {1, 2, 4, 5}}, {"kt", {1, 2, 4, 6}}, {"v", {1, 2, 6, 3}}}, {"cpu.transpose.copy", "cpu.attention.f32.fused"}, 4);
+}
