@@ -8,7 +8,7 @@ runs on ONNX Runtime only.
 Symbolic input dims stay symbolic (no fixed shapes are given to any tool); inputs are made with
 batch-like dims 1, past-like dims 8 and other symbolic dims 16.
 
-usage: build/venv/bin/python scripts/compare_optimizers.py [MODEL...] [--onnxtool PATH] [--tools LIST]
+usage: build/venv/bin/python scripts/compare_optimizers.py [MODEL...] [--onnxtool PATH] [--tools LIST] [--keep DIR]
            [--onnxtool-args "ARGS"] [--json OUT] [--shape NAME=DIMS]... [--value NAME=NUMBER]...
        (--shape and --value choose the inputs of models that need particular ones, e.g. Silero VAD:
         --shape input=1,512 --shape state=2,1,128 --value sr=16000)
@@ -142,6 +142,8 @@ def main():
     ap.add_argument("--tools", default="onnxtool,onnxsim,onnxslim")
     ap.add_argument("--onnxtool-args", default="", help="extra arguments for onnxtool optimize (one string)")
     ap.add_argument("--json", help="write the results as JSON to this file")
+    ap.add_argument("--keep", metavar="DIR", help="keep the optimized models in DIR (default: a temporary "
+                    "folder, removed after each model: optimized copies of large models take gigabytes)")
     ap.add_argument("--shape", action="append", default=[], help="NAME=D1,D2,...: dims of an input's random values")
     ap.add_argument("--value", action="append", default=[], help="NAME=NUMBER: fill an input with NUMBER (e.g. sr=16000)")
     args = ap.parse_args()
@@ -159,7 +161,8 @@ def main():
                   + sorted(glob.glob(os.path.join(ROOT, "testdata", "models", "*.onnx"))))
     tools = args.tools.split(",")
     results = []
-    tmp = tempfile.mkdtemp(prefix="onnxtool-compare-")
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
     hdr = f"{'model':<28} {'input':>6} " + " ".join(f"{t:>22}" for t in tools)
     print(hdr + "\n" + "-" * len(hdr) + "    (nodes / max abs diff / checker / seconds)")
     for src in models:
@@ -172,6 +175,8 @@ def main():
             print(f"{name:<28} input model does not run in onnxruntime: {str(e).splitlines()[0][:100]}")
             continue
         cells = []
+        tmpdir = None if args.keep else tempfile.TemporaryDirectory(prefix="onnxtool-compare-")
+        tmp = args.keep or tmpdir.name
         for tool in tools:
             dst = os.path.join(tmp, f"{name}.{tool}.onnx")
             out, err, secs = optimize(tool, src, dst, args.onnxtool, args.onnxtool_args.split())
@@ -198,6 +203,8 @@ def main():
                 mark = "*" if r["nonstandard_ops"] else " "
                 cells.append(f"{r['nodes']:>4}{mark} {diff:>8} {ck:>3} {secs:>4.1f}")
             row[tool] = r
+        if tmpdir:
+            tmpdir.cleanup()
         results.append(row)
         print(f"{name:<28} {row['input_nodes']:>6} " + " ".join(cells), flush=True)
     # Verdicts the issue asks for.
