@@ -306,17 +306,24 @@ int runQuantize(const QuantizeOptions& o) {
   const bool nbits = o.int4 && o.target == "ort";  // --int4 --target ort: com.microsoft MatMulNBits, any opset
   // Gather tables take a blocked DequantizeLinear in both forms.
   const bool int4Gather = std::find(o.opTypes.begin(), o.opTypes.end(), "Gather") != o.opTypes.end();
-  if (((o.isStatic && wide) || (o.int4 && (!nbits || int4Gather))) && model->opsetVersion("").value_or(0) < 21) {
-    // 16-bit and blocked 4-bit QuantizeLinear/DequantizeLinear are opset 21: move the model there first.
-    const std::string why = o.int4 ? "--int4" : "--activation-type " + o.activationType;
+  // The opset each form needs: 16-bit and blocked 4-bit QuantizeLinear/DequantizeLinear are
+  // opset 21, per-channel (axis) ones 13, DynamicQuantizeLinear and MatMulInteger 11. An older
+  // model is moved there first (as ONNX Runtime's quantizer does), never refused for its age.
+  std::string why;
+  int64_t need = 0;
+  if (o.isStatic && wide) why = "--activation-type " + o.activationType, need = 21;
+  else if (o.int4 && (!nbits || int4Gather)) why = "--int4", need = 21;
+  else if (o.isStatic) why = "--int8 --static", need = 13;
+  else if (o.int8) why = "--int8 --dynamic", need = 11;
+  if (need && model->opsetVersion("").value_or(0) < need) {
     OpsetConvertOptions c;
-    c.target = 21;
+    c.target = need;
     c.computeReach = false;
     OpsetConvertReport cr = convertOpset(*model, c);
     if (!cr.blocked.empty())
-      fail(ErrorKind::Unsupported, "{} needs opset 21, and node '{}' ({}) cannot move there: {}", why, cr.blocked[0].node,
+      fail(ErrorKind::Unsupported, "{} needs opset {}, and node '{}' ({}) cannot move there: {}", why, need, cr.blocked[0].node,
            cr.blocked[0].op, cr.blocked[0].reason);
-    spdlog::info("converted opset {} -> 21 for {}", cr.fromOpset, why);
+    spdlog::info("converted opset {} -> {} for {}", cr.fromOpset, need, why);
   }
   SmoothQuantReport smooth;
 

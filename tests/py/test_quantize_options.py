@@ -481,9 +481,32 @@ def control_input_checks(c, tmp):
                     f"control input {args}: {sets} evaluation set(s) expected: {ev}")
 
 
+def old_opset_checks(c, tmp):
+    """A model below the opset a form needs (tf2onnx's and old exports are opset 9) is converted up
+    first, as ONNX Runtime's quantizer does, not refused: --static to 13 (per-channel
+    DequantizeLinear), --dynamic to 11 (DynamicQuantizeLinear, MatMulInteger)."""
+    rng = np.random.default_rng(9)
+    src = os.path.join(tmp, "mlp_op9.onnx")
+    onnx.save(mlp(opset=9), src)
+    calib = os.path.join(tmp, "op9_calib.npz")
+    np.savez(calib, x=rng.standard_normal((4, 1, 64)).astype(np.float32),
+             other=rng.standard_normal((4, 96, 8)).astype(np.float32))
+    feeds = {"x": rng.standard_normal((3, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}
+    for mode, want in ((["--static", "--calibration", calib], 13), (["--dynamic"], 11)):
+        dst = os.path.join(tmp, f"mlp_op9_{mode[0][2:]}.onnx")
+        rep = quantize([src, "-o", dst, "--int8"] + mode, f"opset 9 {mode[0]}", c)
+        if rep is None or not checked(c, dst, f"opset 9 {mode[0]}"):
+            continue
+        got = {o.domain or "": o.version for o in onnx.load(dst).opset_import}.get("")
+        c.check(got == want, f"opset 9 {mode[0]}: written at opset {got}, expected {want}")
+        c.check(rep.get("nodes_quantized", 0) > 0, f"opset 9 {mode[0]}: nothing quantized: {rep}")
+        ours_vs_ort(c, dst, feeds, tmp, f"opset 9 {mode[0]}")
+
+
 def main():
     c = Checker("quantize options")
     with tempfile.TemporaryDirectory() as tmp:
+        old_opset_checks(c, tmp)
         control_input_checks(c, tmp)
         hand_checks(c, tmp)
         bias_correction_checks(c, tmp)
