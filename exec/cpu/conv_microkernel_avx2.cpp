@@ -342,7 +342,9 @@ ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
-RowOps rowOpsAvx2() { return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane}; }
+RowOps rowOpsAvx2() {
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr};
+}
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {
   if (mr <= 1) return {1, kNr, kernel1x16, Isa::Avx2};

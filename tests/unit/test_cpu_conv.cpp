@@ -1141,6 +1141,41 @@ TEST_CASE("cpu MaxPool and AveragePool match the reference kernel on asymmetric 
   }
 }
 
+TEST_CASE("cpu MaxPool 3x3 stride 2 (separable, from the input) matches the reference kernel", "[cpu][pool]") {
+  // Every pad combination of 0/1 per side, ceil_mode, widths around the 16- and 32-lane blocks
+  // (the tap-2 column past a block, masked loads before column 0 and past the row), one-row
+  // planes, and NaN where a window reads it: first column, last column (read as the column
+  // after a block), a middle one.
+  std::mt19937 rng(77);
+  const bool direct = onnxtool::cpu::activeRowOps().maxPool3x3s2 != nullptr;
+  const int64_t widths[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 34, 35, 63, 64, 65, 66, 112};
+  const int64_t heights[] = {1, 2, 3, 4, 7, 8};
+  int cases = 0;
+  for (int64_t w : widths)
+    for (int pads = 0; pads < 16; ++pads) {
+      const int64_t pt = pads & 1, pl = (pads >> 1) & 1, pb = (pads >> 2) & 1, pr = (pads >> 3) & 1;
+      const int64_t h = heights[(cases + w) % 6], ceil = cases % 3 == 0 ? 1 : 0;
+      ++cases;
+      if (h + pt + pb < 3 || w + pl + pr < 3) continue;
+      const int nanAt = cases % 4;  // 0: none; 1: column 0; 2: last column; 3: a random element
+      auto xd = randomFloats(static_cast<size_t>(2 * h * w), rng);
+      if (nanAt == 1) xd[static_cast<size_t>((h / 2) * w)] = testutil::kNan;
+      if (nanAt == 2) xd[static_cast<size_t>(h * w + w - 1)] = testutil::kNan;  // row 0: not the last of a window
+      if (nanAt == 3) xd[static_cast<size_t>(rng() % (2 * h * w))] = testutil::kNan;
+      Builder b(12);
+      b.input("x", f32({1, 2, h, w}, xd));
+      std::vector<Attribute> attrs{testutil::ints("kernel_shape", {3, 3}), testutil::ints("strides", {2, 2}),
+                                   testutil::ints("pads", {pt, pl, pb, pr})};
+      if (ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+      b.node("MaxPool", {"x"}, "y", attrs);
+      b.output("y");
+      INFO("MaxPool 3x3/2 " << h << "x" << w << " pads " << pt << pl << pb << pr << " ceil " << ceil << " nan " << nanAt);
+      auto kernels = checkAgainstRef(*b.m, b.feeds, 0, 0);
+      INFO(joined(kernels));
+      CHECK(ranOn(kernels, direct ? "cpu.maxpool.f32.3x3s2" : "cpu.maxpool"));
+    }
+}
+
 TEST_CASE("cpu ConvTranspose matches the reference kernel", "[cpu][convtranspose]") {
   std::mt19937 rng(35);
   int ran = 0;
