@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "exec/cpu/conv_common.h"
@@ -181,7 +182,9 @@ std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
 /// (~256 KiB a thread).
 class GlobalAveragePoolKernel : public CpuKernel {
  public:
-  GlobalAveragePoolKernel(int64_t planes, int64_t size, int threads) : planes_(planes), size_(size), threads_(std::max(threads, 1)) {}
+  GlobalAveragePoolKernel(int64_t planes, int64_t size, int threads, std::string variant = {})
+      : planes_(planes), size_(size), threads_(std::max(threads, 1)), variant_(std::move(variant)) {}
+  std::string variant() const override { return variant_; }
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
@@ -196,12 +199,28 @@ class GlobalAveragePoolKernel : public CpuKernel {
  private:
   int64_t planes_, size_;
   int threads_;
+  std::string variant_;
 };
 
 }  // namespace
 
 std::unique_ptr<CpuKernel> createMaxPool(const CpuNodeInfo& info) { return createPool(info, true); }
-std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info) { return createPool(info, false); }
+std::unique_ptr<CpuKernel> createAveragePool(const CpuNodeInfo& info) {
+  // A window that is the whole plane without padding (the 7x7 pool before a classifier that
+  // TensorFlow and Caffe exports write instead of GlobalAveragePool): a plane's mean, summed as
+  // GlobalAveragePool sums (vectorised, not one tap at a time).
+  const Node& n = *info.node;
+  const auto& x = info.in(0).dims;
+  const auto& y = info.out(0).dims;
+  const auto k = n.attrInts("kernel_shape");
+  const auto pads = n.attrInts("pads", {0, 0, 0, 0});
+  const bool refs = std::any_of(n.attributes.begin(), n.attributes.end(), [](const Attribute& a) { return !a.refAttrName.empty(); });
+  if (!refs && x.size() == 4 && y.size() == 4 && k.size() == 2 && k[0] == x[2] && k[1] == x[3] && y[2] == 1 && y[3] == 1 &&
+      x[2] * x[3] > 0 && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
+      n.attrString("auto_pad", "NOTSET") != "SAME_UPPER" && n.attrString("auto_pad", "NOTSET") != "SAME_LOWER")
+    return std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], x[2] * x[3], info.threads, ".plane");
+  return createPool(info, false);
+}
 
 std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info) {
   const auto& x = info.in(0).dims;

@@ -1176,6 +1176,34 @@ TEST_CASE("cpu MaxPool 3x3 stride 2 (separable, from the input) matches the refe
     }
 }
 
+TEST_CASE("cpu AveragePool over the whole plane runs as a plane mean", "[cpu][pool]") {
+  // open_nsfw's (tf2onnx) 7x7 pool on a 7x7 map; odd shapes, strides, count_include_pad without
+  // pads, ceil_mode; a padded window is not a plane mean and takes the general kernel.
+  std::mt19937 rng(78);
+  struct Case {
+    int64_t c, h, w, s;
+    bool countPad, ceil, padded;
+  };
+  for (const Case& t : {Case{1024, 7, 7, 1, false, false, false}, Case{3, 1, 1, 1, false, false, false},
+                        Case{5, 3, 17, 2, true, false, false}, Case{2, 9, 4, 3, false, true, false},
+                        Case{4, 7, 7, 1, false, false, true}}) {
+    Builder b(19);
+    b.input("x", randomTensor({2, t.c, t.h, t.w}, rng, t.c == 5));
+    const int64_t p = t.padded ? 1 : 0;
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {t.h + 2 * p, t.w + 2 * p}), testutil::ints("strides", {t.s, t.s}),
+                                 testutil::ints("pads", {p, p, p, p})};
+    if (t.countPad) attrs.push_back(testutil::one("count_include_pad", 1));
+    if (t.ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+    b.node("AveragePool", {"x"}, "y", attrs);
+    b.output("y");
+    INFO("AveragePool " << t.c << "x" << t.h << "x" << t.w << " padded " << t.padded);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-6);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, t.padded ? "cpu.averagepool.f32" : "cpu.averagepool.f32.plane"));
+    CHECK(ranOn(kernels, "cpu.averagepool.f32.plane") == !t.padded);
+  }
+}
+
 TEST_CASE("cpu ConvTranspose matches the reference kernel", "[cpu][convtranspose]") {
   std::mt19937 rng(35);
   int ran = 0;
