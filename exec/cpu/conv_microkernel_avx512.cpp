@@ -446,61 +446,79 @@ ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseSha
   }
 }
 
-/// RowOps::maxPool3x3s2. Per 16 outputs of an input row: the 32 columns from 2 ox0 - padL
-/// (masked loads: -inf outside the plane), their even and odd lanes (taps 0 and 1), the even
-/// lanes moved down one with the next column (tap 2); one unordered compare of the two loads
-/// finds a NaN in either.
-ONNXTOOL_AVX512 bool maxPool3x3s2(const float* x, int64_t h, int64_t w, int64_t padT, int64_t padL, int64_t oh, int64_t ow,
-                                  float* y, float* hbuf) {
+/// RowOps::maxPool3x3, stride S. Each input row's 3-column maxima once into a ring of three
+/// row buffers (slot: row mod 3), each output row the maximum of three of them. Stride 2, per 16
+/// outputs: the 32 columns from 2 ox0 - padL (masked loads: -inf outside the plane), their even
+/// and odd lanes (taps 0 and 1), the even lanes moved down one with the next column (tap 2);
+/// stride 1: three loads one column apart. One unordered compare of two loads that together
+/// cover every column read finds a NaN.
+template <int S>
+ONNXTOOL_AVX512 bool maxPool3x3T(const float* x, int64_t h, int64_t w, int64_t padT, int64_t padL, int64_t oh, int64_t ow,
+                                 float* y, float* hbuf) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   const int64_t len = (ow + 15) / 16 * 16;
   __mmask16 nan = 0;
   bool nanTail = false;
+  // Lanes of a 16-float load at column c that lie inside the row (the others are not read:
+  // no fault before the row or past the plane).
+  auto inRow = [&](int64_t c) __attribute__((always_inline)) {
+    const int64_t lo = std::max<int64_t>(0, -c), hi = std::clamp<int64_t>(w - c, 0, 16);
+    return lo >= hi ? __mmask16(0) : static_cast<__mmask16>(((hi >= 16 ? 0xFFFFu : (1u << hi) - 1) >> lo) << lo);
+  };
   // The 3-column maxima of input row iy into dst; false when iy is outside the plane.
   auto rowMax = [&](int64_t iy, float* dst) __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) {
     if (iy < 0 || iy >= h) return false;
     const float* r = x + iy * w;
     for (int64_t ox = 0; ox < ow; ox += 16) {
-      const int64_t c0 = 2 * ox - padL;  // column of lane 0
-      const int64_t lo = std::max<int64_t>(0, -c0), hi0 = std::clamp<int64_t>(w - c0, 0, 16), hi1 = std::clamp<int64_t>(w - c0 - 16, 0, 16);
-      const __mmask16 m0 = static_cast<__mmask16>(((hi0 >= 16 ? 0xFFFFu : (1u << hi0) - 1) >> lo) << lo);
-      const __mmask16 m1 = static_cast<__mmask16>(hi1 >= 16 ? 0xFFFFu : (1u << hi1) - 1);
-      // Masked-off lanes are not read (no fault before the row or past the plane).
-      const __m512 q0 = _mm512_mask_loadu_ps(ninf, m0, r + c0), q1 = _mm512_mask_loadu_ps(ninf, m1, r + c0 + 16);
-      nan |= _mm512_cmp_ps_mask(q0, q1, _CMP_UNORD_Q);
-      const __m512 e = _mm512_permutex2var_ps(q0, even, q1), o = _mm512_permutex2var_ps(q0, odd, q1);
-      const int64_t cn = c0 + 32;  // tap 2 of lane 15
-      float next = -__builtin_inff();
-      if (cn >= 0 && cn < w) {
-        next = r[cn];
-        nanTail |= next != next;
+      const int64_t c0 = S * ox - padL;  // column of lane 0, tap 0
+      if constexpr (S == 2) {
+        const __m512 q0 = _mm512_mask_loadu_ps(ninf, inRow(c0), r + c0), q1 = _mm512_mask_loadu_ps(ninf, inRow(c0 + 16), r + c0 + 16);
+        nan |= _mm512_cmp_ps_mask(q0, q1, _CMP_UNORD_Q);
+        const __m512 e = _mm512_permutex2var_ps(q0, even, q1), o = _mm512_permutex2var_ps(q0, odd, q1);
+        const int64_t cn = c0 + 32;  // tap 2 of lane 15
+        float next = -__builtin_inff();
+        if (cn >= 0 && cn < w) {
+          next = r[cn];
+          nanTail |= next != next;
+        }
+        const __m512 e1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(next)), _mm512_castps_si512(e), 1));
+        _mm512_store_ps(dst + ox, _mm512_max_ps(_mm512_max_ps(e, o), e1));
+      } else {
+        const __m512 q0 = _mm512_mask_loadu_ps(ninf, inRow(c0), r + c0), q1 = _mm512_mask_loadu_ps(ninf, inRow(c0 + 1), r + c0 + 1),
+                     q2 = _mm512_mask_loadu_ps(ninf, inRow(c0 + 2), r + c0 + 2);
+        nan |= _mm512_cmp_ps_mask(q0, q2, _CMP_UNORD_Q);  // columns c0 .. c0 + 17
+        _mm512_store_ps(dst + ox, _mm512_max_ps(_mm512_max_ps(q0, q1), q2));
       }
-      const __m512 e1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(next)), _mm512_castps_si512(e), 1));
-      _mm512_store_ps(dst + ox, _mm512_max_ps(_mm512_max_ps(e, o), e1));
     }
     return true;
   };
-  float* hp = hbuf;  // row 2 oy - padT
-  float* h1 = hbuf + len;
-  float* h2 = hbuf + 2 * len;
-  bool vp = rowMax(-padT, hp);
+  bool valid[3] = {false, false, false};
+  auto slot = [](int64_t row) { return static_cast<int>(((row % 3) + 3) % 3); };
+  int64_t next = -padT;  // the next input row whose maxima are due
   for (int64_t oy = 0; oy < oh; ++oy) {
-    const int64_t r0 = 2 * oy - padT;
-    const bool v1 = rowMax(r0 + 1, h1), v2 = rowMax(r0 + 2, h2);
+    const int64_t r0 = S * oy - padT;
+    for (; next <= r0 + 2; ++next) valid[slot(next)] = rowMax(next, hbuf + slot(next) * len);
+    const float* h0 = hbuf + slot(r0) * len;
+    const float* h1 = hbuf + slot(r0 + 1) * len;
+    const float* h2 = hbuf + slot(r0 + 2) * len;
+    const bool v0 = valid[slot(r0)], v1 = valid[slot(r0 + 1)], v2 = valid[slot(r0 + 2)];
     float* yr = y + oy * ow;
     for (int64_t ox = 0; ox < ow; ox += 16) {
       __m512 acc = ninf;
-      if (vp) acc = _mm512_load_ps(hp + ox);
+      if (v0) acc = _mm512_load_ps(h0 + ox);
       if (v1) acc = _mm512_max_ps(acc, _mm512_load_ps(h1 + ox));
       if (v2) acc = _mm512_max_ps(acc, _mm512_load_ps(h2 + ox));
       _mm512_mask_storeu_ps(yr + ox, ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (ow - ox)) - 1), acc);
     }
-    std::swap(hp, h2);
-    vp = v2;
   }
   return nan == 0 && !nanTail;
+}
+
+ONNXTOOL_AVX512 bool maxPool3x3(const float* x, int64_t h, int64_t w, int64_t stride, int64_t padT, int64_t padL, int64_t oh,
+                                int64_t ow, float* y, float* hbuf) {
+  return stride == 1 ? maxPool3x3T<1>(x, h, w, padT, padL, oh, ow, y, hbuf) : maxPool3x3T<2>(x, h, w, padT, padL, oh, ow, y, hbuf);
 }
 
 }  // namespace
@@ -512,7 +530,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3s2};
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {

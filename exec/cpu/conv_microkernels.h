@@ -215,15 +215,15 @@ struct RowOps {
   /// windows' extent plus 32 * sw floats of slack right of each row and one row below: see
   /// PoolKernel), no NaN in it (the caller checks).
   void (*maxPoolPlane)(const float* p, int64_t pw, const DepthwiseShape& s, float* y);
-  /// MaxPool 3x3, stride 2, no dilation (ResNet's and most stems' pool) straight from the
-  /// unpadded plane x [h][w], separably: each input row's 3-column maxima once (hbuf: 3 rows
-  /// of roundUp(ow, 16) floats, 64-byte aligned), then the maximum of 3 such rows. Output
-  /// (oy, ox) covers rows 2 oy - padT + {0, 1, 2} and columns 2 ox - padL + {0, 1, 2}, those
-  /// outside the plane left out (padT, padL: 0 or 1; any padB/padR/ceil_mode through oh, ow).
-  /// Returns false, y unspecified, when a value it read is NaN (the caller then runs its exact
-  /// loop). nullptr where the path has none.
-  bool (*maxPool3x3s2)(const float* x, int64_t h, int64_t w, int64_t padT, int64_t padL, int64_t oh, int64_t ow, float* y,
-                       float* hbuf);
+  /// MaxPool 3x3, stride 1 or 2 (both axes), no dilation (ResNet's stem pool, GoogLeNet's
+  /// branch pools) straight from the unpadded plane x [h][w], separably: each input row's
+  /// 3-column maxima once (hbuf: 3 rows of roundUp(ow, 16) floats, 64-byte aligned), then the
+  /// maximum of 3 such rows. Output (oy, ox) covers rows s oy - padT + {0, 1, 2} and columns
+  /// s ox - padL + {0, 1, 2}, those outside the plane left out (padT, padL: 0 or 1; any
+  /// padB/padR/ceil_mode through oh, ow). Returns false, y unspecified, when a value it read is
+  /// NaN (the caller then runs its exact loop). nullptr where the path has none.
+  bool (*maxPool3x3)(const float* x, int64_t h, int64_t w, int64_t stride, int64_t padT, int64_t padL, int64_t oh, int64_t ow,
+                     float* y, float* hbuf);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

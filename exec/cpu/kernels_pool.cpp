@@ -1,7 +1,7 @@
 // kernels_pool.cpp: 2-D MaxPool and AveragePool (pads, strides, dilations for MaxPool; the
 // output size, and so ceil_mode, comes from shape inference) and GlobalAveragePool, NCHW.
 // Row-wise loops without bounds tests inside; MaxPool on a padded plane copy (see PoolKernel),
-// 3x3 stride 2 separably straight from the input where the ISA path has it (RowOps::maxPool3x3s2).
+// 3x3 stride 1 or 2 separably straight from the input where the ISA path has it (RowOps::maxPool3x3).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -65,12 +65,13 @@ class PoolKernel : public CpuKernel {
     ph_ = std::max<int64_t>(0, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
     pw_ = std::max<int64_t>(0, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1) + 32 * g.sw;
     planeFloats_ = max ? roundUp((ph_ + 1) * pw_, 16) : 0;
-    // 3x3 stride 2 (ResNet's pool): separable, straight from the input, when the path has it.
-    direct3x3s2_ = max && g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.padT >= 0 &&
-                   g.padT <= 1 && g.padL >= 0 && g.padL <= 1 && activeRowOps().maxPool3x3s2;
-    if (direct3x3s2_) planeFloats_ = 3 * roundUp(g.ow, 16);
+    // 3x3 stride 1 or 2 (ResNet's, GoogLeNet's pools): separable, straight from the input,
+    // when the path has it.
+    direct3x3_ = max && g.kh == 3 && g.kw == 3 && g.sh == g.sw && (g.sh == 1 || g.sh == 2) && g.dh == 1 && g.dw == 1 &&
+                 g.padT >= 0 && g.padT <= 1 && g.padL >= 0 && g.padL <= 1 && activeRowOps().maxPool3x3;
+    if (direct3x3_) planeFloats_ = 3 * roundUp(g.ow, 16);
   }
-  std::string variant() const override { return direct3x3s2_ ? ".3x3s2" : ""; }
+  std::string variant() const override { return direct3x3_ ? ".3x3" : ""; }
   /// MaxPool: a padded plane per thread.
   size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_ * threads_) * sizeof(float); }
   /// Planes split across threads where there is enough to read (~64 KiB a thread at least).
@@ -88,12 +89,12 @@ class PoolKernel : public CpuKernel {
     float* y = static_cast<float*>(args.outputs[0]);
     const float init = max_ ? -std::numeric_limits<float>::infinity() : 0.f;
     const RowOps& rows = activeRowOps();
-    if (max_ && !direct3x3s2_) std::fill(padded, padded + planeFloats_, init);
+    if (max_ && !direct3x3_) std::fill(padded, padded + planeFloats_, init);
     for (int64_t p = begin; p < end; ++p) {
       const float* xp = x + p * g_.h * g_.w;
       bool nan = false;
-      if (direct3x3s2_) {
-        if (rows.maxPool3x3s2(xp, g_.h, g_.w, g_.padT, g_.padL, g_.oh, g_.ow, y + p * g_.oh * g_.ow, padded)) continue;
+      if (direct3x3_) {
+        if (rows.maxPool3x3(xp, g_.h, g_.w, g_.sh, g_.padT, g_.padL, g_.oh, g_.ow, y + p * g_.oh * g_.ow, padded)) continue;
         nan = true;  // the exact loop below
       } else if (max_) {  // on a -inf-padded copy, each output vector held in a register over the taps
         // Padded (py, px) = input (py - padT, px - padL); only the image's rows and columns
@@ -155,7 +156,7 @@ class PoolKernel : public CpuKernel {
   std::vector<int64_t> colLo_, colHi_, colCount_;
   DepthwiseShape shape_;
   int64_t ph_ = 0, pw_ = 0, planeFloats_ = 0;
-  bool direct3x3s2_ = false;  ///< RowOps::maxPool3x3s2 (workspace: its 3 rows of maxima)
+  bool direct3x3_ = false;  ///< RowOps::maxPool3x3 (workspace: its 3 rows of maxima)
 };
 
 std::unique_ptr<CpuKernel> createPool(const CpuNodeInfo& info, bool max) {
