@@ -446,8 +446,8 @@ ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseSha
   }
 }
 
-/// RowOps::maxPool3x3, stride S. Each input row's 3-column maxima once into a ring of three
-/// row buffers (slot: row mod 3), each output row the maximum of three of them. Stride 2, per 16
+/// RowOps::maxPool3x3, stride S. Each input row's 3-column maxima once into one of three row
+/// buffers (rotated), each output row the maximum of three of them. Stride 2, per 16
 /// outputs: the 32 columns from 2 ox0 - padL (masked loads: -inf outside the plane), their even
 /// and odd lanes (taps 0 and 1), the even lanes moved down one with the next column (tap 2);
 /// stride 1: three loads one column apart. One unordered compare of two loads that together
@@ -494,16 +494,16 @@ ONNXTOOL_AVX512 bool maxPool3x3T(const float* x, int64_t h, int64_t w, int64_t p
     }
     return true;
   };
-  bool valid[3] = {false, false, false};
-  auto slot = [](int64_t row) { return static_cast<int>(((row % 3) + 3) % 3); };
-  int64_t next = -padT;  // the next input row whose maxima are due
+  // Rows r0, r0 + 1, r0 + 2 of output row oy (r0 = S oy - padT) in h0, h1, h2: stride 2
+  // computes two new rows per output row (r0 + 2 becomes the next r0), stride 1 one.
+  float* h0 = hbuf;
+  float* h1 = hbuf + len;
+  float* h2 = hbuf + 2 * len;
+  bool v0 = rowMax(-padT, h0), v1 = S == 1 ? rowMax(1 - padT, h1) : false, v2 = false;
   for (int64_t oy = 0; oy < oh; ++oy) {
     const int64_t r0 = S * oy - padT;
-    for (; next <= r0 + 2; ++next) valid[slot(next)] = rowMax(next, hbuf + slot(next) * len);
-    const float* h0 = hbuf + slot(r0) * len;
-    const float* h1 = hbuf + slot(r0 + 1) * len;
-    const float* h2 = hbuf + slot(r0 + 2) * len;
-    const bool v0 = valid[slot(r0)], v1 = valid[slot(r0 + 1)], v2 = valid[slot(r0 + 2)];
+    if constexpr (S == 2) v1 = rowMax(r0 + 1, h1);
+    v2 = rowMax(r0 + 2, h2);
     float* yr = y + oy * ow;
     for (int64_t ox = 0; ox < ow; ox += 16) {
       __m512 acc = ninf;
@@ -511,6 +511,14 @@ ONNXTOOL_AVX512 bool maxPool3x3T(const float* x, int64_t h, int64_t w, int64_t p
       if (v1) acc = _mm512_max_ps(acc, _mm512_load_ps(h1 + ox));
       if (v2) acc = _mm512_max_ps(acc, _mm512_load_ps(h2 + ox));
       _mm512_mask_storeu_ps(yr + ox, ow - ox >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (ow - ox)) - 1), acc);
+    }
+    if constexpr (S == 2) {  // r0 + 2 is the next r0
+      std::swap(h0, h2);
+      v0 = v2;
+    } else {  // r0 + 1, r0 + 2 are the next r0, r0 + 1
+      float* t = h0;
+      h0 = h1, h1 = h2, h2 = t;
+      v0 = v1, v1 = v2;
     }
   }
   return nan == 0 && !nanTail;
