@@ -166,40 +166,63 @@ void observeValues(const Model& model, const std::vector<std::string>& values,
 std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std::vector<std::string>& activations,
                                                   const std::vector<std::map<std::string, RtValue>>& samples,
                                                   const CalibrationMethod& method) {
-  // Visits every finite float element of every exposed activation over all samples.
-  auto sweep = [&](const std::function<void(const std::string&, float)>& visit) {
+  // Visits every finite float element of every exposed activation over all samples: `visit`
+  // gets each activation's name once per sample and returns the per-element function (the
+  // name's state looked up once per tensor, not per element).
+  using Each = std::function<void(float)>;
+  auto sweep = [&](const std::function<Each(const std::string&)>& visit) {
     observeValues(model, activations, samples, [&](const std::string& name, const Tensor& t) {
       if (t.dtype() != DType::Float) return;
       size_t n = static_cast<size_t>(t.numElements().value_or(0));
       const float* p = reinterpret_cast<const float*>(t.raw.data());
+      Each each = visit(name);
+      if (!each) return;
       for (size_t i = 0; i < n; ++i)
-        if (std::isfinite(p[i])) visit(name, p[i]);
+        if (std::isfinite(p[i])) each(p[i]);
     });
   };
   std::map<std::string, ValueRange> ranges;
-  std::map<std::string, bool> seen;
-  sweep([&](const std::string& name, float x) {
-    ValueRange& r = ranges[name];
-    if (!seen[name]) {
-      r.min = r.max = x;
-      seen[name] = true;
-    }
-    r.min = std::min(r.min, x);
-    r.max = std::max(r.max, x);
-  });
+  {
+    // Min/max: a vectorisable pass per tensor.
+    std::map<std::string, bool> seen;
+    observeValues(model, activations, samples, [&](const std::string& name, const Tensor& t) {
+      if (t.dtype() != DType::Float) return;
+      size_t n = static_cast<size_t>(t.numElements().value_or(0));
+      const float* p = reinterpret_cast<const float*>(t.raw.data());
+      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+      bool any = false;
+      for (size_t i = 0; i < n; ++i) {
+        const float x = p[i];
+        const bool finite = std::isfinite(x);
+        any |= finite;
+        lo = finite && x < lo ? x : lo;
+        hi = finite && x > hi ? x : hi;
+      }
+      if (!any) return;
+      ValueRange& r = ranges[name];
+      bool& s = seen[name];
+      if (!s) r.min = lo, r.max = hi, s = true;
+      r.min = std::min(r.min, lo);
+      r.max = std::max(r.max, hi);
+    });
+  }
   if (method.kind == CalibrationMethod::Kind::MinMax) return ranges;
-  constexpr size_t kBins = 2048;
+  static constexpr size_t kBins = 2048;
   if (method.kind == CalibrationMethod::Kind::Entropy) {
     std::map<std::string, std::vector<double>> absHist;
     for (const auto& [name, r] : ranges) absHist[name].assign(kBins, 0);
-    sweep([&](const std::string& name, float x) {
-      // Exact zeros (a ReLU's spike) are exact at any threshold: counted, their bin would rule the
-      // divergence and pull the threshold down.
-      if (x == 0.0f) return;
-      const ValueRange& r = ranges[name];
-      double top = std::max(std::fabs(r.min), std::fabs(r.max));
-      size_t b = top > 0 ? std::min(kBins - 1, static_cast<size_t>(std::fabs(x) / top * kBins)) : 0;
-      absHist[name][b] += 1;
+    sweep([&](const std::string& name) -> Each {
+      auto rit = ranges.find(name);
+      if (rit == ranges.end()) return {};
+      const double top = std::max(std::fabs(rit->second.min), std::fabs(rit->second.max));
+      std::vector<double>* h = &absHist[name];
+      return [top, h](float x) {
+        // Exact zeros (a ReLU's spike) are exact at any threshold: counted, their bin would rule
+        // the divergence and pull the threshold down.
+        if (x == 0.0f) return;
+        size_t b = top > 0 ? std::min(kBins - 1, static_cast<size_t>(std::fabs(x) / top * kBins)) : 0;
+        (*h)[b] += 1;
+      };
     });
     for (auto& [name, r] : ranges) {
       double top = std::max(std::fabs(r.min), std::fabs(r.max));
@@ -211,11 +234,16 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
   }
   std::map<std::string, std::vector<uint64_t>> hist;
   for (const auto& [name, r] : ranges) hist[name].assign(kBins, 0);
-  sweep([&](const std::string& name, float x) {
-    const ValueRange& r = ranges[name];
-    double w = (static_cast<double>(r.max) - r.min) / kBins;
-    size_t b = w > 0 ? std::min(kBins - 1, static_cast<size_t>((x - r.min) / w)) : 0;
-    hist[name][b]++;
+  sweep([&](const std::string& name) -> Each {
+    auto rit = ranges.find(name);
+    if (rit == ranges.end()) return {};
+    const ValueRange r = rit->second;
+    const double w = (static_cast<double>(r.max) - r.min) / kBins;
+    std::vector<uint64_t>* h = &hist[name];
+    return [r, w, h](float x) {
+      size_t b = w > 0 ? std::min(kBins - 1, static_cast<size_t>((x - r.min) / w)) : 0;
+      (*h)[b]++;
+    };
   });
   if (method.kind == CalibrationMethod::Kind::Mse) {
     constexpr int kSteps = static_cast<int>(kBins);  // candidate ranges end on bin edges
