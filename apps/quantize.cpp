@@ -25,6 +25,7 @@
 #include "quant/dynamic.h"
 #include "quant/int4.h"
 #include "quant/float16.h"
+#include "quant/gptq.h"
 #include "quant/qoperator.h"
 #include "quant/quant_scheme.h"
 #include "quant/smooth_quant.h"
@@ -56,6 +57,7 @@ struct QuantizeOptions : InputOptions {
   std::string weightType, activationType, target = "generic";
   std::string activationScales;  // --activation-scales row|tensor (--dynamic; default row)
   bool noBiasCorrection = false;  // --no-bias-correction (--static)
+  std::string weightRounding = "nearest";  // --weight-rounding nearest|gptq (--static)
   bool symmetricActivations = false, reduceRange = false, keepIoFloat = true, smoothQuant = false;
   double alpha = 0.5;
   std::vector<std::string> opTypes, exclude;
@@ -287,6 +289,7 @@ int runQuantize(const QuantizeOptions& o) {
   if (!o.activationScales.empty() && !o.dynamic)
     fail(ErrorKind::InvalidInput, "--activation-scales applies to --dynamic (--static calibrates one scale per tensor)");
   if (o.noBiasCorrection && !o.isStatic) fail(ErrorKind::InvalidInput, "--no-bias-correction applies to --static");
+  if (o.weightRounding != "nearest" && !o.isStatic) fail(ErrorKind::InvalidInput, "--weight-rounding applies to --static");
   if (!o.isStatic && o.format == "qoperator")
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
@@ -332,6 +335,8 @@ int runQuantize(const QuantizeOptions& o) {
   std::string mode = "int8-dynamic";
   std::vector<std::string> keptQdq;  // --format qoperator: quantized nodes left in the QDQ form
   int64_t converted = 0, biases = 0, corrected = 0;
+  int64_t gptqLayers = 0;  // --weight-rounding gptq: weights GPTQ rounded
+  double gptqRatio = 1;    // their output error / nearest rounding's (mean over layers)
   int64_t casts = 0;  // --fp16/--bf16: Casts at the float32 borders
   if (o.isStatic) {
     mode = "int8-static-qdq";
@@ -358,13 +363,24 @@ int runQuantize(const QuantizeOptions& o) {
       }
     }
     auto ranges = calibrateRanges(*model, activations, samples, cm);
+    PresetWeights preset;
+    if (o.weightRounding == "gptq") {
+      if (!(spdlog::get_level() >= spdlog::level::err) && tty)
+        fmt::print(stderr, "rounding weights by GPTQ on {} samples...\n", samples.size());
+      GptqReport gr = roundWeightsGptq(*model, samples, scheme, o.minElements, preset);
+      for (const std::string& s : gr.skipped) spdlog::info("GPTQ skipped {}", s);
+      spdlog::info("GPTQ: {} layers ({} kept nearest rounding), {} passes; output error {:.3f} of nearest rounding's (mean over layers)",
+                   gr.layers, gr.keptNearest, gr.passes, gr.meanErrorRatio);
+      gptqLayers = gr.layers - gr.keptNearest;
+      gptqRatio = gr.meanErrorRatio;
+    }
     if (!o.noBiasCorrection) {
-      BiasCorrectionReport bc = correctBiases(*model, samples, scheme, o.minElements);
+      BiasCorrectionReport bc = correctBiases(*model, samples, scheme, o.minElements, &preset);
       corrected = bc.corrected;
       for (const std::string& s : bc.skipped) spdlog::info("bias not corrected: {}", s);
       spdlog::info("bias correction: {} layers", bc.corrected);
     }
-    StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements, scheme);
+    StaticQuantizeReport sr = quantizeStaticQdq(*model, ranges, o.minElements, scheme, &preset);
     biases = sr.biasesQuantized;
     if (wide) mode = "int16-static-qdq";
     if (o.format == "qoperator") {
@@ -447,6 +463,7 @@ int runQuantize(const QuantizeOptions& o) {
              {"kept_qdq", keptQdq},
              {"biases_quantized", biases},
              {"biases_corrected", corrected},
+             {"weight_rounding", {{"method", o.weightRounding}, {"layers", gptqLayers}, {"error_ratio", gptqRatio}}},
              {"scheme", {{"target", o.target},
                          {"weight_type", std::string(dtypeName(scheme.weightType))},
                          {"activation_type", o.dynamic ? std::string("uint8") : std::string(dtypeName(scheme.activationType))},
@@ -507,6 +524,12 @@ std::function<int()> addQuantize(CLI::App& app) {
   sub->add_flag("--no-bias-correction", o->noBiasCorrection,
                 "With --static: keep the float biases as they are (default: each Conv/Gemm/MatMul+Add bias takes back the "
                 "mean shift its int8 weight causes, (Wq - W) . E[x] with E[x] per input channel from the calibration samples)");
+  sub->add_option("--weight-rounding", o->weightRounding,
+                  "With --static: nearest (default: each weight to its nearest integer) or gptq (GPTQ: the weights of "
+                  "each output channel rounded one input at a time, each rounding error spread over the inputs not yet "
+                  "rounded by the inputs' correlations on the calibration samples, so the layer's output moves least; "
+                  "same scales and format, slower to quantize)")
+      ->check(CLI::IsMember({"nearest", "gptq"}));
   sub->add_option("--activation-scales", o->activationScales,
                   "With --dynamic: row (default: a scale and zero point per row of each MatMul/Gemm input, computed with "
                   "ReduceMax/ReduceMin/Div/Round/Clip/Cast, the zero point taken off MatMulInteger's int32 result) or "

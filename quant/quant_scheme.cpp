@@ -157,6 +157,11 @@ Tensor scalarTensor(DType dt, double v) {
   return t;
 }
 
+std::pair<int64_t, int64_t> weightLimits(const QuantScheme& s, DType type) {
+  if (type == DType::UInt8) return {0, s.reduceRange ? 127 : 255};
+  return {s.reduceRange ? -64 : -127, s.reduceRange ? 64 : 127};
+}
+
 QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const QuantScheme& s, DType type) {
   std::vector<float> f(w.raw.size() / 4);
   std::memcpy(f.data(), w.raw.data(), f.size() * 4);

@@ -96,6 +96,9 @@ struct QuantizedWeight {
 /// channel gets scale 1.
 QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const QuantScheme& scheme, DType type);
 
+/// The integers [q_min, q_max] quantizeWeight rounds a weight of `type` into under the scheme.
+std::pair<int64_t, int64_t> weightLimits(const QuantScheme& scheme, DType type);
+
 /// An int32 bias for a layer whose activation scale is `xScale` and weight scales `wScales`
 /// (one, or one per channel): scale[c] = xScale * wScales[c] (float32 product), zero point 0.
 /// Empty `q.raw` when a value would overflow int32 or a scale is 0: the bias then stays float.

@@ -117,6 +117,8 @@ double quantizationError(const std::vector<uint64_t>& h, double lo, double w, do
 
 }  // namespace
 
+const Tensor* staticQuantWeight(const Node& n, int64_t* channelAxis) { return isQuantizableOp(n) ? weightOf(n, channelAxis) : nullptr; }
+
 std::vector<std::string> activationsToCalibrate(const Model& model) { return activationsToCalibrate(model, QuantScheme{}); }
 
 std::vector<std::string> activationsToCalibrate(const Model& model, const QuantScheme& scheme) {
@@ -282,7 +284,7 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
 }
 
 StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges, int64_t minElements,
-                                       const QuantScheme& scheme) {
+                                       const QuantScheme& scheme, const PresetWeights* preset) {
   StaticQuantizeReport report;
   if (!model.graph) return report;
   int64_t opset = model.opsetVersion("").value_or(0);
@@ -347,7 +349,8 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
     // Weight: per output channel (or per tensor), behind a DequantizeLinear.
     Value* wv = n->input(1);
     if (!weights.count(wv)) {
-      QuantizedWeight qw = quantizeWeight(*w, axis, scheme, scheme.weightType);
+      auto pit = preset ? preset->find(wv->name()) : PresetWeights::const_iterator{};
+      QuantizedWeight qw = preset && pit != preset->end() ? pit->second : quantizeWeight(*w, axis, scheme, scheme.weightType);
       int64_t channels = static_cast<int64_t>(qw.scales.size());
       Value* vq = addInitializer(g, std::move(qw.q), wv->name() + "_quantized");
       Value* vs = addInitializer(g, std::move(qw.scale), wv->name() + "_scale");
@@ -462,7 +465,7 @@ std::vector<std::map<std::string, RtValue>> readCalibrationData(const Graph& g, 
 }
 
 BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
-                                   const QuantScheme& scheme, int64_t minElements) {
+                                   const QuantScheme& scheme, int64_t minElements, const PresetWeights* preset) {
   BiasCorrectionReport report;
   if (!model.graph) return report;
   Graph& g = *model.graph;
@@ -519,10 +522,14 @@ BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std:
     std::vector<double>& sum = sums[name];
     if (sum.empty()) sum.assign(static_cast<size_t>(c), 0.0);
     if (static_cast<int64_t>(sum.size()) != c || n == 0) return;
-    std::vector<float> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), t.raw.data(), v.size() * 4);
-    for (int64_t i = 0; i < n; ++i)
-      if (std::isfinite(v[static_cast<size_t>(i)])) sum[static_cast<size_t>(i / inner % c)] += v[static_cast<size_t>(i)];
+    const float* v = reinterpret_cast<const float*>(t.raw.data());
+    for (int64_t o = 0; o < n / (c * inner); ++o)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* row = v + (o * c + ch) * inner;
+        double acc = 0;
+        for (int64_t i = 0; i < inner; ++i) acc += std::isfinite(row[i]) ? static_cast<double>(row[i]) : 0.0;
+        sum[static_cast<size_t>(ch)] += acc;
+      }
     counts[name] += static_cast<double>(n / c);
   });
   for (const Layer& l : layers) {
@@ -535,7 +542,8 @@ BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std:
     std::vector<double> mean = sit->second;
     for (double& m : mean) m /= counts[x];
     // The weight as the quantized model will read it: float(q - zero) * scale.
-    QuantizedWeight qw = quantizeWeight(*l.w, l.axis, scheme, scheme.weightType);
+    auto pit = preset ? preset->find(l.node->input(1)->name()) : PresetWeights::const_iterator{};
+    QuantizedWeight qw = preset && pit != preset->end() ? pit->second : quantizeWeight(*l.w, l.axis, scheme, scheme.weightType);
     const int64_t count = l.w->numElements().value_or(0);
     std::vector<float> w(static_cast<size_t>(count));
     std::memcpy(w.data(), l.w->raw.data(), w.size() * 4);

@@ -22,6 +22,15 @@ struct ValueRange {
 };
 
 struct QuantScheme;
+struct QuantizedWeight;
+
+/// Weights already quantized (by quant/gptq.h), by the name of the float initializer they
+/// replace: quantizeStaticQdq and correctBiases take these integers instead of rounding to nearest.
+using PresetWeights = std::map<std::string, QuantizedWeight>;
+
+/// The constant float weight of a node static quantization handles (MatMul, Gemm without transA
+/// and with alpha 1: 2-D; Conv), with the axis of its output channels; null when it does not qualify.
+const Tensor* staticQuantWeight(const Node& n, int64_t* channelAxis);
 
 /// The float values MatMul/Gemm/Conv read as activations (their first input) in the main graph:
 /// those calibration must observe (with a scheme: only the nodes it selects).
@@ -72,7 +81,8 @@ StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string,
 /// a constant Conv/Gemm bias becomes int32 behind a DequantizeLinear with scale x scale * w scale
 /// when scheme.quantizeBias. 16-bit activations need opset 21 (Error(Unsupported) below).
 StaticQuantizeReport quantizeStaticQdq(Model& model, const std::map<std::string, ValueRange>& ranges,
-                                       int64_t minElements, const QuantScheme& scheme);
+                                       int64_t minElements, const QuantScheme& scheme,
+                                       const PresetWeights* preset = nullptr);
 
 /// Bias correction (Nagel et al., "Data-Free Quantization Through Weight Equalization and Bias
 /// Correction", 2019, with the input means measured on calibration data): quantizing a weight
@@ -87,8 +97,10 @@ struct BiasCorrectionReport {
   int64_t corrected = 0;
   std::vector<std::string> skipped;
 };
+/// `preset`: weights rounded otherwise than to nearest (their integers give Wq).
 BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
-                                   const QuantScheme& scheme, int64_t minElements);
+                                   const QuantScheme& scheme, int64_t minElements,
+                                   const PresetWeights* preset = nullptr);
 
 /// Calibration samples from DATA: a folder of ONNX test-data sets (test_data_set_*/input_*.pb, in
 /// graph input order), a folder of .npz files (one sample each, keys = input names), or one .npz
