@@ -136,7 +136,7 @@ std::vector<std::string> activationsToCalibrate(const Model& model, const QuantS
 
 void observeValues(const Model& model, const std::vector<std::string>& values,
                    const std::vector<std::map<std::string, RtValue>>& samples,
-                   const std::function<void(const std::string&, const Tensor&)>& visit) {
+                   const std::function<void(const std::string&, const Tensor&)>& visit, bool exposedOnly) {
   // A copy with every value exposed as a graph output (the caller's model stays as it is).
   std::string bytes = serializeModel(model);
   auto copy = loadModelFromBytes(bytes, model.baseDir.empty() ? "." : model.baseDir, model.path + " (calibration copy)");
@@ -148,6 +148,9 @@ void observeValues(const Model& model, const std::vector<std::string>& values,
     if (!v->isGraphOutput()) g.addOutput(v);
     exposed.push_back(name);
   }
+  if (exposedOnly)
+    for (size_t i = g.outputs().size(); i-- > 0;)
+      if (std::find(exposed.begin(), exposed.end(), g.outputs()[i].value->name()) == exposed.end()) g.removeOutput(i);
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < g.outputs().size(); ++i) index.emplace(g.outputs()[i].value->name(), i);
   // The fast cpu executor (reference kernels wherever it has none): calibration runs the float
@@ -581,6 +584,209 @@ BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std:
     bt->setRaw(Buffer::fromString(std::move(raw)));
     report.corrected++;
   }
+  return report;
+}
+
+}  // namespace onnxtool
+
+namespace onnxtool {
+
+namespace {
+
+/// A quantized layer whose bias empirical correction adjusts.
+struct BiasedLayer {
+  std::string output;  ///< the value whose per-channel mean is matched
+  bool channelsFirst;  ///< Conv: axis 1; Gemm/MatMul: the last axis
+  Tensor* bias;        ///< float [C], or int32 [C] / [] behind a DequantizeLinear
+  const Tensor* scale = nullptr;  ///< int32 bias: its scale (scalar or [C])
+  std::set<const Node*> nodes;    ///< the layer's nodes (a MatMul and its Add)
+};
+
+/// Per-channel means of a float tensor (axis 1 or the last), finite values only; empty when the
+/// tensor is not float or has no such axis.
+std::vector<double> channelMeans(const Tensor& t, bool channelsFirst) {
+  if (t.dtype() != DType::Float || t.dims.size() < 2) return {};
+  const size_t axis = channelsFirst ? 1 : t.dims.size() - 1;
+  const int64_t c = t.dims[axis];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < t.dims.size(); ++d) inner *= t.dims[d];
+  const int64_t n = t.numElements().value_or(0);
+  if (c <= 0 || n == 0) return {};
+  std::vector<double> sum(static_cast<size_t>(c), 0.0), count(static_cast<size_t>(c), 0.0);
+  const float* v = reinterpret_cast<const float*>(t.raw.data());
+  for (int64_t o = 0; o < n / (c * inner); ++o)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* row = v + (o * c + ch) * inner;
+      double acc = 0, k = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        if (std::isfinite(row[i])) acc += row[i], k += 1;
+      sum[static_cast<size_t>(ch)] += acc;
+      count[static_cast<size_t>(ch)] += k;
+    }
+  for (size_t ch = 0; ch < sum.size(); ++ch) sum[ch] = count[ch] > 0 ? sum[ch] / count[ch] : 0.0;
+  return sum;
+}
+
+}  // namespace
+
+EmpiricalBiasReport correctBiasesEmpirically(Model& quantized, const Model& reference,
+                                             const std::vector<std::map<std::string, RtValue>>& samples, size_t maxSamples) {
+  EmpiricalBiasReport report;
+  if (!quantized.graph || !reference.graph || samples.empty()) return report;
+  Graph& g = *quantized.graph;
+  auto constTensor = [](Value* v) -> Tensor* { return v && !v->isGraphInput() ? v->initializer() : nullptr; };
+  auto onlyUse = [](const Value* v, const Node* n) {
+    return !v->isGraphOutput() && std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) { return u.node == n; });
+  };
+  std::vector<BiasedLayer> layers;
+  for (const auto& nn : g.nodes()) {
+    Node* n = nn.get();
+    if (!n->isDomain("") || (n->opType != "Conv" && n->opType != "Gemm" && n->opType != "MatMul")) continue;
+    Value* w = n->input(1);
+    if (!w || !w->producer() || w->producer()->opType != "DequantizeLinear") continue;  // not quantized
+    BiasedLayer l;
+    l.channelsFirst = n->opType == "Conv";
+    l.nodes.insert(n);
+    Value* b = nullptr;
+    Node* owner = n;  // the node reading the bias
+    if (n->opType == "MatMul") {
+      Node* add = n->output(0) && hasSingleUse(n->output(0)) ? n->output(0)->uses()[0].node : nullptr;
+      if (!add || !add->isDomain("") || add->opType != "Add" || add->inputs().size() != 2) continue;
+      b = add->input(0) == n->output(0) ? add->input(1) : add->input(0);
+      owner = add;
+      l.nodes.insert(add);
+    } else {
+      if (n->opType == "Gemm" && (n->attrFloat("beta", 1.0f) != 1.0f || n->attrInt("transA", 0) != 0)) continue;
+      b = n->input(2);
+    }
+    if (!b || !owner->output(0)) continue;
+    l.output = owner->output(0)->name();
+    if (!reference.graph->findLocal(l.output)) {
+      report.skipped.push_back(fmt::format("'{}': the float model has no value of that name", l.output));
+      continue;
+    }
+    if (Tensor* t = constTensor(b); t && onlyUse(b, owner)) {
+      if (t->dtype() != DType::Float || t->dims.size() != 1 || t->raw.size() != static_cast<size_t>(t->dims[0]) * 4) continue;
+      l.bias = t;
+    } else if (Node* dq = b->producer(); dq && dq->opType == "DequantizeLinear" && onlyUse(b, owner) && dq->inputs().size() >= 2) {
+      Tensor* q = constTensor(dq->input(0));
+      const Tensor* s = constTensor(dq->input(1));
+      if (!q || !s || q->dtype() != DType::Int32 || s->dtype() != DType::Float || q->dims.size() != 1 ||
+          q->raw.size() != static_cast<size_t>(q->dims[0]) * 4 || !onlyUse(dq->input(0), dq))
+        continue;
+      if (dq->inputs().size() > 2 && dq->input(2)) {  // a zero point: only all zeros
+        const Tensor* z = constTensor(dq->input(2));
+        if (!z || std::any_of(z->raw.data(), z->raw.data() + z->raw.size(), [](uint8_t c) { return c != 0; })) continue;
+      }
+      if (s->raw.size() != 4 && s->raw.size() != q->raw.size()) continue;
+      l.bias = q;
+      l.scale = s;
+    } else {
+      continue;
+    }
+    layers.push_back(std::move(l));
+  }
+  if (layers.empty()) return report;
+  // At most maxSamples of the samples, evenly spaced (photos come as runs of views of one photo).
+  std::vector<std::map<std::string, RtValue>> passSamples;
+  const size_t use = maxSamples ? std::min(maxSamples, samples.size()) : samples.size();
+  for (size_t i = 0; i < use; ++i) passSamples.push_back(samples[i * samples.size() / use]);
+  // The float model's means, one pass.
+  std::map<std::string, std::vector<double>> want;
+  std::map<std::string, double> seen;
+  {
+    std::vector<std::string> names;
+    std::map<std::string, bool> first;
+    for (const BiasedLayer& l : layers) names.push_back(l.output), first[l.output] = l.channelsFirst;
+    observeValues(reference, names, passSamples, [&](const std::string& name, const Tensor& t) {
+      std::vector<double> m = channelMeans(t, first.at(name));
+      std::vector<double>& acc = want[name];
+      if (acc.empty()) acc.assign(m.size(), 0.0);
+      if (m.empty() || m.size() != acc.size()) return;
+      for (size_t c = 0; c < m.size(); ++c) acc[c] += m[c];
+      seen[name] += 1;
+    });
+  }
+  // Whether value `v` depends on any node in `nodes` (walking producers back to the inputs).
+  auto dependsOn = [](const Value* v, const std::set<const Node*>& nodes) {
+    std::vector<const Value*> stack{v};
+    std::set<const Value*> visited;
+    while (!stack.empty()) {
+      const Value* x = stack.back();
+      stack.pop_back();
+      if (!x || !visited.insert(x).second) continue;
+      const Node* p = x->producer();
+      if (!p) continue;
+      if (nodes.count(p)) return true;
+      for (const Value* in : p->inputs()) stack.push_back(in);
+    }
+    return false;
+  };
+  double shiftSum = 0, shiftCount = 0;
+  for (size_t b = 0; b < layers.size();) {
+    std::set<const Node*> inPass;
+    size_t e = b;
+    while (e < layers.size()) {
+      const BiasedLayer& l = layers[e];
+      bool depends = false;
+      for (const Node* n : l.nodes)
+        for (const Value* in : n->inputs()) depends = depends || (in && dependsOn(in, inPass));
+      if (e > b && depends) break;
+      inPass.insert(l.nodes.begin(), l.nodes.end());
+      ++e;
+    }
+    std::map<std::string, std::vector<double>> got;
+    std::map<std::string, double> gotCount;
+    std::map<std::string, bool> first;
+    std::vector<std::string> names;
+    for (size_t i = b; i < e; ++i) names.push_back(layers[i].output), first[layers[i].output] = layers[i].channelsFirst;
+    observeValues(quantized, names, passSamples, [&](const std::string& name, const Tensor& t) {
+      std::vector<double> m = channelMeans(t, first.at(name));
+      std::vector<double>& acc = got[name];
+      if (acc.empty()) acc.assign(m.size(), 0.0);
+      if (m.empty() || m.size() != acc.size()) return;
+      for (size_t c = 0; c < m.size(); ++c) acc[c] += m[c];
+      gotCount[name] += 1;
+    }, /*exposedOnly=*/true);
+    report.passes++;
+    for (size_t i = b; i < e; ++i) {
+      BiasedLayer& l = layers[i];
+      const std::vector<double>& f = want[l.output];
+      const std::vector<double>& q = got[l.output];
+      const int64_t channels = l.bias->dims[0];
+      if (!(seen[l.output] > 0) || !(gotCount[l.output] > 0) || f.size() != q.size() || static_cast<int64_t>(f.size()) != channels) {
+        report.skipped.push_back(fmt::format("'{}': no per-channel means of {} values", l.output, channels));
+        continue;
+      }
+      // A copy (the bias bytes may be a view of the model file or shared with another model).
+      std::string raw(reinterpret_cast<const char*>(l.bias->raw.data()), l.bias->raw.size());
+      for (int64_t c = 0; c < channels; ++c) {
+        const double d = q[static_cast<size_t>(c)] / gotCount[l.output] - f[static_cast<size_t>(c)] / seen[l.output];
+        if (!std::isfinite(d)) continue;
+        shiftSum += std::fabs(d);
+        shiftCount += 1;
+        if (l.scale) {
+          const float* s = reinterpret_cast<const float*>(l.scale->raw.data());
+          const float sc = s[l.scale->raw.size() == 4 ? 0 : c];
+          if (!(sc > 0)) continue;
+          int32_t v;
+          std::memcpy(&v, raw.data() + c * 4, 4);
+          const double nv = std::clamp(static_cast<double>(v) - std::nearbyint(d / sc), -2147483647.0, 2147483647.0);
+          v = static_cast<int32_t>(nv);
+          std::memcpy(raw.data() + c * 4, &v, 4);
+        } else {
+          float v;
+          std::memcpy(&v, raw.data() + c * 4, 4);
+          v = static_cast<float>(v - d);
+          std::memcpy(raw.data() + c * 4, &v, 4);
+        }
+      }
+      l.bias->setRaw(Buffer::fromString(std::move(raw)));
+      report.corrected++;
+    }
+    b = e;
+  }
+  if (shiftCount > 0) report.meanShift = shiftSum / shiftCount;
   return report;
 }
 

@@ -40,9 +40,10 @@ std::vector<std::string> activationsToCalibrate(const Model& model, const QuantS
 /// Runs the model (a copy with `values` exposed as graph outputs; the caller's model stays as it
 /// is) on every sample with the cpu executor and calls `visit` with each exposed value
 /// that came out as a tensor.
+/// With `exposedOnly` the copy's other outputs go: only what the values need is computed.
 void observeValues(const Model& model, const std::vector<std::string>& values,
                    const std::vector<std::map<std::string, RtValue>>& samples,
-                   const std::function<void(const std::string&, const Tensor&)>& visit);
+                   const std::function<void(const std::string&, const Tensor&)>& visit, bool exposedOnly = false);
 
 /// How calibration turns the observed values into a range.
 struct CalibrationMethod {
@@ -101,6 +102,26 @@ struct BiasCorrectionReport {
 BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
                                    const QuantScheme& scheme, int64_t minElements,
                                    const PresetWeights* preset = nullptr);
+
+/// Empirical bias correction, on the quantized model: quantization also shifts each layer's output
+/// mean through its inputs (rounding and clipping of the activations, errors from the layers
+/// before), which the weight-only correction above cannot see. For every quantized Conv/Gemm
+/// (bias: int32 behind a DequantizeLinear, or float) and MatMul + Add (float bias), in graph
+/// order, the per-channel mean of its output over `samples` in the quantized model (the cpu
+/// executor) minus the same in `reference` (the float model, the same value names) is taken off
+/// its bias. Layers go one pass over the samples at a time, in order, so that each sees the
+/// corrections before it (one pass takes every next layer that does not read another of the pass:
+/// parallel branches share a pass). Int32 biases move by round(shift / scale), clamped.
+struct EmpiricalBiasReport {
+  int64_t corrected = 0;
+  int passes = 0;
+  double meanShift = 0;  ///< mean |shift| taken off, over the corrected channels
+  std::vector<std::string> skipped;
+};
+/// `maxSamples` (0: all): at most that many of the samples, evenly spaced.
+EmpiricalBiasReport correctBiasesEmpirically(Model& quantized, const Model& reference,
+                                             const std::vector<std::map<std::string, RtValue>>& samples,
+                                             size_t maxSamples = 0);
 
 /// Calibration samples from DATA: a folder of ONNX test-data sets (test_data_set_*/input_*.pb, in
 /// graph input order), a folder of .npz files (one sample each, keys = input names), or one .npz

@@ -1,6 +1,6 @@
 """onnxtool quantize scheme options: --per-channel/--per-tensor, --weight-type, --activation-type
 (8 and 16 bits), --symmetric-activations, --reduce-range, --op-types, --exclude, --target
-generic|ort|trt, int32 biases, --smooth-quant. Scales and zero points are checked against values
+generic|ort|trt, int32 biases, --smooth-quant, --weight-rounding gptq, --bias-correction empirical. Scales and zero points are checked against values
 computed here by hand from the float weights and the calibration data; every model written passes
 onnx.checker (full) and runs in ONNX Runtime, and our executors (ref, cpu) agree with ONNX Runtime
 within one quantization step of each output."""
@@ -86,9 +86,10 @@ def hand_checks(c, tmp):
     calib = os.path.join(tmp, "mlp_calib.npz")
     np.savez(calib, x=x, other=rng.standard_normal((3, 96, 8)).astype(np.float32))
     out = os.path.join(tmp, "h.onnx")
-    # (the biases as they are: bias_correction_checks covers the correction)
+    # (the biases as they are: bias_correction_checks covers the correction; nearest rounding:
+    # rounding_checks covers GPTQ)
     base = [src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0",
-            "--no-bias-correction"]
+            "--no-bias-correction", "--weight-rounding", "nearest"]
     # per channel (default): MatMul w1 [64, 128] along axis 1, Gemm w2t [96, 128] with transB along axis 0
     if quantize(base, "per-channel", c):
         q = inits_of(out)
@@ -235,7 +236,8 @@ def bias_correction_checks(c, tmp):
         s = np.where(r > 0, r / 127, 1).astype(np.float32)
         return (np.clip(np.round(t / s), -127, 127) * s).astype(np.float32)
 
-    doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0"],
+    analytic = ["--bias-correction", "analytic", "--weight-rounding", "nearest"]
+    doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", calib, "--min-elements", "256", "--eval-sets", "0"] + analytic,
                    "bias correction mlp", c)
     if doc:
         q = inits_of(out)
@@ -266,7 +268,7 @@ def bias_correction_checks(c, tmp):
     xs = (rng.standard_normal((5, 1, 4, 6, 6)) + np.arange(4).reshape(1, 1, 4, 1, 1)).astype(np.float32)
     np.savez(os.path.join(tmp, "bc_dw.npz"), x=xs)
     doc = quantize([src, "-o", out, "--int8", "--static", "--calibration", os.path.join(tmp, "bc_dw.npz"), "--min-elements", "1",
-                    "--eval-sets", "0"], "bias correction convs", c)
+                    "--eval-sets", "0"] + analytic, "bias correction convs", c)
     if doc:
         q = inits_of(out)
         c.check(doc.get("biases_corrected") == 2, f"two Conv biases corrected: {doc.get('biases_corrected')}")
@@ -503,6 +505,131 @@ def old_opset_checks(c, tmp):
         ours_vs_ort(c, dst, feeds, tmp, f"opset 9 {mode[0]}")
 
 
+def cnn_model():
+    """x [1, 4, 12, 12] -> Conv 3x3 (4 -> 8) -> Relu -> depthwise Conv 3x3 -> Clip(0, 6) -> Conv 1x1
+    (8 -> 6) -> y: the MobileNet pattern, every Conv with a bias."""
+    rng = np.random.default_rng(23)
+    w = {"wa": rng.standard_normal((8, 4, 3, 3)) * 0.3, "ba": rng.standard_normal(8) * 0.1,
+         "wb": rng.standard_normal((8, 1, 3, 3)) * 0.5, "bb": rng.standard_normal(8) * 0.1,
+         "wc": rng.standard_normal((6, 8, 1, 1)) * 0.4, "bc": rng.standard_normal(6) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "wb", "bb"], ["b"], group=8, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["b", "lo", "hi"], ["bc6"]), helper.make_node("Conv", ["bc6", "wc", "bc"], ["y"])]
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+    inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"), numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 12, 12])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def smooth_images(rng, n):
+    """Images whose neighbouring pixels correlate (as photos' do): a few plane waves per channel."""
+    yy, xx = np.mgrid[0:12, 0:12]
+    out = np.empty((n, 1, 4, 12, 12), np.float32)
+    for i in range(n):
+        for ch in range(4):
+            f1, f2, p1, p2 = rng.uniform(0, 1, 4) * [1, 1, 6.28, 6.28]
+            out[i, 0, ch] = np.sin(f1 * yy + p1) + np.cos(f2 * xx + p2) + 0.05 * rng.standard_normal((12, 12)) + 0.3 * ch
+    return out
+
+
+def conv_outputs(path, names, xs, optimize=False):
+    """The named values of the model on each sample, in ONNX Runtime (unfused: QDQ exactly)."""
+    m = onnx.load(path)
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
+    so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    outs = [s.run(names, {"x": x}) for x in xs]
+    return {n: np.concatenate([o[i] for o in outs]) for i, n in enumerate(names)}
+
+
+def dequantized(path, name):
+    """The float weight a quantized model's DequantizeLinear gives (int8 per output channel)."""
+    q = inits_of(path)
+    s = q[name + "_scale"].reshape(-1, *([1] * (q[name + "_quantized"].ndim - 1)))
+    return q[name + "_quantized"].astype(np.float64) * s, q[name + "_scale"], q[name + "_quantized"]
+
+
+def rounding_checks(c, tmp):
+    """--weight-rounding gptq keeps nearest rounding's scales, changes integers, and each layer's
+    output on the calibration inputs (ONNX Runtime, the float model's inputs, the dequantized
+    weight) moves less from the float output than with nearest rounding; --bias-correction
+    empirical leaves each layer's per-channel output mean in the quantized model (ONNX Runtime,
+    unfused) within a bias step or so of the float model's, much closer than the weight-only
+    correction does. Both write models that pass onnx.checker and that ONNX Runtime and our
+    executors run alike."""
+    rng = np.random.default_rng(5)
+    src = os.path.join(tmp, "cnn.onnx")
+    onnx.save(cnn_model(), src)
+    xs = smooth_images(rng, 16)
+    calib = os.path.join(tmp, "cnn_calib.npz")
+    np.savez(calib, x=xs)
+    base = [src, "--int8", "--static", "--calibration", calib, "--min-elements", "1", "--eval-sets", "0"]
+    near, gptq = os.path.join(tmp, "cnn_near.onnx"), os.path.join(tmp, "cnn_gptq.onnx")
+    dn = quantize(base + ["-o", near, "--weight-rounding", "nearest", "--bias-correction", "analytic"], "nearest", c)
+    dg = quantize(base + ["-o", gptq, "--bias-correction", "analytic"], "gptq", c)
+    if dn and dg:
+        c.check(dg["weight_rounding"]["method"] == "gptq" and dg["weight_rounding"]["layers"] == 3,
+                f"gptq by default, three layers rounded: {dg['weight_rounding']}")
+        c.check(dn["weight_rounding"]["method"] == "nearest", f"nearest when asked: {dn['weight_rounding']}")
+        checked(c, gptq, "gptq")
+        float_in = conv_outputs(src, ["x", "ar", "bc6"], xs)
+        for w, b, inp, group in (("wa", "ba", "x", 1), ("wb", "bb", "ar", 8), ("wc", "bc", "bc6", 1)):
+            wn, sn, qn = dequantized(near, w)
+            wg, sg, qg = dequantized(gptq, w)
+            c.check(np.array_equal(sn, sg), f"{w}: GPTQ keeps nearest rounding's scales")
+            c.check(np.any(qn != qg) and np.abs(qg).max() <= 127, f"{w}: GPTQ moved some integers, within [-127, 127]")
+            wf = numpy_helper.to_array({t.name: t for t in cnn_model().graph.initializer}[w]).astype(np.float64)
+            pads = [0, 0, 0, 0] if wf.shape[2] == 1 else [1, 1, 1, 1]
+
+            def layer_err(wq):
+                node = helper.make_node("Conv", ["i", "w"], ["o"], group=group, pads=pads)
+                g = helper.make_graph([node], "l", [helper.make_tensor_value_info("i", TensorProto.FLOAT, None)],
+                                      [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+                                      [numpy_helper.from_array(wq.astype(np.float32), "w")])
+                sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                ref = ort.InferenceSession(helper.make_model(helper.make_graph([node], "l", g.input, g.output,
+                                                                               [numpy_helper.from_array(wf.astype(np.float32), "w")]),
+                                                             opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+                xin = float_in[inp]
+                return float(((sess.run(None, {"i": xin})[0].astype(np.float64) - ref.run(None, {"i": xin})[0]) ** 2).sum())
+            en, eg = layer_err(wn), layer_err(wg)
+            c.check(eg < 0.9 * en, f"{w}: GPTQ output error {eg:.4g} vs nearest {en:.4g}")
+        ours_vs_ort(c, gptq, {"x": xs[0]}, tmp, "gptq")
+    emp = os.path.join(tmp, "cnn_emp.onnx")
+    de = quantize(base + ["-o", emp, "--weight-rounding", "nearest"], "empirical", c)
+    if de and dn:
+        c.check(de["bias_correction"] == {"method": "empirical", "empirical_layers": 3}, f"empirical by default: {de['bias_correction']}")
+        checked(c, emp, "empirical")
+        names = ["a", "b", "y"]
+        fl = conv_outputs(src, names, xs)
+        for label, path in (("analytic", near), ("empirical", emp)):
+            q = conv_outputs(path, names, xs)
+            shift = {n: np.abs(q[n].mean(axis=(0, 2, 3)) - fl[n].mean(axis=(0, 2, 3))).max() for n in names}
+            if label == "analytic":
+                analytic = shift
+                continue
+            for n in names:
+                step = float(np.abs(fl[n]).max()) / 255
+                c.check(shift[n] <= 0.05 * step + 1e-4 or shift[n] < 0.25 * analytic[n],
+                        f"empirical: '{n}' mean shift {shift[n]:.3g} (analytic {analytic[n]:.3g}, an output step {step:.3g})")
+        ours_vs_ort(c, emp, {"x": xs[1]}, tmp, "empirical")
+    for args, label in ((["--dynamic", "--weight-rounding", "gptq"], "gptq with --dynamic"),
+                        (["--dynamic", "--bias-correction", "empirical"], "--bias-correction with --dynamic"),
+                        (["--static", "--calibration", calib, "--no-bias-correction", "--bias-correction", "empirical"],
+                         "--no-bias-correction with --bias-correction empirical")):
+        r = run(["quantize", src, "-o", os.path.join(tmp, "bad.onnx"), "--int8"] + args)
+        c.check(r.returncode == 2 and "error" in r.stderr and not os.path.exists(os.path.join(tmp, "bad.onnx")),
+                f"{label}: exit {r.returncode}, {r.stderr.strip()[:200]}")
+
+
 def main():
     c = Checker("quantize options")
     with tempfile.TemporaryDirectory() as tmp:
@@ -510,6 +637,7 @@ def main():
         control_input_checks(c, tmp)
         hand_checks(c, tmp)
         bias_correction_checks(c, tmp)
+        rounding_checks(c, tmp)
         smooth_checks(c, tmp)
         dynamic_smooth_checks(c, tmp)
         ort_sweep(c, tmp)
