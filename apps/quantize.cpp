@@ -381,6 +381,10 @@ int runQuantize(const QuantizeOptions& o) {
       gptqLayers = gr.layers - gr.keptNearest;
       gptqRatio = gr.meanErrorRatio;
     }
+    if (biasCorrection != "none") {
+      int64_t own = giveOwnBiases(*model, scheme, o.minElements);
+      if (own) spdlog::info("{} layers got a bias of their own (none, shared or behind an Identity)", own);
+    }
     // The float model as quantization found it (preprocessed, smoothed: the same value names),
     // before the weight-only correction moves its biases: empirical correction's reference.
     std::unique_ptr<Model> floatRef;

@@ -629,6 +629,53 @@ std::vector<double> channelMeans(const Tensor& t, bool channelsFirst) {
 
 }  // namespace
 
+int64_t giveOwnBiases(Model& model, const QuantScheme& scheme, int64_t minElements) {
+  if (!model.graph) return 0;
+  Graph& g = *model.graph;
+  int64_t given = 0;
+  std::vector<Node*> order;
+  for (const auto& nn : g.nodes()) order.push_back(nn.get());
+  for (Node* n : order) {
+    int64_t axis = 0;
+    const Tensor* wt = isQuantizableOp(*n) && exclusionReason(*n, scheme).empty() ? weightOf(*n, &axis) : nullptr;
+    if (!wt || wt->numElements().value_or(0) < minElements || n->opType == "MatMul") continue;
+    if (n->opType == "Gemm" && n->attrFloat("beta", 1.0f) != 1.0f) continue;
+    const int64_t m = wt->dims[static_cast<size_t>(axis)];
+    Value* b = n->inputs().size() > 2 ? n->input(2) : nullptr;
+    const Tensor* src = nullptr;
+    auto onlyUse = [&](const Value* v) {
+      return !v->isGraphOutput() && std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) { return u.node == n; });
+    };
+    if (b && !b->isGraphInput() && b->initializer() && !onlyUse(b)) src = b->initializer();
+    else if (b && b->producer() && b->producer()->opType == "Identity" && b->producer()->inputs().size() == 1 &&
+             b->producer()->input(0) && !b->producer()->input(0)->isGraphInput())
+      src = b->producer()->input(0)->initializer();
+    const bool missing = !b && m > 0 && n->inputs().size() == 2;
+    if (!((src && src->dtype() == DType::Float && src->dims == std::vector<int64_t>{m} &&
+           src->raw.size() == static_cast<size_t>(m) * 4 && m > 0) || missing))
+      continue;
+    std::vector<float> v(static_cast<size_t>(m), 0.0f);
+    if (src) std::memcpy(v.data(), src->raw.data(), v.size() * 4);
+    Value* own = g.addInitializer(Tensor::fromFloats(g.uniqueName(n->output(0)->name() + "_bias"), {m}, v));
+    own->setType(TypeInfo::tensor(DType::Float, Shape::of({m})));
+    given++;
+    if (missing) {
+      n->addInput(own);
+      continue;
+    }
+    n->setInput(2, own);
+    // What the bias came through, when nothing else reads it now.
+    if (Node* id = b->producer(); id && !b->hasUses() && !b->isGraphOutput()) {
+      Value* in = id->input(0);
+      g.removeNode(id);
+      if (in && !in->hasUses() && !in->isGraphOutput() && !in->isGraphInput() && in->initializer()) g.removeInitializer(in);
+    } else if (!b->producer() && !b->hasUses() && !b->isGraphOutput() && !b->isGraphInput() && b->initializer()) {
+      g.removeInitializer(b);
+    }
+  }
+  return given;
+}
+
 EmpiricalBiasReport correctBiasesEmpirically(Model& quantized, const Model& reference,
                                              const std::vector<std::map<std::string, RtValue>>& samples, size_t maxSamples) {
   EmpiricalBiasReport report;

@@ -103,6 +103,14 @@ BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std:
                                    const QuantScheme& scheme, int64_t minElements,
                                    const PresetWeights* preset = nullptr);
 
+/// Gives every Conv and Gemm (beta 1) that quantizeStaticQdq would quantize under `scheme` a
+/// float bias of its own, so that bias correction and int32 biases reach it: zeros where it has
+/// none, a private copy where it shares one with other nodes or reads it through an Identity
+/// (exporters deduplicate equal biases, all-zero ones above all); the Identity and the shared
+/// initializer go when nothing else reads them. The float model computes the same. Returns how
+/// many layers got one.
+int64_t giveOwnBiases(Model& model, const QuantScheme& scheme, int64_t minElements);
+
 /// Empirical bias correction, on the quantized model: quantization also shifts each layer's output
 /// mean through its inputs (rounding and clipping of the activations, errors from the layers
 /// before), which the weight-only correction above cannot see. For every quantized Conv/Gemm

@@ -621,6 +621,32 @@ def rounding_checks(c, tmp):
                 c.check(shift[n] <= 0.05 * step + 1e-4 or shift[n] < 0.25 * analytic[n],
                         f"empirical: '{n}' mean shift {shift[n]:.3g} (analytic {analytic[n]:.3g}, an output step {step:.3g})")
         ours_vs_ort(c, emp, {"x": xs[1]}, tmp, "empirical")
+    # Biases the way exporters write them: one all-zero bias shared by two Convs through an
+    # Identity (deduplicated constants), and a Conv with none: each gets its own, corrected.
+    rs = np.random.default_rng(8)
+    wa, wb, wc = (rs.standard_normal(s_).astype(np.float32) * 0.4 for s_ in ((6, 4, 3, 3), (6, 6, 1, 1), (5, 6, 3, 3)))
+    nodes = [helper.make_node("Identity", ["zero"], ["zb"]), helper.make_node("Conv", ["x", "wa", "zb"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]), helper.make_node("Conv", ["ar", "wb", "zb"], ["b"]),
+             helper.make_node("Relu", ["b"], ["br"]), helper.make_node("Conv", ["br", "wc"], ["y"], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 12, 12])],
+                          [numpy_helper.from_array(v, n) for v, n in ((wa, "wa"), (wb, "wb"), (wc, "wc"), (np.zeros(6, np.float32), "zero"))])
+    shared = os.path.join(tmp, "shared_bias.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), shared)
+    sq = os.path.join(tmp, "shared_bias.int8.onnx")
+    ds = quantize([shared, "-o", sq, "--int8", "--static", "--calibration", calib, "--min-elements", "1", "--eval-sets", "0"],
+                  "shared biases", c)
+    if ds and checked(c, sq, "shared biases"):
+        c.check(ds["bias_correction"]["empirical_layers"] == 3, f"shared biases: three layers corrected: {ds['bias_correction']}")
+        m = onnx.load(sq)
+        convs = [n for n in m.graph.node if n.op_type == "Conv"]
+        c.check(all(len(n.input) == 3 for n in convs) and len({n.input[2] for n in convs}) == 3
+                and not any(n.op_type == "Identity" for n in m.graph.node), "shared biases: each Conv its own bias, the Identity gone")
+        fl, q = conv_outputs(shared, ["a", "b", "y"], xs), conv_outputs(sq, ["a", "b", "y"], xs)
+        for n in ("a", "b", "y"):
+            shift = float(np.abs(q[n].mean(axis=(0, 2, 3)) - fl[n].mean(axis=(0, 2, 3))).max())
+            c.check(shift <= 0.05 * float(np.abs(fl[n]).max()) / 255 + 1e-4, f"shared biases: '{n}' mean shift {shift:.3g}")
+        ours_vs_ort(c, sq, {"x": xs[2]}, tmp, "shared biases")
     for args, label in ((["--dynamic", "--weight-rounding", "gptq"], "gptq with --dynamic"),
                         (["--dynamic", "--bias-correction", "empirical"], "--bias-correction with --dynamic"),
                         (["--static", "--calibration", calib, "--no-bias-correction", "--bias-correction", "empirical"],
