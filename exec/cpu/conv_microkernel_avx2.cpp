@@ -9,6 +9,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <limits>
 #endif
 
 namespace onnxtool::cpu {
@@ -339,11 +341,58 @@ ONNXTOOL_AVX2 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape
   }
 }
 
+/// Lanes of an 8-bit mask as a vector mask.
+ONNXTOOL_AVX2 inline __m256i bits8(unsigned m) {
+  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(m)), sel), sel);
+}
+
+/// max(acc, the lanes of p that mask m selects; -inf for the others), 8 lanes.
+ONNXTOOL_AVX2 inline __m256 maxMasked(__m256 acc, const float* p, unsigned m, __m256 ninf) {
+  if (m == 0) return acc;
+  if (m == 0xFF) return _mm256_max_ps(acc, _mm256_loadu_ps(p));
+  const __m256i k = bits8(m);
+  return _mm256_max_ps(acc, _mm256_blendv_ps(ninf, _mm256_maskload_ps(p, k), _mm256_castsi256_ps(k)));
+}
+
+/// RowOps::maxPoolFlat, each 16-position block as two halves of 8.
+ONNXTOOL_AVX2 bool maxPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                               const uint16_t* hmask, const uint16_t* vmask, float* y, float* hbuf) {
+  const int64_t nb = (hw + 15) / 16;
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t o = b * 16 + half * 8;
+      if (o >= hw) {
+        _mm256_storeu_ps(hbuf + o, ninf);
+        continue;
+      }
+      const unsigned in = hw - o >= 8 ? 0xFFu : (1u << (hw - o)) - 1;
+      const __m256 c = in == 0xFF ? _mm256_loadu_ps(x + o) : _mm256_maskload_ps(x + o, bits8(in));
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
+      __m256 acc = ninf;
+      for (int64_t j = 0; j < kw; ++j) acc = maxMasked(acc, x + o - padL + j, (hmask[j * nb + b] >> (8 * half)) & 0xFFu, ninf);
+      _mm256_storeu_ps(hbuf + o, acc);
+    }
+  if (_mm256_movemask_ps(nan)) return false;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t o = b * 16 + half * 8;
+      if (o >= hw) break;
+      __m256 acc = ninf;
+      for (int64_t i = 0; i < kh; ++i) acc = maxMasked(acc, hbuf + o + (i - padT) * w, (vmask[i * nb + b] >> (8 * half)) & 0xFFu, ninf);
+      if (hw - o >= 8) _mm256_storeu_ps(y + o, acc);
+      else _mm256_maskstore_ps(y + o, bits8((1u << (hw - o)) - 1), acc);
+    }
+  return true;
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr};
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {

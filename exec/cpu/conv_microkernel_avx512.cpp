@@ -7,6 +7,7 @@
 #include "exec/cpu/conv_microkernels.h"
 
 #include <algorithm>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -529,6 +530,32 @@ ONNXTOOL_AVX512 bool maxPool3x3(const float* x, int64_t h, int64_t w, int64_t st
   return stride == 1 ? maxPool3x3T<1>(x, h, w, padT, padL, oh, ow, y, hbuf) : maxPool3x3T<2>(x, h, w, padT, padL, oh, ow, y, hbuf);
 }
 
+/// RowOps::maxPoolFlat.
+ONNXTOOL_AVX512 bool maxPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                                 const uint16_t* hmask, const uint16_t* vmask, float* y, float* hbuf) {
+  const int64_t nb = (hw + 15) / 16;
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __mmask16 tail = static_cast<__mmask16>(hw % 16 ? (1u << (hw % 16)) - 1 : 0xFFFFu);
+  __mmask16 nan = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* p = x + b * 16 - padL;
+    const __mmask16 in = b + 1 == nb ? tail : 0xFFFF;
+    const __m512 c = _mm512_maskz_loadu_ps(in, x + b * 16);
+    nan |= _mm512_mask_cmp_ps_mask(in, c, c, _CMP_UNORD_Q);
+    __m512 acc = ninf;
+    for (int64_t j = 0; j < kw; ++j) acc = _mm512_max_ps(acc, _mm512_mask_loadu_ps(ninf, hmask[j * nb + b], p + j));
+    _mm512_storeu_ps(hbuf + b * 16, acc);
+  }
+  if (nan) return false;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* p = hbuf + b * 16 - padT * w;
+    __m512 acc = ninf;
+    for (int64_t i = 0; i < kh; ++i) acc = _mm512_max_ps(acc, _mm512_mask_loadu_ps(ninf, vmask[i * nb + b], p + i * w));
+    _mm512_mask_storeu_ps(y + b * 16, b + 1 == nb ? tail : 0xFFFF, acc);
+  }
+  return true;
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
@@ -538,7 +565,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3};
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {

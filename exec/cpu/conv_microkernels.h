@@ -224,6 +224,17 @@ struct RowOps {
   /// NaN (the caller then runs its exact loop). nullptr where the path has none.
   bool (*maxPool3x3)(const float* x, int64_t h, int64_t w, int64_t stride, int64_t padT, int64_t padL, int64_t oh, int64_t ow,
                      float* y, float* hbuf);
+  /// MaxPool kh x kw, stride 1, no dilation, whose output has the input's size (GoogLeNet's 3x3
+  /// branch pools on 28x28..7x7, YOLO's SPPF 5x5 pools): separable and flat over the whole plane
+  /// of hw = h * w floats, in blocks of 16 consecutive positions o = oy * w + ox whatever the
+  /// row width (no per-row overhead on small maps): hbuf[o] = max over j of x[o + j - padL], then
+  /// y[o] = max over i of hbuf[o + (i - padT) * w], each tap a masked load. The masks (PoolKernel
+  /// computes them): hmask[j * nb + b] bit l set when o = 16 b + l < hw and column o % w + j -
+  /// padL is inside the row; vmask[i * nb + b] when row o / w + i - padT is inside the plane
+  /// (nb = ceil(hw / 16)). hbuf: nb * 16 floats. Returns false, y unspecified, when the plane holds
+  /// a NaN (the caller runs its exact loop). nullptr where the path has none.
+  bool (*maxPoolFlat)(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                      const uint16_t* hmask, const uint16_t* vmask, float* y, float* hbuf);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

@@ -1173,8 +1173,43 @@ TEST_CASE("cpu MaxPool 3x3 stride 1 and 2 (separable, from the input) matches th
       INFO("MaxPool 3x3/" << st << " " << h << "x" << w << " pads " << pt << pl << pb << pr << " ceil " << ceil << " nan " << nanAt);
       auto kernels = checkAgainstRef(*b.m, b.feeds, 0, 0);
       INFO(joined(kernels));
-      CHECK(ranOn(kernels, direct ? "cpu.maxpool.f32.3x3" : "cpu.maxpool"));
+      // Stride 1 keeping the size on a plane of up to 64x64: the flat kernel (the next test).
+      const bool flat = onnxtool::cpu::activeRowOps().maxPoolFlat && st == 1 && pt + pb == 2 && pl + pr == 2 && h * w <= 4096;
+      CHECK(ranOn(kernels, flat ? "cpu.maxpool.f32.flat" : direct ? "cpu.maxpool.f32.3x3" : "cpu.maxpool"));
     }
+}
+
+TEST_CASE("cpu MaxPool stride 1 keeping the size (flat, separable) matches the reference kernel", "[cpu][pool]") {
+  // Kernels 1x1 to 7x7 and rectangular ones, every split of the pads between the two sides,
+  // planes from 1x1 to 20x20 and 9x33 (blocks of 16 positions crossing rows, partial last
+  // blocks), ceil_mode (no effect at stride 1), NaN at the first, last or a random position.
+  std::mt19937 rng(79);
+  const bool flat = onnxtool::cpu::activeRowOps().maxPoolFlat != nullptr;
+  const std::pair<int64_t, int64_t> kernelsHw[] = {{1, 1}, {2, 2}, {3, 3}, {5, 5}, {3, 5}, {7, 1}, {1, 7}, {7, 7}};
+  const std::pair<int64_t, int64_t> planes[] = {{1, 1}, {1, 17}, {3, 5}, {7, 7}, {4, 16}, {5, 16}, {13, 13}, {20, 20}, {14, 14}, {9, 33}};
+  int cases = 0;
+  for (auto [kh, kw] : kernelsHw)
+    for (auto [h, w] : planes)
+      for (int64_t pt = 0; pt < kh; ++pt) {
+        const int64_t pl = (pt + cases) % kw, pb = kh - 1 - pt, pr = kw - 1 - pl;
+        ++cases;
+        const int nanAt = cases % 5;  // 0, 4: none; 1: the first; 2: the last; 3: a random element
+        auto xd = randomFloats(static_cast<size_t>(3 * h * w), rng);
+        if (nanAt == 1) xd[0] = testutil::kNan;
+        if (nanAt == 2) xd.back() = testutil::kNan;
+        if (nanAt == 3) xd[static_cast<size_t>(rng() % xd.size())] = testutil::kNan;
+        Builder b(12);
+        b.input("x", f32({1, 3, h, w}, xd));
+        std::vector<Attribute> attrs{testutil::ints("kernel_shape", {kh, kw}), testutil::ints("pads", {pt, pl, pb, pr})};
+        if (cases % 3 == 0) attrs.push_back(testutil::one("ceil_mode", 1));
+        b.node("MaxPool", {"x"}, "y", attrs);
+        b.output("y");
+        INFO("MaxPool " << kh << "x" << kw << " on " << h << "x" << w << " pads " << pt << pl << pb << pr << " nan " << nanAt);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 0, 0);
+        INFO(joined(kernels));
+        CHECK(ranOn(kernels, flat ? "cpu.maxpool.f32.flat" : "cpu.maxpool"));
+      }
+  CHECK(cases > 200);
 }
 
 TEST_CASE("cpu AveragePool over the whole plane runs as a plane mean", "[cpu][pool]") {
