@@ -333,6 +333,15 @@ GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::
         l.h = {};
         continue;
       }
+      // Fewer input vectors than twice the inputs a row reads: H is (nearly) rank-deficient, and
+      // errors pushed into directions the samples never took would land on other inputs
+      // unchecked (a classifier's Gemm on 120 images: 120 vectors of 1280).
+      if (l.count < options.minVectorsPerInput * static_cast<double>(l.cols)) {
+        report.skipped.push_back(fmt::format("{}: {} calibration input vectors for {} inputs per output (nearest rounding)", what,
+                                             static_cast<int64_t>(l.count), l.cols));
+        l.h = {};
+        continue;
+      }
       QuantizedWeight qw = quantizeWeight(*l.w, l.axis, scheme, scheme.weightType);
       const auto [qmin, qmax] = weightLimits(scheme, scheme.weightType);
       const bool u8 = qw.q.dtype() == DType::UInt8;

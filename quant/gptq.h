@@ -37,6 +37,9 @@ struct GptqOptions {
   int64_t block = 128;             ///< columns whose updates are batched into one product
   bool actOrder = true;            ///< columns by decreasing H_ii
   uint64_t memoryBytes = 1ull << 30;  ///< H matrices accumulated per pass over the samples
+  /// A layer whose calibration inputs are fewer than this many vectors per input of a row keeps
+  /// nearest rounding (H rank-deficient: the error would go where no sample looked).
+  double minVectorsPerInput = 2;
 };
 
 struct GptqReport {
