@@ -286,8 +286,8 @@ int runQuantize(const QuantizeOptions& o) {
     fail(ErrorKind::InvalidInput, "--block-size {}: expected a power of 2, 16 or more", o.blockSize);
   if (o.isStatic && o.calibration.empty())
     fail(ErrorKind::InvalidInput, "--static needs --calibration DATA (test_data_set_* folders, .npz files, or one .npz with a sample axis)");
-  if (!o.isStatic && !o.calibration.empty() && !(o.dynamic && o.smoothQuant))
-    fail(ErrorKind::InvalidInput, "--calibration applies to --static, and to --dynamic with --smooth-quant");
+  if (!o.isStatic && !o.calibration.empty() && !(o.dynamic && o.smoothQuant) && !o.int4)
+    fail(ErrorKind::InvalidInput, "--calibration applies to --static, --int4 (GPTQ rounding), and --dynamic with --smooth-quant");
   if (!o.activationScales.empty() && !o.dynamic)
     fail(ErrorKind::InvalidInput, "--activation-scales applies to --dynamic (--static calibrates one scale per tensor)");
   if (o.noBiasCorrection && !o.isStatic) fail(ErrorKind::InvalidInput, "--no-bias-correction applies to --static");
@@ -295,7 +295,9 @@ int runQuantize(const QuantizeOptions& o) {
   if (o.noBiasCorrection && o.biasCorrectionGiven && o.biasCorrection != "none")
     fail(ErrorKind::InvalidInput, "--no-bias-correction contradicts --bias-correction {}", o.biasCorrection);
   const std::string biasCorrection = o.noBiasCorrection ? "none" : o.biasCorrection;
-  if (o.weightRoundingGiven && !o.isStatic) fail(ErrorKind::InvalidInput, "--weight-rounding applies to --static");
+  if (o.weightRoundingGiven && !o.isStatic && !o.int4) fail(ErrorKind::InvalidInput, "--weight-rounding applies to --static and --int4");
+  if (o.int4 && o.weightRoundingGiven && o.weightRounding == "gptq" && o.calibration.empty())
+    fail(ErrorKind::InvalidInput, "--int4 --weight-rounding gptq needs --calibration DATA");
   if (!o.isStatic && o.format == "qoperator")
     fail(ErrorKind::InvalidInput,
          "--format qoperator applies to --static (the --dynamic form already uses the integer operators "
@@ -446,7 +448,16 @@ int runQuantize(const QuantizeOptions& o) {
     if (!o.opTypes.empty()) qo.opTypes = o.opTypes;
     qo.exclude = o.exclude;
     if (nbits) mode = "int4-matmulnbits";
+    std::vector<std::map<std::string, RtValue>> samples;
+    if (!o.calibration.empty() && o.weightRounding == "gptq") {
+      samples = readCalibrationData(*model->graph, o.calibration, o.calibrationSamples);
+      if (!(spdlog::get_level() >= spdlog::level::err) && ::isatty(2))
+        fmt::print(stderr, "rounding weights by GPTQ on {} samples...\n", samples.size());
+      qo.calibration = &samples;
+    }
     r = quantizeInt4(*model, qo);
+    gptqLayers = r.gptqLayers;
+    gptqRatio = r.gptqErrorRatio;
     if (original) evalSets = evalSamples(*original, o);
   } else {
     if (o.smoothQuant) {  // only where a LayerNormalization writes the activation (see smooth_quant.h)
@@ -490,7 +501,7 @@ int runQuantize(const QuantizeOptions& o) {
              {"biases_quantized", biases},
              {"biases_corrected", corrected},
              {"bias_correction", {{"method", o.isStatic ? biasCorrection : std::string("none")}, {"empirical_layers", empirical}}},
-             {"weight_rounding", {{"method", o.isStatic ? o.weightRounding : std::string("none")}, {"layers", gptqLayers}, {"error_ratio", gptqRatio}}},
+             {"weight_rounding", {{"method", o.isStatic || (o.int4 && !o.calibration.empty()) ? o.weightRounding : std::string(o.int4 ? "nearest" : "none")}, {"layers", gptqLayers}, {"error_ratio", gptqRatio}}},
              {"scheme", {{"target", o.target},
                          {"weight_type", std::string(dtypeName(scheme.weightType))},
                          {"activation_type", o.dynamic ? std::string("uint8") : std::string(dtypeName(scheme.activationType))},
@@ -560,7 +571,7 @@ std::function<int()> addQuantize(CLI::App& app) {
       ->check(CLI::IsMember({"analytic", "empirical", "none"}))
       ->each([o](const std::string&) { o->biasCorrectionGiven = true; });
   sub->add_option("--weight-rounding", o->weightRounding,
-                  "With --static: gptq (default: GPTQ, the weights of each output channel rounded one input at a time, "
+                  "With --static, and --int4 with --calibration: gptq (default: GPTQ, the weights of each output channel rounded one input at a time, "
                   "each rounding error spread over the inputs not yet rounded through the inputs' correlations on the "
                   "calibration samples, so that the layer's output moves least; same scales and format) or nearest (each "
                   "weight to its nearest integer: faster to quantize)")

@@ -59,6 +59,8 @@ struct DynamicQuantizeReport {
   uint64_t floatWeightBytes = 0;    ///< their float bytes before
   uint64_t int8WeightBytes = 0;     ///< and int8 + scale bytes after
   std::vector<std::string> skipped; ///< "node 'x' (MatMul): weight is not a constant 2-D float matrix"
+  int64_t gptqLayers = 0;           ///< --int4 with calibration: weights GPTQ rounded
+  double gptqErrorRatio = 1;        ///< their output error / nearest rounding's (mean over layers)
 };
 
 /// Quantizes the main graph in place. Throws Error(Unsupported) below opset 11 (no

@@ -164,9 +164,18 @@ double outputError(const std::vector<double>& e, const std::vector<double>& h, i
 /// returns {gptq error, nearest error}; false when H cannot be factorized.
 bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64_t k, const std::vector<double>& scale,
                const std::vector<double>& zero, double qmin, double qmax, const GptqOptions& o, std::vector<double>& q,
-               double* errGptq, double* errNearest) {
-  auto quant = [&](double v, int64_t r) { return std::clamp(std::nearbyint(v / scale[r]) + zero[r], qmin, qmax); };
-  auto deq = [&](double qi, int64_t r) { return (qi - zero[r]) * scale[r]; };
+               double* errGptq, double* errNearest, int64_t block = 0) {
+  // Scale and zero point of (row r, column c): one per row, or per row and block of `block`
+  // columns (int4: scale[r * blocks + c / block]).
+  const int64_t gs = block > 0 ? block : k, groups = (k + gs - 1) / gs;
+  auto quant = [&](double v, int64_t r, int64_t c) {
+    const size_t i = static_cast<size_t>(r * groups + c / gs);
+    return std::clamp(std::nearbyint(v / scale[i]) + zero[i], qmin, qmax);
+  };
+  auto deq = [&](double qi, int64_t r, int64_t c) {
+    const size_t i = static_cast<size_t>(r * groups + c / gs);
+    return (qi - zero[i]) * scale[i];
+  };
   // Full symmetric H (from the upper triangle) and the nearest-rounding error as the baseline.
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < i; ++j) h[i * k + j] = h[j * k + i];
@@ -214,9 +223,9 @@ bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64
     for (int64_t r = 0; r < rows; ++r) {
       double* wr = wp.data() + r * k;
       for (int64_t j = i1; j < i2; ++j) {
-        const double qi = quant(wr[j], r);
+        const double qi = quant(wr[j], r, perm[j]);
         qp[r * k + j] = qi;
-        const double e = (wr[j] - deq(qi, r)) / u[j * k + j];
+        const double e = (wr[j] - deq(qi, r, perm[j])) / u[j * k + j];
         const double* uj = u.data() + j * k;
         for (int64_t t = j + 1; t < i2; ++t) wr[t] -= e * uj[t];
         err[r * nb + (j - i1)] = e;
@@ -233,10 +242,10 @@ bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64
     for (int64_t j = 0; j < k; ++j) {
       const int64_t c = perm[j];
       q[r * k + c] = qp[r * k + j];
-      eG[r * k + c] = w[r * k + c] - deq(qp[r * k + j], r);
+      eG[r * k + c] = w[r * k + c] - deq(qp[r * k + j], r, c);
     }
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < k; ++c) eN[r * k + c] = w[r * k + c] - deq(quant(w[r * k + c], r), r);
+    for (int64_t c = 0; c < k; ++c) eN[r * k + c] = w[r * k + c] - deq(quant(w[r * k + c], r, c), r, c);
   *errGptq = outputError(eG, hOrig, rows, k);
   *errNearest = outputError(eN, hOrig, rows, k);
   return true;
@@ -402,6 +411,76 @@ GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::
       qw.q.setRaw(Buffer::fromString(std::move(qraw)));
       out[l.node->input(1)->name()] = std::move(qw);
       report.layers++;
+    }
+    b = e;
+  }
+  if (report.layers) report.meanErrorRatio = ratioSum / static_cast<double>(report.layers);
+  return report;
+}
+
+GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
+                            std::vector<GptqWeight>& weights, const GptqOptions& options) {
+  GptqReport report;
+  if (!model.graph || samples.empty() || weights.empty()) return report;
+  std::vector<Layer> layers(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Layer& l = layers[i];
+    l.node = weights[i].node;
+    l.input = weights[i].node->input(0)->name();
+    l.rows = l.rowsPerGroup = weights[i].rows;
+    l.cols = weights[i].cols;
+  }
+  double ratioSum = 0;
+  for (size_t b = 0; b < layers.size();) {
+    size_t e = b;
+    uint64_t bytes = 0;
+    while (e < layers.size()) {
+      uint64_t need = static_cast<uint64_t>(layers[e].cols * layers[e].cols) * 8;
+      if (e > b && bytes + need > options.memoryBytes) break;
+      bytes += need;
+      ++e;
+    }
+    std::map<std::string, std::vector<Layer*>> byInput;
+    std::vector<std::string> names;
+    for (size_t i = b; i < e; ++i) {
+      layers[i].h.assign(static_cast<size_t>(layers[i].cols * layers[i].cols), 0.0);
+      if (byInput[layers[i].input].empty()) names.push_back(layers[i].input);
+      byInput[layers[i].input].push_back(&layers[i]);
+    }
+    observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+      if (t.dtype() != DType::Float) return;
+      for (Layer* l : byInput[name])
+        if (!l->bad) accumulateRows(*l, t);
+    });
+    report.passes++;
+    for (size_t i = b; i < e; ++i) {
+      Layer& l = layers[i];
+      GptqWeight& gw = weights[i];
+      const std::string what = fmt::format("node '{}' ({})", l.node->displayName(), l.node->opType);
+      if (l.bad || l.count < options.minVectorsPerInput * static_cast<double>(l.cols)) {
+        report.skipped.push_back(fmt::format("{}: {}", what, l.bad ? l.why : fmt::format("{} calibration input vectors for {} inputs per output (nearest rounding)",
+                                                                                         static_cast<int64_t>(l.count), l.cols)));
+        l.h = {};
+        continue;
+      }
+      for (double& v : l.h) v /= l.count;
+      std::vector<double> q(static_cast<size_t>(gw.rows * gw.cols));
+      double eg = 0, en = 0;
+      const bool ok = gptqGroup(gw.w, std::move(l.h), gw.rows, gw.cols, gw.scale, gw.zero, gw.qmin, gw.qmax, options, q, &eg, &en,
+                                gw.block);
+      l.h = {};
+      if (!ok) {
+        report.skipped.push_back(fmt::format("{}: the inputs' second-moment matrix is not positive definite", what));
+        continue;
+      }
+      report.layers++;
+      if (!(eg < en)) {
+        report.keptNearest++;
+        ratioSum += 1;
+        continue;
+      }
+      ratioSum += eg / en;
+      gw.q = std::move(q);
     }
     b = e;
   }

@@ -61,4 +61,20 @@ GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::
                             const QuantScheme& scheme, int64_t minElements, PresetWeights& out,
                             const GptqOptions& options = {});
 
+/// One weight rounded on an explicit grid (the int4 quantizer's blocks): `node` multiplies the rows
+/// of its input 0 (over the last axis, `cols` long) by the weight, given here as `rows` (outputs) x
+/// `cols` floats; the integers of (row r, column c) lie in [qmin, qmax] with scale and zero point
+/// scale[r * blocks + c / block] (blocks = ceil(cols / block)), dequantized (q - zero) * scale.
+/// roundWeightsGptq fills `q` (rows x cols) with GPTQ's integers, or leaves it empty where
+/// nearest rounding stays (too few calibration vectors, no gain, H not factorizable).
+struct GptqWeight {
+  const Node* node = nullptr;
+  int64_t rows = 0, cols = 0, block = 0;
+  std::vector<double> w, scale, zero;
+  double qmin = 0, qmax = 15;
+  std::vector<double> q;
+};
+GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::string, RtValue>>& samples,
+                            std::vector<GptqWeight>& weights, const GptqOptions& options = {});
+
 }  // namespace onnxtool

@@ -7,10 +7,12 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "lib/error.h"
 #include "lib/tensor.h"
 #include "passes/pass_util.h"
+#include "quant/gptq.h"
 
 namespace onnxtool {
 
@@ -108,6 +110,65 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
   std::vector<Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
   const int64_t bs = o.blockSize;
+  // GPTQ first (with calibration samples): the integers of every MatMul/Gemm weight the loop
+  // below will quantize, on the same blocks' scales and zero points, by weight name ([N][K]).
+  std::unordered_map<std::string, std::vector<uint8_t>> gptqCodes;
+  if (o.calibration) {
+    std::vector<GptqWeight> ws;
+    std::vector<std::string> names;
+    for (Node* n : order) {
+      if (!n->isDomain("") || (n->opType != "MatMul" && n->opType != "Gemm")) continue;
+      if (std::find(o.opTypes.begin(), o.opTypes.end(), n->opType) == o.opTypes.end()) continue;
+      if (std::find(o.exclude.begin(), o.exclude.end(), n->name) != o.exclude.end() ||
+          std::find(o.exclude.begin(), o.exclude.end(), n->opType) != o.exclude.end())
+        continue;
+      Value* wv = n->input(1);
+      const Tensor* w = wv && !wv->isGraphInput() ? wv->initializer() : nullptr;
+      if (!n->input(0) || !w || w->dtype() != DType::Float || w->dims.size() != 2 ||
+          w->raw.size() != w->expectedBytes().value_or(UINT64_MAX) || w->numElements().value_or(0) < o.minElements)
+        continue;
+      const bool gemm = n->opType == "Gemm";
+      if (gemm && (n->attrInt("transA", 0) != 0 || n->attrFloat("alpha", 1.0f) != 1.0f)) continue;
+      if (std::find(names.begin(), names.end(), wv->name()) != names.end()) continue;  // shared: nearest
+      const bool transB = gemm && n->attrInt("transB", 0) != 0;
+      const int64_t K = transB ? w->dims[1] : w->dims[0], N = transB ? w->dims[0] : w->dims[1];
+      std::vector<float> f(static_cast<size_t>(K * N));
+      std::memcpy(f.data(), w->raw.data(), f.size() * 4);
+      auto at = [&](int64_t k, int64_t c) { return transB ? f[static_cast<size_t>(c * K + k)] : f[static_cast<size_t>(k * N + c)]; };
+      if (std::any_of(f.begin(), f.end(), [](float v) { return !std::isfinite(v); })) continue;
+      BlockQuant q = quantizeBlocks(K, N, bs, o.symmetric, at);
+      GptqWeight gw;
+      gw.node = n;
+      gw.rows = N, gw.cols = K, gw.block = bs;
+      gw.w.resize(static_cast<size_t>(N * K));
+      for (int64_t c = 0; c < N; ++c)
+        for (int64_t k = 0; k < K; ++k) gw.w[static_cast<size_t>(c * K + k)] = at(k, c);
+      gw.scale.assign(q.scale.begin(), q.scale.end());
+      gw.zero.assign(q.zp.begin(), q.zp.end());
+      gw.qmin = o.symmetric ? 1 : 0;
+      gw.qmax = 15;
+      ws.push_back(std::move(gw));
+      names.push_back(wv->name());
+    }
+    GptqReport gr = roundWeightsGptq(model, *o.calibration, ws);
+    for (const std::string& s : gr.skipped) spdlog::info("GPTQ skipped {}", s);
+    spdlog::info("GPTQ (int4): {} layers ({} kept nearest rounding), {} passes; output error {:.3f} of nearest rounding's (mean over layers)",
+                 gr.layers, gr.keptNearest, gr.passes, gr.meanErrorRatio);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (ws[i].q.empty()) continue;
+      std::vector<uint8_t> code(ws[i].q.size());
+      for (size_t j = 0; j < code.size(); ++j) code[j] = static_cast<uint8_t>(ws[i].q[j]);
+      gptqCodes[names[i]] = std::move(code);
+    }
+    report.gptqLayers = static_cast<int64_t>(gptqCodes.size());
+    report.gptqErrorRatio = gr.meanErrorRatio;
+  }
+  auto blocksOf = [&](const Value* wv, int64_t K, int64_t N, auto at) {
+    BlockQuant q = quantizeBlocks(K, N, bs, o.symmetric, at);
+    auto it = gptqCodes.find(wv->name());
+    if (it != gptqCodes.end() && it->second.size() == q.code.size()) q.code = it->second;
+    return q;
+  };
   for (Node* n : order) {
     if (!n->isDomain("") || (n->opType != "MatMul" && n->opType != "Gemm" && n->opType != "Gather")) continue;
     if (std::find(o.opTypes.begin(), o.opTypes.end(), n->opType) == o.opTypes.end()) continue;
@@ -158,7 +219,7 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
 
     if (o.matmulNBits && !gather) {
       // B [N, blocks, bs/2]: column n's codes block by block, the last block padded with its zero point.
-      BlockQuant q = quantizeBlocks(K, N, bs, o.symmetric, at);
+      BlockQuant q = blocksOf(wv, K, N, at);
       std::vector<uint8_t> padded(static_cast<size_t>(N * q.blocks * bs));
       for (int64_t c = 0; c < N; ++c)
         for (int64_t k = 0; k < q.blocks * bs; ++k)
@@ -215,7 +276,7 @@ DynamicQuantizeReport quantizeInt4(Model& model, const Int4QuantizeOptions& o) {
     }
 
     if (!done.count(wv)) {
-      BlockQuant q = quantizeBlocks(K, N, bs, o.symmetric, at);
+      BlockQuant q = gather ? quantizeBlocks(K, N, bs, o.symmetric, at) : blocksOf(wv, K, N, at);
       // The weight keeps its layout; scales [blocks, N] (MatMul) or [N, blocks] (Gemm transB).
       std::vector<int64_t> scaleDims = transB ? std::vector<int64_t>{N, q.blocks} : std::vector<int64_t>{q.blocks, N};
       std::vector<float> scale(q.scale.size());

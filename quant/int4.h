@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "exec/value.h"
 #include "lib/ir.h"
 #include "quant/dynamic.h"
 
@@ -31,6 +33,9 @@ struct Int4QuantizeOptions {
   std::vector<std::string> opTypes{"MatMul", "Gemm"};
   /// Node names or op types left float.
   std::vector<std::string> exclude;
+  /// Calibration samples: MatMul/Gemm weights are then rounded by GPTQ (quant/gptq.h) on the
+  /// blocks' scales and zero points instead of to nearest; null: nearest rounding.
+  const std::vector<std::map<std::string, RtValue>>* calibration = nullptr;
 };
 
 /// Quantizes the main graph in place; the report's int8WeightBytes counts the 4-bit bytes,

@@ -555,6 +555,61 @@ def dequantized(path, name):
     return q[name + "_quantized"].astype(np.float64) * s, q[name + "_scale"], q[name + "_quantized"]
 
 
+def int4_rounding_checks(c, tmp, rng):
+    """--int4 --calibration: GPTQ on the blocks' scales and zero points (the same as nearest
+    rounding's, codes differ), each layer's output on the calibration inputs closer to the float
+    one than with nearest rounding (ONNX Runtime); without --calibration, or with --weight-rounding
+    nearest, the codes of nearest rounding."""
+    w1 = (rng.standard_normal((64, 48)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((32, 48)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["hr"]),
+             helper.make_node("Gemm", ["hr", "w2"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "int4", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    src = os.path.join(tmp, "int4_mlp.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), src)
+    mix = rng.standard_normal((6, 64))  # correlated inputs: 6 latent factors plus a little noise
+    xs = np.stack([rng.standard_normal((8, 6)) @ mix + 0.05 * rng.standard_normal((8, 64)) for _ in range(64)]).astype(np.float32)
+    calib = os.path.join(tmp, "int4_calib.npz")
+    np.savez(calib, x=xs)
+    near, gq = os.path.join(tmp, "int4_near.onnx"), os.path.join(tmp, "int4_gptq.onnx")
+    dn = quantize([src, "-o", near, "--int4", "--eval-sets", "0"], "int4 nearest", c)
+    dg = quantize([src, "-o", gq, "--int4", "--calibration", calib, "--eval-sets", "0"], "int4 gptq", c)
+    if not (dn and dg and checked(c, gq, "int4 gptq")):
+        return
+    c.check(dg["weight_rounding"]["method"] == "gptq" and dg["weight_rounding"]["layers"] == 2 and dn["weight_rounding"]["method"] == "nearest",
+            f"int4: {dn['weight_rounding']} / {dg['weight_rounding']}")
+    qn, qg = inits_of(near), inits_of(gq)
+    scales = [k for k in qn if "scale" in k]
+    c.check(len(scales) == 2 and all(np.array_equal(qn[k], qg[k]) for k in scales), f"int4 GPTQ keeps the scales: {scales}")
+    codes = [k for k in qn if k.endswith("_uint4")]
+    c.check(len(codes) == 2 and all(not np.array_equal(qn[k].astype(np.int8), qg[k].astype(np.int8)) for k in codes),
+            f"int4 GPTQ moved some codes: {codes}")
+
+    def outs(path, name):
+        m = onnx.load(path)
+        if name not in {o.name for o in m.graph.output}:
+            m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return np.concatenate([sess.run([name], {"x": x})[0] for x in xs])
+    # The MatMul's output (float input) and the Gemm's on the float model's hidden layer: per layer,
+    # GPTQ's weights against nearest rounding's.
+    h_f, y_f = outs(src, "h"), outs(src, "y")
+    e_h = [float(((outs(p, "h") - h_f) ** 2).sum()) for p in (near, gq)]
+    c.check(e_h[1] < 0.8 * e_h[0], f"int4 MatMul output error: GPTQ {e_h[1]:.4g} vs nearest {e_h[0]:.4g}")
+    e_y = [float(((outs(p, "y") - y_f) ** 2).sum()) for p in (near, gq)]
+    c.check(e_y[1] < e_y[0], f"int4 model output error: GPTQ {e_y[1]:.4g} vs nearest {e_y[0]:.4g}")
+    ours_vs_ort(c, gq, {"x": xs[0]}, tmp, "int4 gptq")
+    r = run(["quantize", src, "-o", os.path.join(tmp, "bad4.onnx"), "--int4", "--weight-rounding", "gptq"])
+    c.check(r.returncode == 2 and "--calibration" in r.stderr, f"--int4 --weight-rounding gptq without data: {r.returncode} {r.stderr.strip()[:120]}")
+    dnn = quantize([src, "-o", os.path.join(tmp, "int4_nn.onnx"), "--int4", "--calibration", calib, "--weight-rounding", "nearest",
+                    "--eval-sets", "0"], "int4 nearest with data", c)
+    if dnn:
+        q2 = inits_of(os.path.join(tmp, "int4_nn.onnx"))
+        c.check(all(np.array_equal(qn[k].astype(np.int8), q2[k].astype(np.int8)) for k in codes), "--weight-rounding nearest: nearest rounding's codes")
+
+
 def rounding_checks(c, tmp):
     """--weight-rounding gptq keeps nearest rounding's scales, changes integers, and each layer's
     output on the calibration inputs (ONNX Runtime, the float model's inputs, the dequantized
@@ -647,6 +702,7 @@ def rounding_checks(c, tmp):
             shift = float(np.abs(q[n].mean(axis=(0, 2, 3)) - fl[n].mean(axis=(0, 2, 3))).max())
             c.check(shift <= 0.05 * float(np.abs(fl[n]).max()) / 255 + 1e-4, f"shared biases: '{n}' mean shift {shift:.3g}")
         ours_vs_ort(c, sq, {"x": xs[2]}, tmp, "shared biases")
+    int4_rounding_checks(c, tmp, rs)
     for args, label in ((["--dynamic", "--weight-rounding", "gptq"], "gptq with --dynamic"),
                         (["--dynamic", "--bias-correction", "empirical"], "--bias-correction with --dynamic"),
                         (["--static", "--calibration", calib, "--no-bias-correction", "--bias-correction", "empirical"],
