@@ -181,10 +181,12 @@ bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64
     for (int64_t j = 0; j < i; ++j) h[i * k + j] = h[j * k + i];
   for (double v : h)
     if (!std::isfinite(v)) return false;
-  std::vector<double> hOrig = h;
   // Dead inputs (always zero on the calibration data): no correlation to spread error through.
+  // The diagonal as it was is kept to undo the damping for the error measures at the end (two
+  // k x k matrices at most: H and the factor; k = 11008 is 0.97 GB each).
   double meanDiag = 0;
-  for (int64_t i = 0; i < k; ++i) meanDiag += h[i * k + i];
+  std::vector<double> diag(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) meanDiag += diag[static_cast<size_t>(i)] = h[i * k + i];
   meanDiag /= static_cast<double>(k);
   if (!(meanDiag > 0)) return false;
   for (int64_t i = 0; i < k; ++i) {
@@ -212,9 +214,11 @@ bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64
     for (int64_t j = 0; j < i; ++j) hp[i * k + j] = hp[j * k + i];  // full H^-1 (row-major)
   dpotrf_("U", &n, hp.data(), &n, &info);  // column-major upper: H^-1 = U^T U, U(i, j) at [j * k + i]
   if (info != 0) return false;
-  std::vector<double> u(static_cast<size_t>(k * k), 0.0);
+  // U row-major (its upper triangle is all the loop reads): the transpose of the column-major
+  // factor, in place.
   for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = i; j < k; ++j) u[i * k + j] = hp[j * k + i];
+    for (int64_t j = i + 1; j < k; ++j) std::swap(hp[i * k + j], hp[j * k + i]);
+  const std::vector<double>& u = hp;
   std::vector<double> qp(static_cast<size_t>(rows * k));
   const int64_t bs = std::max<int64_t>(1, o.block);
   std::vector<double> err(static_cast<size_t>(rows * bs));
@@ -246,8 +250,9 @@ bool gptqGroup(std::vector<double> w, std::vector<double> h, int64_t rows, int64
     }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < k; ++c) eN[r * k + c] = w[r * k + c] - deq(quant(w[r * k + c], r, c), r, c);
-  *errGptq = outputError(eG, hOrig, rows, k);
-  *errNearest = outputError(eN, hOrig, rows, k);
+  for (int64_t i = 0; i < k; ++i) h[i * k + i] = diag[static_cast<size_t>(i)];  // undamped
+  *errGptq = outputError(eG, h, rows, k);
+  *errNearest = outputError(eN, h, rows, k);
   return true;
 }
 
