@@ -388,11 +388,42 @@ ONNXTOOL_AVX2 bool maxPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh
   return true;
 }
 
+/// sum + (the lanes of p that mask m selects; 0 for the others), 8 lanes.
+ONNXTOOL_AVX2 inline __m256 addMasked(__m256 acc, const float* p, unsigned m) {
+  if (m == 0) return acc;
+  if (m == 0xFF) return _mm256_add_ps(acc, _mm256_loadu_ps(p));
+  return _mm256_add_ps(acc, _mm256_maskload_ps(p, bits8(m)));
+}
+
+/// RowOps::avgPoolFlat, each 16-position block as two halves of 8.
+ONNXTOOL_AVX2 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                               const uint16_t* hmask, const uint16_t* vmask, const float* inv, float* y, float* hbuf) {
+  const int64_t nb = (hw + 15) / 16;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t o = b * 16 + half * 8;
+      __m256 acc = _mm256_setzero_ps();
+      if (o < hw)
+        for (int64_t j = 0; j < kw; ++j) acc = addMasked(acc, x + o - padL + j, (hmask[j * nb + b] >> (8 * half)) & 0xFFu);
+      _mm256_storeu_ps(hbuf + o, acc);
+    }
+  for (int64_t b = 0; b < nb; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t o = b * 16 + half * 8;
+      if (o >= hw) break;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < kh; ++i) acc = addMasked(acc, hbuf + o + (i - padT) * w, (vmask[i * nb + b] >> (8 * half)) & 0xFFu);
+      acc = _mm256_mul_ps(acc, _mm256_loadu_ps(inv + o));
+      if (hw - o >= 8) _mm256_storeu_ps(y + o, acc);
+      else _mm256_maskstore_ps(y + o, bits8((1u << (hw - o)) - 1), acc);
+    }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat};
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {

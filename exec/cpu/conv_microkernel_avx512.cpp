@@ -556,6 +556,25 @@ ONNXTOOL_AVX512 bool maxPoolFlat(const float* x, int64_t hw, int64_t w, int64_t 
   return true;
 }
 
+/// RowOps::avgPoolFlat.
+ONNXTOOL_AVX512 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                                 const uint16_t* hmask, const uint16_t* vmask, const float* inv, float* y, float* hbuf) {
+  const int64_t nb = (hw + 15) / 16;
+  const __mmask16 tail = static_cast<__mmask16>(hw % 16 ? (1u << (hw % 16)) - 1 : 0xFFFFu);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* p = x + b * 16 - padL;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < kw; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(hmask[j * nb + b], p + j));
+    _mm512_storeu_ps(hbuf + b * 16, acc);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* p = hbuf + b * 16 - padT * w;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < kh; ++i) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(vmask[i * nb + b], p + i * w));
+    _mm512_mask_storeu_ps(y + b * 16, b + 1 == nb ? tail : 0xFFFF, _mm512_mul_ps(acc, _mm512_loadu_ps(inv + b * 16)));
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
@@ -565,7 +584,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat};
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {

@@ -235,6 +235,11 @@ struct RowOps {
   /// a NaN (the caller runs its exact loop). nullptr where the path has none.
   bool (*maxPoolFlat)(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
                       const uint16_t* hmask, const uint16_t* vmask, float* y, float* hbuf);
+  /// AveragePool of the same geometry (Inception's 3x3 branch pools), the same way with sums
+  /// (masked-off taps add 0), then y[o] = sum * inv[o] (inv: 1 / the window's element count at
+  /// o, nb * 16 floats). NaN and infinities propagate as in any sum. nullptr where the path has none.
+  void (*avgPoolFlat)(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
+                      const uint16_t* hmask, const uint16_t* vmask, const float* inv, float* y, float* hbuf);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

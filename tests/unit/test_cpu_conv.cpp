@@ -1212,6 +1212,43 @@ TEST_CASE("cpu MaxPool stride 1 keeping the size (flat, separable) matches the r
   CHECK(cases > 200);
 }
 
+TEST_CASE("cpu AveragePool stride 1 keeping the size (flat, separable sums) matches the reference kernel", "[cpu][pool]") {
+  // Inception's 3x3 branch pools and other kernels; every split of the pads, count_include_pad
+  // 0 and 1, planes 1x1 to 20x20 and 9x33; NaN and infinities propagate as in the reference sum.
+  std::mt19937 rng(80);
+  const bool flat = onnxtool::cpu::activeRowOps().avgPoolFlat != nullptr;
+  const std::pair<int64_t, int64_t> kernelsHw[] = {{1, 1}, {2, 2}, {3, 3}, {5, 5}, {3, 5}, {7, 1}, {7, 7}};
+  const std::pair<int64_t, int64_t> planes[] = {{1, 1}, {1, 17}, {3, 5}, {8, 8}, {5, 16}, {17, 17}, {9, 33}, {20, 20}};
+  int cases = 0;
+  for (auto [kh, kw] : kernelsHw)
+    for (auto [h, w] : planes)
+      for (int64_t pt = 0; pt < kh; ++pt) {
+        const int64_t pl = (pt + cases) % kw, pb = kh - 1 - pt, pr = kw - 1 - pl;
+        ++cases;
+        const int special = cases % 6;  // 1: NaN; 2: +inf; 3: +inf and -inf in one window
+        auto xd = randomFloats(static_cast<size_t>(2 * h * w), rng);
+        const size_t at = static_cast<size_t>(rng() % xd.size());
+        if (special == 1) xd[at] = testutil::kNan;
+        if (special == 2) xd[at] = std::numeric_limits<float>::infinity();
+        if (special == 3) {
+          xd[0] = std::numeric_limits<float>::infinity();
+          if (xd.size() > 1) xd[1] = -std::numeric_limits<float>::infinity();
+        }
+        Builder b(12);
+        b.input("x", f32({1, 2, h, w}, xd));
+        std::vector<Attribute> attrs{testutil::ints("kernel_shape", {kh, kw}), testutil::ints("pads", {pt, pl, pb, pr}),
+                                     testutil::one("count_include_pad", cases % 2)};
+        b.node("AveragePool", {"x"}, "y", attrs);
+        b.output("y");
+        INFO("AveragePool " << kh << "x" << kw << " on " << h << "x" << w << " pads " << pt << pl << pb << pr << " include "
+                            << cases % 2 << " special " << special);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-5);
+        INFO(joined(kernels));
+        CHECK(ranOn(kernels, flat && kh * kw > 1 ? "cpu.averagepool.f32.flat" : "cpu.averagepool"));
+      }
+  CHECK(cases > 150);
+}
+
 TEST_CASE("cpu AveragePool over the whole plane runs as a plane mean", "[cpu][pool]") {
   // open_nsfw's (tf2onnx) 7x7 pool on a 7x7 map; odd shapes, strides, count_include_pad without
   // pads, ceil_mode; a padded window is not a plane mean and takes the general kernel.
