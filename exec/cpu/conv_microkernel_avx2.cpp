@@ -423,7 +423,7 @@ ONNXTOOL_AVX2 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat};
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat, nullptr};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {

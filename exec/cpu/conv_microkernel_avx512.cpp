@@ -575,6 +575,31 @@ ONNXTOOL_AVX512 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t 
   }
 }
 
+/// RowOps::deinterleave3: 16 pixels (48 floats, three vectors) a step; channel k's lanes from
+/// the first two vectors by one two-source permute, the rest from the third by another.
+ONNXTOOL_AVX512 void deinterleave3(const float* src, int64_t n, float* c0, float* c1, float* c2) {
+  alignas(64) int32_t i1[3][16], i2[3][16];
+  for (int k = 0; k < 3; ++k)
+    for (int p = 0; p < 16; ++p) {
+      const int at = 3 * p + k;
+      i1[k][p] = at < 32 ? at : 0;
+      i2[k][p] = at < 32 ? p : 16 + at - 32;
+    }
+  __m512i a1[3], a2[3];
+  for (int k = 0; k < 3; ++k) a1[k] = _mm512_load_si512(i1[k]), a2[k] = _mm512_load_si512(i2[k]);
+  float* out[3] = {c0, c1, c2};
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t floats = 3 * std::min<int64_t>(n - i, 16);
+    const float* q = src + 3 * i;
+    const __m512 a = _mm512_maskz_loadu_ps(mask0(static_cast<int>(std::min<int64_t>(floats, 16))), q);
+    const __m512 b = _mm512_maskz_loadu_ps(mask0(static_cast<int>(std::clamp<int64_t>(floats - 16, 0, 16))), q + 16);
+    const __m512 c = _mm512_maskz_loadu_ps(mask0(static_cast<int>(std::clamp<int64_t>(floats - 32, 0, 16))), q + 32);
+    const __mmask16 st = mask0(static_cast<int>(std::min<int64_t>(n - i, 16)));
+    for (int k = 0; k < 3; ++k)
+      _mm512_mask_storeu_ps(out[k] + i, st, _mm512_permutex2var_ps(_mm512_permutex2var_ps(a, a1[k], b), a2[k], c));
+  }
+}
+
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
@@ -584,7 +609,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat};
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, deinterleave3};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {

@@ -240,6 +240,10 @@ struct RowOps {
   /// o, nb * 16 floats). NaN and infinities propagate as in any sum. nullptr where the path has none.
   void (*avgPoolFlat)(const float* x, int64_t hw, int64_t w, int64_t kh, int64_t kw, int64_t padT, int64_t padL,
                       const uint16_t* hmask, const uint16_t* vmask, const float* inv, float* y, float* hbuf);
+  /// c0[i], c1[i], c2[i] = src[3 i], src[3 i + 1], src[3 i + 2] for i < n (an image's NHWC pixels
+  /// to NCHW planes: Transpose of a 3-channel last axis). Reads and writes nothing past them;
+  /// nullptr where the path has none.
+  void (*deinterleave3)(const float* src, int64_t n, float* c0, float* c1, float* c2);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

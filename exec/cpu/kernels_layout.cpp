@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
 #include "lib/error.h"
 
@@ -85,6 +86,44 @@ class TransposeKernel : public CpuKernel {
   std::vector<int64_t> outDims_, inStrides_;
   size_t elem_;
   int64_t total_ = 0;
+};
+
+/// Transpose moving a last axis of 3 floats in front of the axes before it, whose elements are
+/// contiguous (NHWC -> NCHW of an RGB image: [N, H, W, 3] -> [N, 3, H, W], tf2onnx's first node):
+/// each outer block of P pixels x 3 deinterleaved by RowOps::deinterleave3 (AVX-512) instead of
+/// three strided gathers over the same input.
+class TransposeC3Kernel : public CpuKernel {
+ public:
+  TransposeC3Kernel(std::vector<int64_t> outerDims, std::vector<int64_t> outerStrides, int64_t pixels)
+      : outerDims_(std::move(outerDims)), outerStrides_(std::move(outerStrides)), pixels_(pixels) {}
+  std::string variant() const override { return ".c3"; }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    int64_t outer = 1;
+    for (int64_t d : outerDims_) outer *= d;
+    if (outer == 0 || pixels_ == 0) return;
+    const RowOps& ops = activeRowOps();
+    // Work items: (outer block, slice of 4096 pixels), a multiple of 16 each but the last.
+    constexpr int64_t kSlice = 4096;
+    const int64_t slices = (pixels_ + kSlice - 1) / kSlice;
+    parallelFor(args.pool, outer * slices, std::max<int64_t>(1, 8192 / kSlice), [&](int64_t b, int64_t e) {
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / slices, p0 = it % slices * kSlice, n = std::min(kSlice, pixels_ - p0);
+        int64_t rem = o, off = 0;
+        for (size_t d = outerDims_.size(); d-- > 0;) {
+          off += rem % outerDims_[d] * outerStrides_[d];
+          rem /= outerDims_[d];
+        }
+        float* yo = y + o * 3 * pixels_ + p0;
+        ops.deinterleave3(x + off + 3 * p0, n, yo, yo + pixels_, yo + 2 * pixels_);
+      }
+    });
+  }
+
+ private:
+  std::vector<int64_t> outerDims_, outerStrides_;
+  int64_t pixels_;
 };
 
 class ReduceMeanKernel : public CpuKernel {
@@ -582,6 +621,22 @@ std::unique_ptr<CpuKernel> createTranspose(const CpuNodeInfo& info) {
     inStrides[i] = strides[static_cast<size_t>(perm[i])];
   }
   if (outDims != info.out(0).dims) return nullptr;
+  // [..., 3, P] out of a contiguous [P, 3] per outer index (trailing output axes merged while
+  // they are contiguous in the input): the deinterleaving kernel.
+  if (info.in(0).dtype == DType::Float && activeRowOps().deinterleave3) {
+    std::vector<int64_t> d = outDims, st = inStrides;
+    while (d.size() >= 2 && st[d.size() - 2] == d.back() * st.back()) {
+      d[d.size() - 2] *= d.back();
+      st[d.size() - 2] = st.back();
+      d.pop_back();
+      st.pop_back();
+    }
+    if (d.size() >= 2 && st.back() == 3 && d[d.size() - 2] == 3 && st[d.size() - 2] == 1 && d.back() > 0) {
+      const int64_t pixels = d.back();
+      std::vector<int64_t> od(d.begin(), d.end() - 2), os(st.begin(), st.end() - 2);
+      return std::make_unique<TransposeC3Kernel>(od, os, pixels);
+    }
+  }
   return std::make_unique<TransposeKernel>(outDims, inStrides, static_cast<size_t>(dtypeBits(info.in(0).dtype) / 8));
 }
 

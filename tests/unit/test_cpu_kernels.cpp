@@ -545,7 +545,12 @@ TEST_CASE("cpu Transpose and trailing-axes ReduceMean match the reference kernel
     std::vector<int64_t> dims, perm;
   };
   const TCase tcases[] = {{{2, 3, 4}, {}},           {{2, 3, 4}, {0, 2, 1}}, {{1, 128, 12, 64}, {0, 2, 1, 3}},
-                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}, {{1, 128, 12, 64}, {0, 2, 3, 1}}};
+                          {{2, 12, 5, 17}, {0, 2, 3, 1}}, {{0, 3}, {1, 0}},  {{7}, {0}}, {{1, 128, 12, 64}, {0, 2, 3, 1}},
+                          // a last axis of 3 moved forward (NHWC -> NCHW images: the deinterleaving kernel on
+                          // AVX-512), pixel counts around the 16-pixel blocks and the 4096-pixel slices
+                          {{1, 5, 7, 3}, {0, 3, 1, 2}}, {{2, 4, 3}, {0, 2, 1}}, {{3, 2, 17, 3}, {0, 3, 1, 2}},
+                          {{1, 33, 3}, {0, 2, 1}}, {{2, 3, 3}, {0, 2, 1}}, {{1, 1, 3}, {0, 2, 1}}, {{1, 97, 71, 3}, {0, 3, 1, 2}},
+                          {{5, 3}, {1, 0}}, {{2, 9, 3}, {2, 0, 1}}};
   for (const TCase& c : tcases) {
     std::map<std::string, RtValue> feeds;
     std::vector<Attribute> attrs;
