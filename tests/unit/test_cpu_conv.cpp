@@ -187,6 +187,11 @@ TEST_CASE("cpu packed and depthwise Conv match the reference kernel", "[cpu][con
       {1, 4, 7, 70, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 2, rows of 35
       {1, 4, 7, 70, 4, 3, 5, 1, 1, 1, 2, 1, 4, 1, 3, 4},      // depthwise stride 1, rows of 70, dilated
       {1, 4, 7, 40, 4, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1, 4},      // depthwise stride 3 (the scalar plane)
+      // depthwise with enough work for two threads and rows for each (the output-row split)
+      {1, 48, 28, 28, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 48},    // MobileNet's 28x28
+      {1, 48, 57, 56, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 48},    // stride 2, odd height: row blocks across the split
+      {1, 40, 30, 21, 40, 5, 5, 1, 1, 2, 2, 4, 3, 4, 5, 40},    // dilated 5x5, asymmetric pads
+      {1, 64, 19, 19, 64, 3, 3, 1, 1, 1, 1, 0, 0, 2, 2, 64},    // rows not a multiple of the 4-row blocks
   };
   for (size_t i = 0; i < std::size(fixed); ++i) {
     const ConvCase& k = fixed[i];
