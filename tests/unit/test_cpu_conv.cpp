@@ -1254,6 +1254,42 @@ TEST_CASE("cpu AveragePool stride 1 keeping the size (flat, separable sums) matc
   CHECK(cases > 150);
 }
 
+TEST_CASE("cpu AveragePool 2x2 stride 2 (DenseNet's transitions) matches the reference kernel", "[cpu][pool]") {
+  // Even and odd sizes (the last row or column left out), one-pixel outputs, rows around the
+  // 16-lane blocks, count_include_pad either way (no pads: full windows), NaN and infinities;
+  // ceil_mode with an odd size and padded windows take the general kernel.
+  std::mt19937 rng(81);
+  struct Case {
+    int64_t n, c, h, w, ceil, pad;
+  };
+  const Case cases[] = {{1, 3, 8, 8, 0, 0},  {2, 5, 7, 9, 0, 0},  {1, 4, 56, 56, 0, 0}, {1, 2, 2, 2, 0, 0},
+                        {1, 3, 2, 33, 0, 0}, {1, 2, 3, 65, 0, 0}, {1, 3, 7, 7, 1, 0},   {1, 3, 8, 8, 0, 1}};
+  int i = 0;
+  for (const Case& k : cases) {
+    auto xd = randomFloats(static_cast<size_t>(k.n * k.c * k.h * k.w), rng);
+    if (i % 3 == 1) xd[static_cast<size_t>(rng() % xd.size())] = testutil::kNan;
+    if (i % 3 == 2) xd[static_cast<size_t>(rng() % xd.size())] = std::numeric_limits<float>::infinity();
+    Builder b(12);
+    b.input("x", f32({k.n, k.c, k.h, k.w}, xd));
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {2, 2}), testutil::ints("strides", {2, 2}),
+                                 testutil::one("count_include_pad", i % 2)};
+    if (k.ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+    if (k.pad) attrs.push_back(testutil::ints("pads", {1, 1, 1, 1}));
+    b.node("AveragePool", {"x"}, "y", attrs);
+    b.output("y");
+    INFO("AveragePool 2x2/2 on " << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " ceil " << k.ceil << " pad " << k.pad);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-5, 1e-5);
+    INFO(joined(kernels));
+    const bool plane = k.h == 2 && k.w == 2 && !k.pad;  // the whole plane: a plane mean
+    const bool fast = !k.pad && !(k.ceil && (k.h % 2 || k.w % 2)) && !plane;
+    if (fast) CHECK(ranOn(kernels, "cpu.averagepool.f32.2x2"));
+    if (plane) CHECK(ranOn(kernels, "cpu.averagepool.f32.plane"));
+    if (k.pad) CHECK(ranOn(kernels, "cpu.averagepool"));
+    if (!fast) CHECK(!ranOn(kernels, "cpu.averagepool.f32.2x2"));  // (ceil_mode: the reference kernel)
+    ++i;
+  }
+}
+
 TEST_CASE("cpu AveragePool over the whole plane runs as a plane mean", "[cpu][pool]") {
   // open_nsfw's (tf2onnx) 7x7 pool on a 7x7 map; odd shapes, strides, count_include_pad without
   // pads, ceil_mode; a padded window is not a plane mean and takes the general kernel.
