@@ -21,14 +21,19 @@ class BatchNormKernel : public CpuKernel {
     const float* mean = static_cast<const float*>(args.inputs[3]);
     const float* var = static_cast<const float*>(args.inputs[4]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t ch = 0; ch < c_; ++ch) {
-      float a = scale[ch] / std::sqrt(var[ch] + eps_), b = bias[ch] - mean[ch] * a;
-      for (int64_t img = 0; img < n_; ++img) {
-        const float* xp = x + (img * c_ + ch) * spatial_;
-        float* yp = y + (img * c_ + ch) * spatial_;
-        for (int64_t i = 0; i < spatial_; ++i) yp[i] = xp[i] * a + b;
+    // Channels over the pool, ~64 KiB of input a chunk at least (DenseNet's pre-activation
+    // BatchNormalizations ran on one thread: 8.6% of the model at 1 thread).
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n_ * spatial_));
+    parallelFor(args.pool, c_, grain, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        float a = scale[ch] / std::sqrt(var[ch] + eps_), b = bias[ch] - mean[ch] * a;
+        for (int64_t img = 0; img < n_; ++img) {
+          const float* xp = x + (img * c_ + ch) * spatial_;
+          float* yp = y + (img * c_ + ch) * spatial_;
+          for (int64_t i = 0; i < spatial_; ++i) yp[i] = xp[i] * a + b;
+        }
       }
-    }
+    });
   }
 
  private:
