@@ -1170,6 +1170,30 @@ class Specialization {
         if (!pre) break;
       }
     }
+    // An inference BatchNormalization read only by a Relu (DenseNet's pre-activation BN-Relu
+    // before each 1x1 Conv): one pass, the kernel clamping as it stores.
+    for (const auto& np : g.nodes()) {
+      const Node& bn = *np;
+      if (bn.opType != "BatchNormalization" || !canonicalDomain(bn.domain).empty() || bn.outputs().size() != 1 || !bn.output(0))
+        continue;
+      const Node* relu = soleReader(bn.output(0));
+      if (!relu || relu->opType != "Relu" || int8Fused(&bn) || int8Fused(relu)) continue;
+      const OpSchema* schema = findSchema(bn.domain, bn.opType, opsetFor(*model_, bn));
+      if (!schema) continue;
+      auto cand = std::make_unique<ConvCandidate>();
+      cand->epi.clamp = true;
+      cand->epi.lo = 0.f;
+      cand->epi.hi = std::numeric_limits<float>::infinity();
+      cand->epi.suffix = "+relu";
+      cand->chain = {relu};
+      Step& st = cand->step;
+      st.node = &bn;
+      st.opset = opsetFor(*model_, bn);
+      for (Value* v : bn.inputs()) st.in.push_back(v ? slotFor(v) : -1);
+      st.out.push_back(slotFor(relu->output(0)));
+      if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
+      candidates.push_back(std::move(cand));
+    }
     // The kernels of every chain side by side, then the chains taken in graph order.
     std::vector<KernelJob*> jobs;
     for (auto& c : candidates) jobs.push_back(&c->job);

@@ -3,6 +3,8 @@
 // (output Y only) over the trailing axes from `axis`, rows split over the pool; the executor
 // may fuse a residual Add before it (the sum is formed in the row kernel, never stored).
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/vec.h"
@@ -13,7 +15,9 @@ namespace {
 
 class BatchNormKernel : public CpuKernel {
  public:
-  BatchNormKernel(int64_t n, int64_t c, int64_t spatial, float eps) : n_(n), c_(c), spatial_(spatial), eps_(eps) {}
+  BatchNormKernel(int64_t n, int64_t c, int64_t spatial, float eps, bool relu = false)
+      : n_(n), c_(c), spatial_(spatial), eps_(eps), relu_(relu) {}
+  std::string variant() const override { return relu_ ? "+relu" : ""; }
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* scale = static_cast<const float*>(args.inputs[1]);
@@ -24,6 +28,7 @@ class BatchNormKernel : public CpuKernel {
     // Channels over the pool, ~64 KiB of input a chunk at least (DenseNet's pre-activation
     // BatchNormalizations ran on one thread: 8.6% of the model at 1 thread).
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n_ * spatial_));
+    void (*relu)(const float*, float*, int64_t) = relu_ ? vecKernels().unary[static_cast<int>(VecUnary::Relu)] : nullptr;
     parallelFor(args.pool, c_, grain, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         float a = scale[ch] / std::sqrt(var[ch] + eps_), b = bias[ch] - mean[ch] * a;
@@ -31,6 +36,7 @@ class BatchNormKernel : public CpuKernel {
           const float* xp = x + (img * c_ + ch) * spatial_;
           float* yp = y + (img * c_ + ch) * spatial_;
           for (int64_t i = 0; i < spatial_; ++i) yp[i] = xp[i] * a + b;
+          if (relu) relu(yp, yp, spatial_);  // the plane still in cache (the vec.h Relu: a NaN stays NaN)
         }
       }
     });
@@ -39,6 +45,7 @@ class BatchNormKernel : public CpuKernel {
  private:
   int64_t n_, c_, spatial_;
   float eps_;
+  bool relu_ = false;  ///< a Relu fused after it (the executor's BatchNormalization + Relu)
 };
 
 /// Inputs X, Scale[, B] (or, fused with a residual Add, A, R, Scale[, B] with X = A + R).
@@ -109,7 +116,15 @@ std::unique_ptr<CpuKernel> createBatchNorm(const CpuNodeInfo& info) {
     if (!info.hasInput(i) || info.in(i).dtype != DType::Float || info.in(i).numElements() != x[1]) return nullptr;
   int64_t spatial = 1;
   for (size_t i = 2; i < x.size(); ++i) spatial *= x[i];
-  return std::make_unique<BatchNormKernel>(x[0], x[1], spatial, n.attrFloat("epsilon", 1e-5f));
+  // A fused epilogue: only the Relu clamp [0, +inf) (planFusions' BatchNormalization + Relu).
+  bool relu = false;
+  if (const FusedEpilogue* f = info.fused) {
+    if (!f->scale.empty() || !f->shift.empty() || f->residual || f->inputScale || f->act != VecUnary::Count || !f->clamp ||
+        f->lo != 0.f || f->hi != std::numeric_limits<float>::infinity())
+      return nullptr;
+    relu = true;
+  }
+  return std::make_unique<BatchNormKernel>(x[0], x[1], spatial, n.attrFloat("epsilon", 1e-5f), relu);
 }
 
 }  // namespace onnxtool::cpu

@@ -1290,6 +1290,35 @@ TEST_CASE("cpu AveragePool 2x2 stride 2 (DenseNet's transitions) matches the ref
   }
 }
 
+TEST_CASE("cpu BatchNormalization followed by Relu runs as one step", "[cpu][conv]") {
+  // DenseNet's pre-activation BN + Relu: fused when the Relu alone reads the BN (NaN kept, as
+  // Relu keeps it); a BN whose output is also read elsewhere, or a graph output, runs alone.
+  std::mt19937 rng(82);
+  for (int variant = 0; variant < 3; ++variant) {
+    const int64_t c = 24, h = 9, w = 13;
+    auto xd = randomFloats(static_cast<size_t>(2 * c * h * w), rng);
+    xd[5] = testutil::kNan;
+    Builder b(15);
+    b.input("x", f32({2, c, h, w}, xd));
+    auto pos = randomFloats(static_cast<size_t>(c), rng);
+    for (float& v : pos) v = std::fabs(v) + 0.1f;
+    b.constant("s", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+    b.constant("bb", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+    b.constant("m", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+    b.constant("v", f32({c}, pos));
+    b.node("BatchNormalization", {"x", "s", "bb", "m", "v"}, "n", {});
+    b.node("Relu", {"n"}, "y", {});
+    b.output("y");
+    if (variant == 1) b.output("n");                  // the BN's output is a graph output too
+    if (variant == 2) b.node("Sigmoid", {"n"}, "z", {}), b.output("z");  // and read by another node
+    INFO("variant " << variant);
+    auto kernels = checkAgainstRef(*b.m, b.feeds);
+    INFO(joined(kernels));
+    CHECK(ranOn(kernels, variant == 0 ? "cpu.batchnorm.f32+relu" : "cpu.batchnorm.f32"));
+    if (variant != 0) CHECK(!ranOn(kernels, "cpu.batchnorm.f32+relu"));
+  }
+}
+
 TEST_CASE("cpu AveragePool over the whole plane runs as a plane mean", "[cpu][pool]") {
   // open_nsfw's (tf2onnx) 7x7 pool on a 7x7 map; odd shapes, strides, count_include_pad without
   // pads, ceil_mode; a padded window is not a plane mean and takes the general kernel.
