@@ -28,6 +28,23 @@
 // honours OPENBLAS_CORETYPE (exported symbols of DYNAMIC_ARCH builds; done once, before any call).
 extern "C" void gotoblas_dynamic_init(void);
 extern "C" void gotoblas_dynamic_quit(void);
+// The pthreads build of OpenBLAS (Debian's default) starts one worker per further core when it
+// is loaded, and each worker spins in sched_yield for about 2^28 TSC ticks (~0.1 s) before it
+// sleeps: every onnxtool process lost a core for its first ~0.1 s, which is where load, prepare
+// and the first run happen (MobileNetV2 at 2 threads: first run 21 ms without the spinner, 21-49
+// with it). We only ever call OpenBLAS single-threaded (our pool splits the work), so its workers
+// are stopped as soon as this library is loaded. Weak: the serial and OpenMP builds lack it.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+namespace {
+struct StopBlasWorkers {
+  StopBlasWorkers() {
+    // This order: openblas_set_num_threads restarts stopped workers (its lazy re-init after fork).
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+  }
+} stopBlasWorkers;
+}  // namespace
 
 namespace onnxtool::cpu {
 
@@ -49,9 +66,10 @@ void configureBlas(int threads) {
     spdlog::debug("OpenBLAS kernels: {} -> {} (isa {})", have, openblas_get_corename(), isaName(isa));
   });
   // Our kernels split GEMMs over the plan's pool and call OpenBLAS single-threaded: two pools
-  // spinning against each other on the same cores cost more than either saves.
+  // spinning against each other on the same cores cost more than either saves. Set once, when
+  // this library is loaded (stopBlasWorkers above): calling openblas_set_num_threads again here
+  // would restart the workers stopped there.
   (void)threads;
-  openblas_set_num_threads(1);
 }
 
 namespace {

@@ -16,6 +16,10 @@
 
 using namespace onnxtool::cpu;
 
+// OpenBLAS's pthreads build (Debian's default) says here whether its worker threads run; weak:
+// absent from its serial and OpenMP builds (resolved through libonnxtool's dependencies).
+extern "C" int blas_server_avail __attribute__((weak));
+
 namespace {
 
 constexpr float kGuard = -12345.f;
@@ -254,4 +258,11 @@ TEST_CASE("PackedFloats: fresh buffers are zero and 64-byte aligned, small or ma
       CHECK(moved[n - 1] == static_cast<float>((n - 1) % 7) + 1.f);
     }
   }
+}
+
+TEST_CASE("OpenBLAS's worker threads are stopped when the library is loaded (they spun a core for ~0.1 s)", "[cpu][gemm]") {
+  // Our pool splits the work and calls OpenBLAS single-threaded; its workers, started when it was
+  // loaded, spun in sched_yield through every process's load, prepare and first run.
+  if (&blas_server_avail == nullptr) WARN("this OpenBLAS build has no worker threads: nothing to check");
+  else CHECK(blas_server_avail == 0);
 }
