@@ -41,7 +41,27 @@ void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc
     } else {  // B is [n, k]: column j of op(B) is row j of B
       if (cols < nr)
         for (int64_t kk = 0; kk < kc; ++kk) std::fill(d + kk * nr + cols, d + kk * nr + nr, 0.f);
-      for (int64_t jj = 0; jj < cols; ++jj) {
+      int64_t jj = 0;
+#if defined(__SSE2__)
+      // Four rows of B at a time, 4 x 4 transposes (a scalar column walk made packing ResNet-50's
+      // conv weights a quarter of its plan's build time).
+      for (; jj + 4 <= cols; jj += 4) {
+        const float* s = b + (j + jj) * ldb + k0;
+        int64_t kk = 0;
+        for (; kk + 4 <= kc; kk += 4) {
+          __m128 r0 = _mm_loadu_ps(s + kk), r1 = _mm_loadu_ps(s + ldb + kk), r2 = _mm_loadu_ps(s + 2 * ldb + kk),
+                 r3 = _mm_loadu_ps(s + 3 * ldb + kk);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          _mm_storeu_ps(d + kk * nr + jj, r0);
+          _mm_storeu_ps(d + (kk + 1) * nr + jj, r1);
+          _mm_storeu_ps(d + (kk + 2) * nr + jj, r2);
+          _mm_storeu_ps(d + (kk + 3) * nr + jj, r3);
+        }
+        for (; kk < kc; ++kk)
+          for (int64_t i = 0; i < 4; ++i) std::memcpy(d + kk * nr + jj + i, s + i * ldb + kk, sizeof(float));
+      }
+#endif
+      for (; jj < cols; ++jj) {
         const float* s = b + (j + jj) * ldb + k0;
         for (int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr + jj, s + kk, sizeof(float));  // s: any address
       }

@@ -1266,8 +1266,21 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   if (info.hasInput(2) && info.in(2).numElements() != g.m) return nullptr;
   const Tensor& wt = *info.constants[1];
   if (wt.dtype() != DType::Float || static_cast<int64_t>(wt.raw.size()) != g.m * w[1] * g.kh * g.kw * 4) return nullptr;
-  std::vector<float> weights(static_cast<size_t>(g.m * w[1] * g.kh * g.kw));
-  if (!weights.empty()) std::memcpy(weights.data(), wt.raw.data(), wt.raw.size());  // the bytes may be unaligned
+  // The weights as floats: the initializer's own bytes when they are float-aligned and kept as
+  // they are (every kernel below packs them into buffers of its own), a copy when unaligned or
+  // scaled by a folded BatchNormalization (ResNet-50: copying all 100 MB of weights cost more of
+  // the plan's build than packing them).
+  const size_t wCount = static_cast<size_t>(g.m * w[1] * g.kh * g.kw);
+  const bool scaled = info.fused && !info.fused->scale.empty();
+  std::unique_ptr<float[]> wCopy;
+  const float* weights = nullptr;
+  if (wCount && (scaled || reinterpret_cast<uintptr_t>(wt.raw.data()) % alignof(float) != 0)) {
+    wCopy.reset(new float[wCount]);  // not value-initialised: every element is copied over
+    std::memcpy(wCopy.get(), wt.raw.data(), wt.raw.size());
+    weights = wCopy.get();
+  } else if (wCount) {
+    weights = reinterpret_cast<const float*>(wt.raw.data());
+  }
   ConvEpilogue ep;
   std::string suffix;
   if (info.fused) {
@@ -1296,19 +1309,19 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     if (info.hasInput(2) && (!b || b->dtype() != DType::Float || b->raw.size() != static_cast<size_t>(g.m) * sizeof(float))) return nullptr;
     ownBias.assign(static_cast<size_t>(g.m), 0.f);
     if (b) std::memcpy(ownBias.data(), b->raw.data(), b->raw.size());
-    const int64_t per = static_cast<int64_t>(weights.size()) / std::max<int64_t>(g.m, 1);
+    const int64_t per = static_cast<int64_t>(wCount) / std::max<int64_t>(g.m, 1);
     for (int64_t oc = 0; oc < g.m; ++oc) {
-      for (int64_t i = 0; i < per; ++i) weights[static_cast<size_t>(oc * per + i)] *= sc[static_cast<size_t>(oc)];
+      for (int64_t i = 0; i < per; ++i) wCopy[static_cast<size_t>(oc * per + i)] *= sc[static_cast<size_t>(oc)];
       ownBias[static_cast<size_t>(oc)] = ownBias[static_cast<size_t>(oc)] * sc[static_cast<size_t>(oc)] + sh[static_cast<size_t>(oc)];
     }
   }
   std::unique_ptr<CpuKernel> k;
   if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale) {
-    auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights.data(), suffix, info.threads);
+    auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights, suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
   } else if (ep.act == VecUnary::Count && !ep.inputScale && winogradApplies(g)) {
-    k = makeWinogradConv(g, ep, weights.data(), reinterpret_cast<const uint8_t*>(wt.raw.data()),
+    k = makeWinogradConv(g, ep, weights, reinterpret_cast<const uint8_t*>(wt.raw.data()),
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
   if (!k) {
@@ -1320,7 +1333,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     if (implicit) px = false;
     const bool direct = !implicit && directPixels(g, mk, pointwise, ep.inputScale);
     if (direct) px = true;
-    auto p = std::make_unique<PackedConvKernel>(g, ep, weights.data(), mk, px, implicit, direct, suffix, info.threads);
+    auto p = std::make_unique<PackedConvKernel>(g, ep, weights, mk, px, implicit, direct, suffix, info.threads);
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }

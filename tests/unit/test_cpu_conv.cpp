@@ -1680,3 +1680,54 @@ TEST_CASE("ONNXTOOL_WINOGRAD picks the Winograd kernel where it pays and never w
     CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.gemm", 0) == 0);
   }
 }
+
+TEST_CASE("cpu Conv reads weights borrowed at any byte offset (mapped model files) and scales them for a fused BatchNormalization",
+          "[cpu][conv]") {
+  // A model file's raw_data sits at any offset: the kernels read float-aligned weights in place
+  // and copy the others first; a folded BatchNormalization scales a copy, never the model's bytes.
+  std::mt19937 rng(91);
+  struct Kind {
+    ConvCase k;
+    const char* kernel;
+  };
+  const Kind kinds[] = {
+      {{1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, "cpu.conv.f32"},          // pointwise GEMM
+      {{1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "cpu.conv.f32.winograd"},  // Winograd
+      {{1, 24, 12, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24}, "cpu.conv.f32"},        // depthwise
+      {{1, 8, 15, 14, 12, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 1}, "cpu.conv.f32"},          // im2col GEMM
+  };
+  ScopedEnv unset("ONNXTOOL_WINOGRAD", "");
+  ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
+  for (const Kind& kind : kinds)
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{2}, size_t{3}})
+      for (bool bn : {false, true}) {
+        const ConvCase& k = kind.k;
+        Builder b = convModel(k, rng, true, false);
+        // the weights' bytes again, at `offset` into a buffer of their own
+        Value* wv = b.vals.at("w");
+        Tensor& wt = *wv->initializer();
+        const std::vector<uint8_t> before(wt.raw.data(), wt.raw.data() + wt.raw.size());
+        auto owner = std::make_shared<std::vector<uint8_t>>(before.size() + 8);
+        const uint8_t* base = owner->data() + (16 - reinterpret_cast<uintptr_t>(owner->data()) % 16) % 16;
+        REQUIRE(base + offset + before.size() <= owner->data() + owner->size());
+        std::memcpy(const_cast<uint8_t*>(base + offset), before.data(), before.size());
+        wt.raw = Buffer::borrow(owner, base + offset, before.size());
+        REQUIRE(wt.raw.isAligned(4) == (offset == 0));
+        if (bn) {
+          auto pos = randomFloats(static_cast<size_t>(k.m), rng);
+          for (float& v : pos) v = std::fabs(v) + 0.1f;
+          b.constant("s", f32({k.m}, randomFloats(static_cast<size_t>(k.m), rng)));
+          b.constant("bb", f32({k.m}, randomFloats(static_cast<size_t>(k.m), rng)));
+          b.constant("mean", f32({k.m}, randomFloats(static_cast<size_t>(k.m), rng)));
+          b.constant("var", f32({k.m}, pos));
+          b.node("BatchNormalization", {"y", "s", "bb", "mean", "var"}, "z", {});
+          b.m->graph->removeOutput(0);
+          b.output("z");
+        }
+        INFO("kernel " << kind.kernel << " offset " << offset << " bn " << bn);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-3, 1e-3);
+        INFO(joined(kernels));
+        CHECK(ranOn(kernels, kind.kernel));
+        CHECK(std::memcmp(wt.raw.data(), before.data(), before.size()) == 0);  // the model's weights untouched
+      }
+}
