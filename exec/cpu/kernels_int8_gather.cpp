@@ -152,7 +152,11 @@ void findGatherDequantizeFusions(const Graph& g, const std::function<const Stati
       if (!a.refAttrName.empty()) gq = nullptr;
     if (!gq) continue;
     const Value* ids = gq->input(1);
-    const Tensor* tq = constantOf(gq->input(0));
+    // The table's type first: constantOf may copy a misaligned initializer, and a float
+    // embedding table (BERT's 94 MB) is not ours to copy.
+    const Value* tv = gq->input(0);
+    if (!tv || !tv->initializer() || tv->initializer()->dtype() != DType::Int8) continue;
+    const Tensor* tq = constantOf(tv);
     const int8_t* table = constData<int8_t>(tq, DType::Int8);
     if (!table || !ids || tq->dims.size() < 2 || !alongRows(gq, tq->dims.size())) continue;
     const int64_t rows = tq->dims[0];

@@ -1,6 +1,7 @@
 // ref_executor.cpp: the reference executor: runs nodes in order with the reference kernels,
 // subgraphs with outer-scope lookup, model-local functions by running their bodies, and frees
 // each intermediate value after its last consumer ran.
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -81,10 +82,13 @@ std::shared_ptr<const Tensor> borrowTensor(const Tensor* t) {
 /// from a model file sit at whatever offset the writer chose.
 constexpr size_t kKernelAlignment = 16;
 
+std::atomic<uint64_t> alignedCopyBytes{0};
+
 RtValue initializerValue(const Value* v) {
   if (v->initializer()) {
     const Tensor* t = v->initializer();
     if (t->raw.empty() || t->raw.isAligned(kKernelAlignment)) return RtValue::ofTensor(borrowTensor(t));
+    alignedCopyBytes += t->raw.size();
     Tensor copy = *t;
     copy.setRaw(Buffer::copyOf(t->raw.bytes()));  // heap allocations are 16-byte aligned
     t->raw.dropMappedPages();                      // the copy replaces them for this run
@@ -160,6 +164,8 @@ void checkAttributeTensors(const std::vector<Attribute>& attrs, const std::strin
 }  // namespace
 
 RtValue runtimeInitializer(const Value* v) { return initializerValue(v); }
+
+uint64_t initializerCopyBytes() { return alignedCopyBytes.load(); }
 
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();

@@ -55,6 +55,10 @@ class RefNodeRunner {
 /// dropped); sparse initializers densified.
 RtValue runtimeInitializer(const Value* v);
 
+/// Bytes of initializers runtimeInitializer() has copied for alignment in this process (tests:
+/// kernels that read the model's bytes at any address must not cost a copy).
+uint64_t initializerCopyBytes();
+
 /// Checks a run-time value given for graph input `e` (kind, element type, rank and static dims,
 /// data size); throws Error(InvalidInput) naming the input.
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v);
