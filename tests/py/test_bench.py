@@ -106,7 +106,8 @@ def main():
         order = [lat[k] for k in ["min", "median", "p90", "p95", "p99", "p999", "max"]]
         c.check(all(a <= b for a, b in zip(order, order[1:])) and order[0] > 0, f"percentiles ordered: {order}")
         c.check(lat["min"] <= lat["mean"] <= lat["max"], "mean within min..max")
-        c.check(doc["inputs"] == [{"name": "input", "dtype": "float32", "shape": [1, 1, 28, 28]}], f"inputs: {doc['inputs']}")
+        c.check(doc["inputs"] == [{"name": "input", "dtype": "float32", "shape": [1, 1, 28, 28], "declared_shape": "[batch,1,28,28]"}],
+                f"inputs: {doc['inputs']}")
         c.check(doc["cpu"]["isa"] in ("avx512", "avx2", "portable"), f"isa: {doc['cpu']}")
         c.check(doc["peak_rss_kib"] > 0 and doc["throughput_per_s"] > 0, "rss and throughput")
 
@@ -182,6 +183,20 @@ def main():
     r = run(["bench", mlp, "--iterations", "3", "--profile", "--top", "2", "--graph-opt", "0"])
     c.check(r.returncode == 0 and "fallback nodes (reference kernels): 1 of 4" in r.stdout and "cos (Cos): ref." in r.stdout,
             f"text profile lists the fallback: {r.stdout}")
+
+    # Symbolic dims are fixed to the inputs' dims before prepare: the plan is built in prepare
+    # (logged once, before the report), the input line shows what was declared.
+    x2 = np.random.default_rng(4).standard_normal((2, 16)).astype(np.float32)
+    np.save(os.path.join(tmp, "x2.npy"), x2)
+    r = run(["-vv", "bench", mlp, "--iterations", "3", "--threads", "1", "-i", "x=" + os.path.join(tmp, "x2.npy"), "--json"])
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    c.check(doc.get("inputs") == [{"name": "x", "dtype": "float32", "shape": [2, 16], "declared_shape": "[n,16]"}],
+            f"declared shape reported: {doc.get('inputs')} {r.stderr[-300:]}")
+    c.check(r.stderr.count("cpu executor: prepared") == 1, f"one plan, built once: {r.stderr[-500:]}")
+    r = run(["bench", mlp, "--iterations", "3", "--threads", "1", "-i", "x=" + os.path.join(tmp, "x2.npy")])
+    c.check(r.returncode == 0 and "input:       x float32 [2,16] (declared [n,16])" in r.stdout, f"text input line: {r.stdout}")
+    r = run(["bench", SMALL, "--iterations", "3", "--threads", "1", "--json", "--shape", "input=1,1,28,28"])
+    c.check(r.returncode == 0 and "declared_shape" not in json.loads(r.stdout)["inputs"][0], "static inputs: no declared_shape")
 
     # run --executor cpu: ONNX Runtime's outputs; -v names the fallbacks
     x = np.random.default_rng(1).standard_normal((2, 16)).astype(np.float32)
