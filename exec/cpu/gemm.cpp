@@ -366,7 +366,7 @@ size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p) {
   const int64_t mcMax = std::max<int64_t>(cfg.mk.mr, cfg.mc / cfg.mk.mr * cfg.mk.mr);
   const int64_t ncMax = std::max<int64_t>(cfg.mk.nr, cfg.nc / cfg.mk.nr * cfg.mk.nr);
   int64_t floats = mcMax * kc + (p.packedB ? 0 : kc * ncMax);
-  return static_cast<size_t>(roundUp(floats, 16));  // each thread's slice stays 64-byte aligned
+  return static_cast<size_t>(threadSliceFloats(floats));  // each thread's slice 64-byte aligned, a page from the next
 }
 
 void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace) {

@@ -206,12 +206,17 @@ class PackedConvKernel : public CpuKernel {
     if (implicit_) initImplicit();
   }
 
+  /// A thread's slice of the workspace, channel-major (the packed block, then the row gather
+  /// buffer) and implicit (scratch and packed block): a page apart (threadSliceFloats).
+  int64_t chPartFloats() const { return threadSliceFloats((kc_ + 1) * nc_); }
+  int64_t imPartFloats() const { return threadSliceFloats(imScratchFloats_ + imPackedFloats_); }
+
   /// Per thread: the packed KC x NC block and one gathered row of NC pixels (pixel-major: the
   /// packed pixel panels, a gathered row, and the block's transposed product).
   size_t workspaceBytes() const override {
-    if (implicit_) return static_cast<size_t>(imPhaseFloats_ + threads_ * (imScratchFloats_ + imPackedFloats_)) * sizeof(float);
+    if (implicit_) return static_cast<size_t>(imPhaseFloats_ + threads_ * imPartFloats()) * sizeof(float);
     if (pxDirect_) return static_cast<size_t>(cg_ * pdPh_ * pdPw_) * sizeof(float);
-    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : (kc_ + 1) * nc_) + sharedPanelsFloats_ + scaledWFloats()) *
+    return static_cast<size_t>(threads_ * (pixelMajor_ ? pmWsFloats_ : chPartFloats()) + sharedPanelsFloats_ + scaledWFloats()) *
            sizeof(float);
   }
 
@@ -259,7 +264,7 @@ class PackedConvKernel : public CpuKernel {
       }
       return;
     }
-    const int64_t wsPart = (kc_ + 1) * nc_;
+    const int64_t wsPart = chPartFloats();
     const float* weights = packedW_.data();
     if (ep_.inputScale) {
       // (x * s) W^T = x (W diag(s))^T: the packed weights scaled per image by the channel scale
@@ -456,7 +461,7 @@ class PackedConvKernel : public CpuKernel {
         parallelRanges(args.pool, threads, cg_, 1, [&](int64_t b, int64_t e, int) { fillPhases(xg, b, e, phases); });
         parallelRanges(args.pool, threads, g_.oh, 1, [&](int64_t b, int64_t e, int part) {
           for (int64_t r = b; r < e; r += imRows_)
-            implicitBlock(args, img, grp, r, std::min(e, r + imRows_), phases, ws + imPhaseFloats_ + part * (imScratchFloats_ + imPackedFloats_));
+            implicitBlock(args, img, grp, r, std::min(e, r + imRows_), phases, ws + imPhaseFloats_ + part * imPartFloats());
         });
       }
   }
@@ -810,7 +815,7 @@ class PackedConvKernel : public CpuKernel {
     pmBlock_ = roundUp((std::max<int64_t>(pix_, 1) + blocks - 1) / blocks, pmMk_.mr);
     pmPackedFloats_ = roundUp(pmBlock_ * kc, 16);
     pmRowFloats_ = roundUp(pmBlock_, 16);
-    pmWsFloats_ = pmPackedFloats_ + pmRowFloats_ + (pmMk_.transposed ? 0 : roundUp(pmBlock_ * ldt, 16));
+    pmWsFloats_ = threadSliceFloats(pmPackedFloats_ + pmRowFloats_ + (pmMk_.transposed ? 0 : roundUp(pmBlock_ * ldt, 16)));
     // Threads packing the pixel panels together (compute): one image and group, one pixel
     // block, several K blocks, the panels of all of K within ~2 MiB.
     const int64_t allPanels = kdim_ * roundUp(pix_, pmMk_.mr);
@@ -1067,7 +1072,7 @@ class DepthwiseConvKernel : public CpuKernel {
       pixOff_.assign(static_cast<size_t>(roundUp(pix, 8)), 0);
       for (int64_t o = 0; o < pix; ++o)
         pixOff_[static_cast<size_t>(o)] = static_cast<int32_t>((o / g.ow * g.sh * chanPw_ + o % g.ow * g.sw) * lanes_);
-      partBytes_ = roundUp(chanBytes, 64);
+      partBytes_ = threadSliceBytes(chanBytes);
       return;
     }
     span_ = (kDepthwiseRows - 1) * g.sh + (g.kh - 1) * g.dh + 1;
@@ -1075,7 +1080,7 @@ class DepthwiseConvKernel : public CpuKernel {
     rowFloats_ = g.sw * phaseLen_;
     // Image columns a row keeps: those inside the phases (the rest no output reads).
     imageCols_ = std::clamp<int64_t>(rowFloats_ - g.padL, 0, g.w);
-    partBytes_ = roundUp(static_cast<int64_t>((span_ + 1) * rowFloats_ * sizeof(float) + span_ * sizeof(float*)), 64);
+    partBytes_ = threadSliceBytes(static_cast<int64_t>((span_ + 1) * rowFloats_ * sizeof(float) + span_ * sizeof(float*)));
   }
   size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * partBytes_); }
   void compute(const CpuComputeArgs& args) const override {

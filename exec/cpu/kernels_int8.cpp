@@ -477,7 +477,7 @@ class QdqDepthwiseKernel : public CpuKernel {
                      float xZero, Clamp clamp, OutQuant oq, int threads)
       : p_(p), n_(n), c_(c), wt_(std::move(wt)), scale_(std::move(scale)), bias_(std::move(bias)), xZero_(xZero), clamp_(clamp),
         oq_(oq), pre_(std::make_unique<dwint8::Prepared>(dwint8::prepare(activeIsa(), p_))), slots_(std::max(1, threads)) {
-    slotFloats_ = static_cast<size_t>(pre_->scratchFloats);
+    slotFloats_ = static_cast<size_t>(threadSliceFloats(pre_->scratchFloats));  // slots a page apart
   }
   size_t workspaceBytes() const override { return static_cast<size_t>(slots_) * slotFloats_ * sizeof(float); }
   void compute(const CpuComputeArgs& args) const override {

@@ -117,14 +117,14 @@ class PoolKernel : public CpuKernel {
   }
   std::string variant() const override { return flat_ ? ".flat" : direct3x3_ ? ".3x3" : avg2x2_ ? ".2x2" : ""; }
   /// MaxPool: a padded plane per thread.
-  size_t workspaceBytes() const override { return static_cast<size_t>(planeFloats_ * threads_) * sizeof(float); }
+  size_t workspaceBytes() const override { return static_cast<size_t>(threadSliceFloats(planeFloats_) * threads_) * sizeof(float); }
   /// Planes split across threads where there is enough to read (~64 KiB a thread at least).
   void compute(const CpuComputeArgs& args) const override {
     // (the flat kernel reads a plane about twice as fast: ~128 KiB a thread at least; on 832x7x7
     // and 528x14x14 a second thread gained nothing measurable, on 480x28x28 213 -> 146 us)
     const int threads = g_.planes * g_.h * g_.w >= (flat_ ? 2 * 65536 : 2 * 16384) ? threads_ : 1;
     parallelRanges(args.pool, threads, g_.planes, 1, [&](int64_t b, int64_t e, int part) {
-      computePlanes(args, b, e, static_cast<float*>(args.workspace) + part * planeFloats_);
+      computePlanes(args, b, e, static_cast<float*>(args.workspace) + part * threadSliceFloats(planeFloats_));
     });
   }
 

@@ -34,14 +34,14 @@ class ResizeKernel : public CpuKernel {
         threads_(std::max(threads, 1)) {}
 
   /// Per thread: one vertically blended input row.
-  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * roundUp(w_, 16)) * sizeof(float); }
+  size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * threadSliceFloats(w_)) * sizeof(float); }
 
   void compute(const CpuComputeArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     const int threads = planes_ * oh_ * ow_ < 65536 ? 1 : threads_;
     parallelRanges(args.pool, threads, planes_, 1, [&](int64_t b, int64_t e, int part) {
-      float* row = static_cast<float*>(args.workspace) + part * roundUp(w_, 16);
+      float* row = static_cast<float*>(args.workspace) + part * threadSliceFloats(w_);
       for (int64_t p = b; p < e; ++p) plane(x + p * h_ * w_, y + p * oh_ * ow_, row);
     });
   }

@@ -167,7 +167,7 @@ class RoiAlignKernel : public CpuKernel {
   static int64_t roundUp(int64_t n) { return (n + 15) / 16 * 16; }
   /// Floats of one part's workspace: the channels' accumulators, then the table (positions as
   /// int32, then weights).
-  int64_t partFloats() const { return roundUp(C_) + kTable * 8; }
+  int64_t partFloats() const { return threadSliceFloats(roundUp(C_) + kTable * 8); }  // a page apart
 
   /// One roi: y[c, ph, pw] for every channel.
   void roi(const float* x, const float* box, int64_t b, float* y, float* acc) const {

@@ -131,7 +131,7 @@ class WinogradConvKernel : public CpuKernel {
   /// Per part: V, M, the ring of split rows, a zero split row, four output rows, the packed
   /// input patches or outputs of a block (packed_).
   int64_t smallFloats() const { return (kSlots + 1) * 4 * qs_ + 4 * ldo_ + (packed_ ? 36 * tcols_ : 0); }
-  int64_t partFloats() const { return roundUp(vFloats() + mFloats() + smallFloats(), 16); }
+  int64_t partFloats() const { return threadSliceFloats(vFloats() + mFloats() + smallFloats()); }  // a page apart
 
   /// The direct convolution, for inputs holding NaN, an infinity or a magnitude the transforms
   /// could overflow: there a tile's transforms would spread the NaN to all of its 16 outputs (and

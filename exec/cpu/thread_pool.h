@@ -70,6 +70,15 @@ class ThreadPool {
   alignas(64) std::atomic<int64_t> next_{0};  ///< first index of the next unclaimed chunk
 };
 
+/// The stride between the per-thread slices of one buffer (a kernel's workspace, slice `part` at
+/// part * stride) for slices of `floats` / `bytes`: 64-byte aligned and a 4 KiB page apart.
+/// Slices side by side (in one page, or in adjacent lines) let one core's hardware prefetchers
+/// pull lines that the other core keeps writing, and the two cores then trade those lines all
+/// through a job: MobileNetV2's depthwise kernel (a 1.4 KB row ring per thread, side by side)
+/// ran no faster on two threads than on one (70 -> 69 us); a page apart, 38 us.
+inline int64_t threadSliceFloats(int64_t floats) { return (floats + 15) / 16 * 16 + 1024; }
+inline int64_t threadSliceBytes(int64_t bytes) { return (bytes + 63) / 64 * 64 + 4096; }
+
 /// pool->parallelFor, or one inline call when pool is null.
 template <typename F>
 void parallelFor(ThreadPool* pool, int64_t n, int64_t grain, F&& fn) {
