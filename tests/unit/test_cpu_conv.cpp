@@ -1667,11 +1667,15 @@ TEST_CASE("ONNXTOOL_WINOGRAD picks the Winograd kernel where it pays and never w
   const ConvCase strided{1, 64, 28, 28, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase fewChannels{1, 3, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const ConvCase map14{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // 4x4 tiles: the direct kernel on AVX-512
+  const ConvCase dense28{1, 128, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // one output panel, 7x7 tiles: direct on AVX-512
+  const ConvCase dense56{1, 128, 56, 56, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // 14x14 tiles: Winograd
   {
     ScopedEnv unset("ONNXTOOL_WINOGRAD", "");
     ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
     CHECK(kernelOf(resnetLike).rfind("cpu.conv.f32.winograd", 0) == 0);
     CHECK(kernelOf(map14).rfind(cpu::activeIsa() == cpu::Isa::Avx512 ? "cpu.conv.f32.gemm.direct" : "cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernelOf(dense28).rfind(cpu::activeIsa() == cpu::Isa::Avx512 ? "cpu.conv.f32.gemm.direct" : "cpu.conv.f32.winograd", 0) == 0);
+    CHECK(kernelOf(dense56).rfind("cpu.conv.f32.winograd", 0) == 0);
     CHECK(kernelOf(strided).rfind("cpu.conv.f32.gemm", 0) == 0);
     CHECK(kernelOf(fewChannels).rfind("cpu.conv.f32.gemm", 0) == 0);
   }
