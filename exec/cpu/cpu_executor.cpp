@@ -553,6 +553,7 @@ class Specialization {
       held_ = std::make_shared<BufferCache>();
     pool_ = nullptr;  // runs get the pool as an argument
     precreated_.clear();
+    createScratch_ = {};  // the build's scratch goes with it
     spdlog::debug("cpu executor: prepared {} steps for {} nodes, arena {} bytes; {}", steps_.size(), g.nodes().size(),
                   arenaBytes_, timer.str());
   }
@@ -1300,7 +1301,9 @@ class Specialization {
   /// Runs job.def->create. The model's own bytes a kernel packed and never reads again leave
   /// memory at once (dropping file pages is always safe: they are read again if touched), so
   /// that kernels created side by side do not hold every weight's pages at the same time.
-  static void createKernel(KernelJob& job) {
+  /// Creates job's kernel with creation scratch `slot` (one per thread creating kernels).
+  void createKernel(KernelJob& job, size_t slot) {
+    job.info.scratch = slot < createScratch_.size() ? &createScratch_[slot] : nullptr;
     try {
       job.kernel = job.def->create(job.info);
     } catch (...) {
@@ -1314,15 +1317,17 @@ class Specialization {
 
   /// Creates the jobs' kernels, side by side on the pool's threads when it has several (the
   /// expensive part of a prepare: packing weights).
-  static void createKernels(std::vector<KernelJob*>& jobs, cpu::ThreadPool* pool) {
+  void createKernels(std::vector<KernelJob*>& jobs, cpu::ThreadPool* pool) {
+    if (createScratch_.size() < static_cast<size_t>(pool ? pool->threads() : 1))  // a slot per thread, before any runs
+      createScratch_.resize(static_cast<size_t>(pool ? pool->threads() : 1));
     if (!pool || pool->threads() < 2 || jobs.size() < 2) {
-      for (KernelJob* j : jobs) createKernel(*j);
+      for (KernelJob* j : jobs) createKernel(*j, 0);
       return;
     }
     std::atomic<size_t> next{0};
     pool->parallelFor(pool->threads(), 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t)  // each thread takes the next job until none is left
-        for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) createKernel(*jobs[i]);
+        for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) createKernel(*jobs[i], static_cast<size_t>(t));
     });
   }
 
@@ -1350,7 +1355,8 @@ class Specialization {
     }
     KernelJob job;
     if (!kernelJob(st, schema, threads, fused, job)) return;
-    createKernel(job);
+    if (createScratch_.empty()) createScratch_.resize(1);
+    createKernel(job, 0);
     acceptKernel(st, job);
   }
 
@@ -1803,6 +1809,7 @@ class Specialization {
   std::unordered_set<const Value*> released_;               ///< initializers whose bytes the plan let go
   cpu::ThreadPool* pool_ = nullptr;  ///< the plan's pool while the constructor runs (kernels made side by side)
   std::unordered_map<const Node*, KernelJob> precreated_;  ///< kernels made before planNode asks (precreateKernels)
+  std::vector<std::vector<float>> createScratch_;  ///< createKernel's scratch, one per thread creating kernels (CpuNodeInfo::scratch)
   std::vector<Slot> slots_;
   std::unordered_map<const Value*, int> slotOf_;
   std::vector<Step> steps_;

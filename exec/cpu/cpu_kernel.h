@@ -93,6 +93,10 @@ struct CpuNodeInfo {
   /// Set for kernels made at run time (per set of input shapes): where packed constants are
   /// shared between the kernels of this node; null at prepare (the kernel packs its own).
   PackCache* packs = nullptr;
+  /// A buffer create() may use for temporary copies of constants (weights at an odd address),
+  /// kept by the plan build from one node to the next of the thread creating it, so that a copy
+  /// reuses mapped pages instead of faulting fresh ones in; null: allocate one's own.
+  std::vector<float>* scratch = nullptr;
   const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
   const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }

@@ -15,6 +15,34 @@ namespace onnxtool::cpu {
 
 GemmMicroKernelInfo gemmMicroKernelRowsPortable(int) { return gemmMicroKernelPortable(); }
 
+/// Four rows of row-major A (row stride lda) from column k0, kc columns, into a k-major panel of
+/// mr rows at d (rows ii0..ii0 + 3 of it), times alpha: 4 x 4 SSE transposes (the x86-64
+/// baseline), the k tail scalar.
+void packRows4(const float* s, int64_t lda, float alpha, int64_t kc, int mr, float* d) {
+  int64_t kk = 0;
+#if defined(__SSE2__)
+  const __m128 va = _mm_set1_ps(alpha);
+  for (; kk + 4 <= kc; kk += 4) {
+    __m128 r0 = _mm_loadu_ps(s + kk), r1 = _mm_loadu_ps(s + lda + kk), r2 = _mm_loadu_ps(s + 2 * lda + kk),
+           r3 = _mm_loadu_ps(s + 3 * lda + kk);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    if (alpha != 1.f) {
+      r0 = _mm_mul_ps(r0, va), r1 = _mm_mul_ps(r1, va), r2 = _mm_mul_ps(r2, va), r3 = _mm_mul_ps(r3, va);
+    }
+    _mm_storeu_ps(d + kk * mr, r0);
+    _mm_storeu_ps(d + (kk + 1) * mr, r1);
+    _mm_storeu_ps(d + (kk + 2) * mr, r2);
+    _mm_storeu_ps(d + (kk + 3) * mr, r3);
+  }
+#endif
+  for (; kk < kc; ++kk)
+    for (int ii = 0; ii < 4; ++ii) {
+      float v;
+      std::memcpy(&v, s + ii * lda + kk, sizeof v);  // s: any address
+      d[kk * mr + ii] = alpha * v;
+    }
+}
+
 namespace {
 
 int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -69,29 +97,6 @@ void packBBlock(const float* b, int64_t ldb, bool transB, int64_t k0, int64_t kc
   }
 }
 
-/// Four rows of row-major A (row stride lda) from column k0, kc columns, into a k-major panel of
-/// mr rows at d (rows ii0..ii0 + 3 of it), times alpha: 4 x 4 SSE transposes (the x86-64
-/// baseline), the k tail scalar.
-void packRows4(const float* s, int64_t lda, float alpha, int64_t kc, int mr, float* d) {
-  int64_t kk = 0;
-#if defined(__SSE2__)
-  const __m128 va = _mm_set1_ps(alpha);
-  for (; kk + 4 <= kc; kk += 4) {
-    __m128 r0 = _mm_loadu_ps(s + kk), r1 = _mm_loadu_ps(s + lda + kk), r2 = _mm_loadu_ps(s + 2 * lda + kk),
-           r3 = _mm_loadu_ps(s + 3 * lda + kk);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    if (alpha != 1.f) {
-      r0 = _mm_mul_ps(r0, va), r1 = _mm_mul_ps(r1, va), r2 = _mm_mul_ps(r2, va), r3 = _mm_mul_ps(r3, va);
-    }
-    _mm_storeu_ps(d + kk * mr, r0);
-    _mm_storeu_ps(d + (kk + 1) * mr, r1);
-    _mm_storeu_ps(d + (kk + 2) * mr, r2);
-    _mm_storeu_ps(d + (kk + 3) * mr, r3);
-  }
-#endif
-  for (; kk < kc; ++kk)
-    for (int ii = 0; ii < 4; ++ii) d[kk * mr + ii] = alpha * s[ii * lda + kk];
-}
 
 /// Packs alpha * op(A)[i0 .. i0 + mc, k0 .. k0 + kc] into panels of mr rows, k-major, rows past
 /// mc zero.

@@ -157,6 +157,11 @@ struct GemmProblem {
 /// Floats of workspace one thread needs for `p` (its packed blocks).
 size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p);
 
+/// Four rows of a row-major matrix (row stride lda), kc columns from s on, times alpha, into a
+/// k-major panel of mr rows at d (rows 0..3 of it from d on: d[k * mr + i] = alpha s[i lda + k]);
+/// 4 x 4 SSE transposes. Reads s with unaligned loads.
+void packRows4(const float* s, int64_t lda, float alpha, int64_t kc, int mr, float* d);
+
 /// Runs `p` on up to `threads` threads of `pool` (inline when null). `workspace` holds
 /// threads * gemmWorkspaceFloats(cfg, p) floats, 64-byte aligned. C must not overlap A or B.
 void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace);

@@ -198,10 +198,16 @@ class PackedConvKernel : public CpuKernel {
     // W_g[mg, K] -> panels[group][mPanels][K][MR], rows past mg zero.
     packedW_.resize(static_cast<size_t>(g.group * mPanels_ * kdim_ * mk.mr));  // zeros (prefaulted.h)
     for (int64_t grp = 0; grp < g.group; ++grp)
-      for (int64_t r = 0; r < mg_; ++r) {
+      for (int64_t r = 0; r < mg_;) {
         const float* src = weights + (grp * mg_ + r) * kdim_;
         float* dst = packedW_.data() + ((grp * mPanels_ + r / mk.mr) * kdim_) * mk.mr + r % mk.mr;
+        if (r % 4 == 0 && r + 4 <= mg_ && mk.mr % 4 == 0) {  // four rows of one panel: 4 x 4 transposes
+          packRows4(src, kdim_, 1.f, kdim_, mk.mr, dst);
+          r += 4;
+          continue;
+        }
         for (int64_t k = 0; k < kdim_; ++k) dst[k * mk.mr] = src[k];
+        ++r;
       }
     if (implicit_) initImplicit();
   }
@@ -1277,12 +1283,17 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   // the plan's build than packing them).
   const size_t wCount = static_cast<size_t>(g.m * w[1] * g.kh * g.kw);
   const bool scaled = info.fused && !info.fused->scale.empty();
-  std::unique_ptr<float[]> wCopy;
+  std::vector<float> ownCopy;
+  float* wCopy = nullptr;
   const float* weights = nullptr;
   if (wCount && (scaled || reinterpret_cast<uintptr_t>(wt.raw.data()) % alignof(float) != 0)) {
-    wCopy.reset(new float[wCount]);  // not value-initialised: every element is copied over
-    std::memcpy(wCopy.get(), wt.raw.data(), wt.raw.size());
-    weights = wCopy.get();
+    // The plan build's scratch (pages already mapped by earlier nodes), else a vector of our own;
+    // only read while the kernel is made (every kernel below keeps what it needs).
+    std::vector<float>& buf = info.scratch ? *info.scratch : ownCopy;
+    if (buf.size() < wCount) buf.resize(wCount);
+    wCopy = buf.data();
+    std::memcpy(wCopy, wt.raw.data(), wt.raw.size());
+    weights = wCopy;
   } else if (wCount) {
     weights = reinterpret_cast<const float*>(wt.raw.data());
   }

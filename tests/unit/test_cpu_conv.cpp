@@ -1734,4 +1734,33 @@ TEST_CASE("cpu Conv reads weights borrowed at any byte offset (mapped model file
         CHECK(ranOn(kernels, kind.kernel));
         CHECK(std::memcmp(wt.raw.data(), before.data(), before.size()) == 0);  // the model's weights untouched
       }
+  // Several such convolutions in one plan: each copy reuses the build's scratch (a larger one
+  // first, then smaller ones over its stale tail; a scaled one), side by side at 2 threads.
+  Builder b(13);
+  b.input("x", randomTensor({1, 32, 12, 12}, rng));
+  auto misaligned = [&](const std::string& name, std::vector<int64_t> dims, size_t offset) {
+    Tensor t = randomTensor(std::move(dims), rng);
+    auto owner = std::make_shared<std::vector<uint8_t>>(t.raw.size() + 8);
+    std::memcpy(owner->data() + offset, t.raw.data(), t.raw.size());
+    t.setRaw(Buffer::borrow(owner, owner->data() + offset, t.raw.size()));
+    b.constant(name, std::move(t));
+  };
+  misaligned("w1", {48, 32, 3, 3}, 1);
+  misaligned("w2", {16, 48, 1, 1}, 2);
+  misaligned("w3", {24, 16, 3, 3}, 3);
+  const auto pads = testutil::ints("pads", {1, 1, 1, 1});
+  b.node("Conv", {"x", "w1"}, "c1", {pads});
+  b.node("Conv", {"c1", "w2"}, "c2", {});
+  b.node("Conv", {"c2", "w3"}, "c3", {pads});
+  auto pos = randomFloats(24, rng);
+  for (float& v : pos) v = std::fabs(v) + 0.1f;
+  b.constant("s", f32({24}, randomFloats(24, rng)));
+  b.constant("bb", f32({24}, randomFloats(24, rng)));
+  b.constant("mean", f32({24}, randomFloats(24, rng)));
+  b.constant("var", f32({24}, pos));
+  b.node("BatchNormalization", {"c3", "s", "bb", "mean", "var"}, "z", {});
+  b.output("z");
+  auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-3, 1e-3);
+  INFO(joined(kernels));
+  CHECK(ranOn(kernels, "cpu.conv.f32"));
 }
