@@ -244,7 +244,7 @@ TEST_CASE("gemm: NaN and Inf propagate through the packed kernels", "[cpu][gemm]
 }
 
 TEST_CASE("PackedFloats: fresh buffers are zero and 64-byte aligned, small or mapped, and keep what is written", "[cpu][gemm]") {
-  for (size_t n : {size_t{1}, size_t{1000}, size_t{300000}, size_t{700000}}) {  // below and above the 1 MiB mapping size
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{16383}, size_t{16384}, size_t{20000}, size_t{300000}, size_t{700000}}) {  // below and above the 64 KiB mapping size
     INFO("n = " << n);
     for (int round = 0; round < 2; ++round) {  // the second gets memory the first gave back
       PackedFloats v;
