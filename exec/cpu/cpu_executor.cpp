@@ -41,6 +41,7 @@
 
 #include "exec/cpu/cpu_kernel.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/prefaulted.h"
 #include "exec/cpu/kernels_attention.h"
 #include "exec/cpu/kernels_int8.h"
 #include "passes/upcast_half.h"
@@ -387,7 +388,7 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
  public:
   explicit ArenaCache(size_t bytes) : bytes_(bytes) {}
   ~ArenaCache() {
-    for (uint8_t* p : free_) ::operator delete(p, std::align_val_t(kArenaAlignment));
+    for (uint8_t* p : free_) release(p);
   }
   std::shared_ptr<uint8_t> take() {
     uint8_t* p = nullptr;
@@ -398,7 +399,9 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
         free_.pop_back();
       }
     }
-    if (!p) p = static_cast<uint8_t*>(::operator new(bytes_, std::align_val_t(kArenaAlignment)));
+    if (!p) p = bytes_ >= cpu::PrefaultedAllocator<uint8_t>::kMapBytes
+                    ? cpu::PrefaultedAllocator<uint8_t>().allocate(bytes_)  // mapped in one call, not a fault per page in the first run
+                    : static_cast<uint8_t*>(::operator new(bytes_, std::align_val_t(kArenaAlignment)));
     return std::shared_ptr<uint8_t>(p, [cache = shared_from_this()](uint8_t* q) { cache->give(q); });
   }
 
@@ -411,7 +414,11 @@ class ArenaCache : public std::enable_shared_from_this<ArenaCache> {
         return;
       }
     }
-    ::operator delete(p, std::align_val_t(kArenaAlignment));
+    release(p);
+  }
+  void release(uint8_t* p) const {
+    if (bytes_ >= cpu::PrefaultedAllocator<uint8_t>::kMapBytes) cpu::PrefaultedAllocator<uint8_t>().deallocate(p, bytes_);
+    else ::operator delete(p, std::align_val_t(kArenaAlignment));
   }
   static constexpr size_t kKeep = 4;  // concurrent runs whose arenas are worth keeping
   size_t bytes_;
