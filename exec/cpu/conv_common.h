@@ -30,6 +30,10 @@ struct ConvEpilogue {
   /// only the channel-major packed kernel of a pointwise convolution takes it (a convolution
   /// computed pixel-major declines it).
   bool inputScale = false;
+  /// relu(x * inScale[c] + inShift[c]) in place of the input, per input channel (FusedEpilogue::
+  /// inScale): pointwise, one group, applied by the packed kernel as it packs its input (never
+  /// read in place then); empty: none.
+  std::vector<float> inScale, inShift;
 };
 
 inline int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }

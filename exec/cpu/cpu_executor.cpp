@@ -1003,7 +1003,9 @@ class Specialization {
   struct ConvCandidate {
     cpu::FusedEpilogue epi;
     std::vector<const Node*> chain;
-    const Node* pre = nullptr;  ///< a channel-scale Mul on the conv's input, run inside it
+    /// Nodes in front of the conv run inside it: a channel-scale Mul, or a BatchNormalization
+    /// and the Relu after it (the prologue); empty: none.
+    std::vector<const Node*> pre;
     Step step;
     KernelJob job;
   };
@@ -1072,6 +1074,40 @@ class Specialization {
       }
       return nullptr;
     };
+    // BatchNormalization -> Relu -> a 1x1 Conv (stride 1, no pads, one group, constant weights),
+    // the BatchNormalization and the Relu read by nothing else (DenseNet's pre-activation
+    // layers): their per-channel scale and shift go into e.inScale/inShift, and the conv applies
+    // them as it packs its input (no pass of its own over the concatenated maps). Returns the
+    // Relu (bn: the BatchNormalization), or nullptr.
+    auto bnReluPrologue = [&](const Node& conv, const Node*& bn, cpu::FusedEpilogue& e) -> const Node* {
+      const Value* in = conv.input(0);
+      const Node* relu = in ? in->producer() : nullptr;
+      if (!relu || relu->opType != "Relu" || !canonicalDomain(relu->domain).empty() || relu->inputs().size() != 1 ||
+          soleReader(in) != &conv || int8Fused(relu))
+        return nullptr;
+      const Value* r = relu->input(0);
+      const Node* b = r ? r->producer() : nullptr;
+      if (!b || b->opType != "BatchNormalization" || !canonicalDomain(b->domain).empty() || b->outputs().size() != 1 ||
+          soleReader(r) != relu || int8Fused(b) || !b->input(0))
+        return nullptr;
+      if (conv.inputs().size() < 2 || !conv.input(1) || !conv.input(1)->initializer() || conv.input(1)->isGraphInput() ||
+          conv.attrInt("group", 1) != 1 || conv.attrString("auto_pad", "NOTSET") != "NOTSET")
+        return nullptr;
+      for (const char* a : {"strides", "pads", "dilations"})
+        for (int64_t v : conv.attrInts(a, {})) if (v != (std::string(a) == "pads" ? 0 : 1)) return nullptr;
+      // Copies: slotFor may add slots, which moves them.
+      const std::optional<StaticTensorType> wt = slots_[static_cast<size_t>(slotFor(conv.input(1)))].type;
+      const Slot x = slots_[static_cast<size_t>(slotFor(b->input(0)))];
+      if (!wt || !x.type || wt->dims.size() != 4 || wt->dims[2] != 1 || wt->dims[3] != 1 || x.type->dims.size() != 4 ||
+          x.type->dtype != DType::Float)
+        return nullptr;
+      cpu::FusedEpilogue folded;
+      if (!foldBatchNorm(*b, x, folded)) return nullptr;
+      e.inScale = std::move(folded.scale);
+      e.inShift = std::move(folded.shift);
+      bn = b;
+      return relu;
+    };
     for (const auto& np : g.nodes()) {
       const Node& conv = *np;
       if (conv.opType != "Conv" || !canonicalDomain(conv.domain).empty() || conv.outputs().size() != 1 || !conv.output(0))
@@ -1089,6 +1125,10 @@ class Specialization {
         epi.inputScale = true;
         epi.suffix += "+scale";
       }
+      // Or BatchNormalization -> Relu -> this Conv (1x1): both in front of it (a prologue).
+      const Node* preBn = nullptr;
+      const Node* preRelu = pre ? nullptr : bnReluPrologue(conv, preBn, epi);
+      if (preRelu) epi.suffix = "+bn+relu_in" + epi.suffix;
       const Node* next = soleReader(cur);
       if (next && next->opType == "BatchNormalization" && foldBatchNorm(*next, slots_[static_cast<size_t>(curSlot)], epi)) {
         epi.suffix += "+bn";
@@ -1143,39 +1183,46 @@ class Specialization {
         chain.push_back(mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer());
         chain.push_back(mul);
       }
-      if ((chain.empty() && !pre) || int8Fused(&conv)) continue;
+      if ((chain.empty() && !pre && !preRelu) || int8Fused(&conv)) continue;
       bool int8 = false;
       for (const Node* c : chain) int8 = int8 || int8Fused(c);
       if (int8) continue;
       const OpSchema* schema = findSchema(conv.domain, conv.opType, opsetFor(*model_, conv));
       if (!schema) continue;
-      // With a channel scale, the chain without it too: taken where the kernel declines the
-      // scale (a map it computes pixel-major), else skipped as its nodes are taken.
-      for (const Node* withPre : {pre, static_cast<const Node*>(nullptr)}) {
-        if (withPre == nullptr && pre && chain.empty()) break;
+      // With a channel scale or a prologue, the chain without it too: taken where the kernel
+      // declines it (a channel scale on a map it computes pixel-major), else skipped as its
+      // nodes are taken.
+      const bool front = pre || preRelu;
+      for (bool withPre : {front, false}) {
+        if (!withPre && front && chain.empty()) break;
         auto cand = std::make_unique<ConvCandidate>();
         cand->epi = epi;
-        if (pre && !withPre) {
+        if (front && !withPre) {
           cand->epi.inputScale = false;
-          cand->epi.suffix = cand->epi.suffix.substr(std::string("+scale").size());
+          cand->epi.inScale.clear();
+          cand->epi.inShift.clear();
+          const std::string lead = pre ? "+scale" : "+bn+relu_in";
+          cand->epi.suffix = cand->epi.suffix.substr(lead.size());
         }
         cand->chain = chain;
-        cand->pre = withPre;
+        if (withPre && pre) cand->pre = {pre};
+        if (withPre && preRelu) cand->pre = {preBn, preRelu};
         Step& st = cand->step;
         st.node = &conv;
         st.opset = opsetFor(*model_, conv);
         for (Value* v : conv.inputs()) st.in.push_back(v ? slotFor(v) : -1);
         while (st.in.size() < 3) st.in.push_back(-1);
         if (residual) st.in.push_back(slotFor(residual));
-        if (withPre) {  // x in place of the Mul's output, the scale as input 4
+        if (withPre && pre) {  // x in place of the Mul's output, the scale as input 4
           st.in[0] = slotFor(scaledX);
           if (st.in.size() < 4) st.in.push_back(-1);
           st.in.push_back(slotFor(channelScale));
         }
+        if (withPre && preRelu) st.in[0] = slotFor(preBn->input(0));  // the BatchNormalization's input
         st.out.push_back(slotFor(cand->chain.empty() ? conv.output(0) : cand->chain.back()->output(0)));
         if (!kernelJob(st, *schema, threads, &cand->epi, cand->job)) continue;
         candidates.push_back(std::move(cand));
-        if (!pre) break;
+        if (!front) break;
       }
     }
     // An inference BatchNormalization read only by a Relu (DenseNet's pre-activation BN-Relu
@@ -1209,18 +1256,18 @@ class Specialization {
     for (auto& c : candidates) {
       bool taken = false;  // Add(conv1, conv2): the second chain would take the same Add
       for (const Node* n : c->chain) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
-      if (c->pre) taken = taken || absorbed_.count(c->pre) || convFusedAt_.count(c->pre);
+      for (const Node* n : c->pre) taken = taken || absorbed_.count(n) || convFusedAt_.count(n);
       taken = taken || absorbed_.count(c->step.node) || convFusedAt_.count(c->step.node);  // its conv's other candidate
       if (taken) continue;
       Step& st = c->step;
       acceptKernel(st, c->job);
       if (!st.kernel) continue;
       // for profiles: the Conv and what it absorbed
-      st.graphNodes = 1 + static_cast<int>(c->chain.size()) + (c->pre ? 1 : 0);
+      st.graphNodes = 1 + static_cast<int>(c->chain.size() + c->pre.size());
       const Node* place = c->chain.empty() ? st.node : c->chain.back();  // the step runs at its last node's place
       if (place != st.node) absorbed_.insert(st.node);
       for (size_t i = 0; i + 1 < c->chain.size(); ++i) absorbed_.insert(c->chain[i]);
-      if (c->pre) absorbed_.insert(c->pre);
+      for (const Node* n : c->pre) absorbed_.insert(n);
       convFusedAt_.emplace(place, std::move(st));
     }
   }

@@ -53,6 +53,10 @@ struct FusedEpilogue {
   /// The input is first multiplied per (image, input channel) by input 4 (N x C elements): a
   /// channel-scale Mul fused in front of a pointwise Conv (input 3 absent without residual).
   bool inputScale = false;
+  /// A pre-activation BatchNormalization + Relu in front of a pointwise Conv (DenseNet), per
+  /// input channel: the conv reads relu(x * inScale + inShift), applied as it packs its input
+  /// (empty: none). Input 0 is then the BatchNormalization's input.
+  std::vector<float> inScale, inShift;
   std::string suffix;     ///< for the kernel's name in profiles: "+add+relu"
 };
 

@@ -332,7 +332,7 @@ class PackedConvKernel : public CpuKernel {
           // EfficientNet's projections to 16-32 channels: 20-35% faster in place); with more
           // panels the packed block's contiguous rows win (each k row of an unpacked panel is
           // another page: TLB misses on every pass; 5-15% slower at 64 or 256 channels).
-          const int64_t direct = pointwise_ && mPanels_ <= 4 ? nc / nr : 0;
+          const int64_t direct = pointwise_ && mPanels_ <= 4 && ep_.inScale.empty() ? nc / nr : 0;
           for (int64_t kb = 0; kb < kdim_; kb += kc_) {
             const int64_t kc = std::min(kc_, kdim_ - kb);
             if (direct < nPanels) packColumns(xg, kb, kc, nb + direct * nr, nc - direct * nr, packed, packed + kc_ * nc_);
@@ -864,6 +864,16 @@ class PackedConvKernel : public CpuKernel {
   /// Packs rows [kb, kb + kc) of the column matrix and its output pixels [pb, pb + rows) as
   /// pixel panels (MR rows, k-major, the last of `tailMr` rows, rows past `rows` zero): the
   /// transposed column matrix, the A of the pixel-major product.
+  /// dst[i] = relu(src[i] * inScale[k] + inShift[k]) for n floats of input channel k (the
+  /// BatchNormalization + Relu prologue; NaN stays NaN, as Relu keeps it).
+  void prologueRow(const float* src, int64_t k, int64_t n, float* dst) const {
+    const float s = ep_.inScale[static_cast<size_t>(k % g_.c)], b = ep_.inShift[static_cast<size_t>(k % g_.c)];
+    const VecKernels& vk = vecKernels();  // three passes over a row in L1, each on the ISA path's vectors
+    vk.binaryScalarB[static_cast<int>(VecBinary::Mul)](src, s, dst, n);
+    vk.binaryScalarB[static_cast<int>(VecBinary::Add)](dst, b, dst, n);
+    vk.unary[static_cast<int>(VecUnary::Relu)](dst, dst, n);
+  }
+
   void packPixels(const float* xg, int64_t kb, int64_t kc, int64_t pb, int64_t rows, int tailMr, float* packed, float* row) const {
     const int64_t mr = pmMk_.mr, rPanels = (rows + mr - 1) / mr, khw = g_.kh * g_.kw;
     const int64_t tailRows = rows - (rPanels - 1) * mr;
@@ -872,6 +882,10 @@ class PackedConvKernel : public CpuKernel {
       const float* src;
       if (pointwise_) {
         src = xg + k * g_.h * g_.w + pb;
+        if (!ep_.inScale.empty()) {  // relu(x * s + b) of the channel first (the BatchNormalization + Relu prologue)
+          prologueRow(src, k, rows, row);
+          src = row;
+        }
       } else if (!tapOffsets_.empty()) {  // small maps: the tap's offsets straight into the panels
         const float* plane = xg + (k / khw) * g_.h * g_.w;
         const int32_t* off = tapOffsets_.data() + (k % khw) * pix_ + pb;
@@ -961,6 +975,10 @@ class PackedConvKernel : public CpuKernel {
       float* dst = packed + kk * nr;
       if (pointwise_) {  // 1x1, stride 1, no padding: the input row is the column row
         const float* src = xg + k * g_.h * g_.w + nb;
+        if (!ep_.inScale.empty()) {  // relu(x * s + b) of the channel first (the BatchNormalization + Relu prologue)
+          prologueRow(src, k, nc, row);
+          src = row;
+        }
         const int64_t full = nc / nr;
         // Copies of a constant size (inline moves, not a libc call per panel row).
         if (nr == 32)
@@ -1307,7 +1325,14 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     ep.hi = info.fused->hi;
     ep.act = info.fused->act;
     ep.inputScale = info.fused->inputScale;
+    ep.inScale = info.fused->inScale;
+    ep.inShift = info.fused->inShift;
     if (ep.residual && (!info.hasInput(3) || info.in(3).dims != y)) return nullptr;
+    // The BatchNormalization + Relu prologue: pointwise, one group, a scale and shift per channel.
+    if (!ep.inScale.empty() && (ep.inputScale || static_cast<int64_t>(ep.inScale.size()) != g.c || ep.inShift.size() != ep.inScale.size() ||
+                                g.group != 1 || g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.oh != g.h || g.ow != g.w ||
+                                g.padT != 0 || g.padL != 0))
+      return nullptr;
     // The channel scale: pointwise, one group, N x C floats; channel-major (the weights scaled).
     if (ep.inputScale && (!info.hasInput(4) || info.in(4).dtype != DType::Float || info.in(4).numElements() != g.n * g.c || g.group != 1 ||
                           g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.oh != g.h || g.ow != g.w || g.padT != 0 || g.padL != 0))
@@ -1332,11 +1357,11 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     }
   }
   std::unique_ptr<CpuKernel> k;
-  if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale) {
+  if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale && ep.inScale.empty()) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights, suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
-  } else if (ep.act == VecUnary::Count && !ep.inputScale && winogradApplies(g)) {
+  } else if (ep.act == VecUnary::Count && !ep.inputScale && ep.inScale.empty() && winogradApplies(g)) {
     k = makeWinogradConv(g, ep, weights, reinterpret_cast<const uint8_t*>(wt.raw.data()),
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }
@@ -1345,9 +1370,10 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     bool px = pixelMajor(g, mk);
     if (px && ep.inputScale) return nullptr;  // the executor then runs the Mul, and the conv pixel-major
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
-    const bool implicit = implicitGemm(g, mk, px, pointwise, ep.inputScale);
+    const bool prologue = !ep.inScale.empty();  // packed from the input, never read in place
+    const bool implicit = !prologue && implicitGemm(g, mk, px, pointwise, ep.inputScale);
     if (implicit) px = false;
-    const bool direct = !implicit && directPixels(g, mk, pointwise, ep.inputScale);
+    const bool direct = !prologue && !implicit && directPixels(g, mk, pointwise, ep.inputScale);
     if (direct) px = true;
     auto p = std::make_unique<PackedConvKernel>(g, ep, weights, mk, px, implicit, direct, suffix, info.threads);
     p->ownBias = std::move(ownBias);

@@ -1764,3 +1764,48 @@ TEST_CASE("cpu Conv reads weights borrowed at any byte offset (mapped model file
   INFO(joined(kernels));
   CHECK(ranOn(kernels, "cpu.conv.f32"));
 }
+
+TEST_CASE("cpu BatchNormalization -> Relu -> 1x1 Conv runs as one step, the conv applying them as it packs", "[cpu][conv]") {
+  // DenseNet's pre-activation layers: relu(x * s + b) per input channel applied while the conv
+  // packs its input, channel-major and pixel-major; NaN kept (as Relu keeps it); not taken when
+  // the BatchNormalization or the Relu has another reader, or the conv is not 1x1.
+  std::mt19937 rng(93);
+  struct Shape {
+    int64_t c, h, w, m;
+  };
+  for (const Shape& sh : {Shape{24, 28, 28, 40}, Shape{96, 14, 14, 32}, Shape{20, 7, 9, 16}})
+    for (const char* layout : {"channel", "pixel"})
+      for (int variant = 0; variant < 4; ++variant) {
+        ScopedEnv env("ONNXTOOL_CONV_LAYOUT", layout);
+        const int64_t c = sh.c, m = sh.m;
+        auto xd = randomFloats(static_cast<size_t>(c * sh.h * sh.w), rng);
+        xd[7] = testutil::kNan;
+        Builder b(15);
+        b.input("x", f32({1, c, sh.h, sh.w}, xd));
+        auto pos = randomFloats(static_cast<size_t>(c), rng);
+        for (float& v : pos) v = std::fabs(v) + 0.1f;
+        b.constant("s", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+        b.constant("bb", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+        b.constant("mean", f32({c}, randomFloats(static_cast<size_t>(c), rng)));
+        b.constant("var", f32({c}, pos));
+        const int64_t k = variant == 3 ? 3 : 1;
+        b.constant("w", randomTensor({m, c, k, k}, rng));
+        b.constant("cb", randomTensor({m}, rng));
+        b.node("BatchNormalization", {"x", "s", "bb", "mean", "var"}, "n", {});
+        b.node("Relu", {"n"}, "r", {});
+        std::vector<Attribute> attrs;
+        if (k == 3) attrs.push_back(testutil::ints("pads", {1, 1, 1, 1}));
+        b.node("Conv", {"r", "w", "cb"}, "y", attrs);
+        b.node("Relu", {"y"}, "z", {});
+        b.output("z");
+        if (variant == 1) b.output("r");                                      // the Relu's output read elsewhere
+        if (variant == 2) b.node("Sigmoid", {"n"}, "q", {}), b.output("q");  // the BatchNormalization's too
+        INFO("shape " << c << "x" << sh.h << "x" << sh.w << " -> " << m << " " << layout << " variant " << variant);
+        auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+        INFO(joined(kernels));
+        bool fused = false;
+        for (const auto& kn : kernels) fused = fused || kn.find("+bn+relu_in") != std::string::npos;
+        CHECK(fused == (variant == 0));
+        if (variant == 0) CHECK(kernels.size() == 1);  // BatchNormalization, Relu, Conv and Relu: one step
+      }
+}
