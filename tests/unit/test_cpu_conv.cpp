@@ -1553,7 +1553,8 @@ TEST_CASE("cpu Winograd F(4x4,3x3) Conv matches a direct double-precision sum", 
       {1, 4, 3, 30, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // a wide row: tile rows longer than a vector
       {2, 3, 41, 3, 7, 3, 3, 1, 1, 1, 1, 1, 2, 1, 2, 1},     // tall and narrow, pads wider than the kernel
       {1, 300, 5, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // channels past the 256 block: accumulated GEMM
-      {1, 16, 48, 48, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 144 tiles: threads take tile ranges
+      {1, 16, 48, 48, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 144 tiles in one block, its phases split
+      {1, 64, 60, 58, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 225 tiles: two blocks (160 + 65), phases split
       {1, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 16 tiles: threads split each phase
       {2, 65, 7, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 7x7 maps
       {1, 5, 6, 62, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 16 tiles a row: rows transformed in place
