@@ -271,18 +271,43 @@ ONNXTOOL_AVX2 void depthwiseRowsT(const DepthwiseRows& a) {
   if (ox < a.ow) depthwiseBlock<1, KH, KW, S>(a, ox);
 }
 
-/// 8 channels at a time, as the AVX-512 path's 16 (conv_microkernel_avx512.cpp).
-ONNXTOOL_AVX2 void depthwiseChannels(const DepthwiseChannels& a) {
-  const __m256i kc = laneMask(a.nch);
-  const __m256 kcf = _mm256_castsi256_ps(kc);
-  const __m256i planes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(a.h * a.w)));
-  for (int64_t iy = 0; iy < a.h; ++iy) {
-    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 8;
-    const float* src = a.x + iy * a.w;
-    for (int64_t ix = 0; ix < a.w; ++ix)
-      _mm256_store_ps(dst + ix * 8, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src + ix, planes, kcf, 4));
+/// r[j] lane i = r[i] lane j (8 x 8): pairs of rows interleaved, then 64-bit pairs, then the
+/// 128-bit halves.
+ONNXTOOL_AVX2 __attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
-  const __m256 vb = a.bias ? _mm256_maskload_ps(a.bias, kc) : _mm256_setzero_ps();
+  for (int g = 0; g < 8; g += 4) {  // u[g + c], half H: column 4H + c of rows g .. g + 3
+    u[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+/// 8 channels at a time, as the AVX-512 path's 16 (conv_microkernel_avx512.cpp), the planes in
+/// and out through 8 x 8 transposes.
+ONNXTOOL_AVX2 void depthwiseChannels(const DepthwiseChannels& a) {
+  const int64_t plane = a.h * a.w;
+  int64_t iy = 0, ix = 0;
+  for (int64_t p0 = 0; p0 < plane; p0 += 8) {
+    const int cnt = static_cast<int>(std::min<int64_t>(8, plane - p0));
+    const __m256i kp = laneMask(cnt);
+    __m256 r[8];
+    for (int c = 0; c < 8; ++c) r[c] = c < a.nch ? _mm256_maskload_ps(a.x + c * plane + p0, kp) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int j = 0; j < cnt; ++j) {
+      _mm256_store_ps(a.t + ((iy + a.padT) * a.pw + a.padL + ix) * 8, r[j]);
+      if (++ix == a.w) ix = 0, ++iy;
+    }
+  }
+  const __m256 vb = a.bias ? _mm256_maskload_ps(a.bias, laneMask(a.nch)) : _mm256_setzero_ps();
   for (int64_t o = 0; o < a.pix; o += 8) {
     __m256 acc[8];
     const float* base[8];
@@ -295,16 +320,21 @@ ONNXTOOL_AVX2 void depthwiseChannels(const DepthwiseChannels& a) {
     }
     for (int p = 0; p < 8; ++p) _mm256_store_ps(a.out + (o + p) * 8, acc[p]);
   }
-  const __m256i pixels = _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56);
   const __m256 vlo = _mm256_set1_ps(a.lo), vhi = _mm256_set1_ps(a.hi);
-  for (int c = 0; c < a.nch; ++c)
-    for (int64_t o = 0; o < a.pix; o += 8) {
-      const __m256i k = laneMask(a.pix - o);
-      __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), a.out + o * 8 + c, pixels, _mm256_castsi256_ps(k), 4);
+  for (int64_t o = 0; o < a.pix; o += 8) {
+    const int cnt = static_cast<int>(std::min<int64_t>(8, a.pix - o));
+    const __m256i k = laneMask(cnt);
+    __m256 r[8];
+    for (int j = 0; j < 8; ++j) r[j] = j < cnt ? _mm256_load_ps(a.out + (o + j) * 8) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int c = 0; c < a.nch; ++c) {
+      __m256 v = r[c];
       if (a.res) v = _mm256_add_ps(v, _mm256_maskload_ps(a.res + c * a.pix + o, k));
       if (a.clamp) v = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
-      _mm256_maskstore_ps(a.y + c * a.pix + o, k, v);
+      if (cnt == 8) _mm256_storeu_ps(a.y + c * a.pix + o, v);
+      else _mm256_maskstore_ps(a.y + c * a.pix + o, k, v);
     }
+  }
 }
 
 ONNXTOOL_AVX2 void depthwiseRows(const DepthwiseRows& a) {

@@ -125,7 +125,7 @@ ONNXTOOL_AVX512 void kernelMx32(int64_t kc, const float* a, const float* b, floa
 
 /// r[j] lane i = r[i] lane j (16 x 16): pairs of rows interleaved, then 64-bit pairs (each
 /// 128-bit lane then holds a column's 4 rows of a group of 4 rows), then 4 x 4 128-bit lanes.
-ONNXTOOL_AVX512 inline void transpose16(__m512 r[16]) {
+ONNXTOOL_AVX512 __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -378,17 +378,23 @@ ONNXTOOL_AVX512 void depthwiseRowsT(const DepthwiseRows& a) {
 }
 
 ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
-  const __mmask16 kc = mask0(a.nch);
-  const __m512i planes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(static_cast<int>(a.h * a.w)));
-  // Pixels in, channels across the lanes.
-  for (int64_t iy = 0; iy < a.h; ++iy) {
-    float* dst = a.t + ((iy + a.padT) * a.pw + a.padL) * 16;
-    const float* src = a.x + iy * a.w;
-    for (int64_t ix = 0; ix < a.w; ++ix)
-      _mm512_store_ps(dst + ix * 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), kc, planes, src + ix, 4));
+  // Pixels in, channels across the lanes: 16 consecutive pixels of each of the 16 planes, one
+  // 16 x 16 transpose in registers (a gather per pixel costs several times more on Zen 4), each
+  // pixel's vector to its place in the padded image. Lanes past nch stay zero.
+  const int64_t plane = a.h * a.w;
+  int64_t iy = 0, ix = 0;
+  for (int64_t p0 = 0; p0 < plane; p0 += 16) {
+    const int cnt = static_cast<int>(std::min<int64_t>(16, plane - p0));
+    const __mmask16 kp = mask0(cnt);
+    __m512 r[16];
+    for (int c = 0; c < 16; ++c) r[c] = c < a.nch ? _mm512_maskz_loadu_ps(kp, a.x + c * plane + p0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int j = 0; j < cnt; ++j) {
+      _mm512_store_ps(a.t + ((iy + a.padT) * a.pw + a.padL + ix) * 16, r[j]);
+      if (++ix == a.w) ix = 0, ++iy;
+    }
   }
-  const __m512 vb = a.bias ? _mm512_maskz_loadu_ps(kc, a.bias) : _mm512_setzero_ps();
+  const __m512 vb = a.bias ? _mm512_maskz_loadu_ps(mask0(a.nch), a.bias) : _mm512_setzero_ps();
   // Eight output pixels at a time: eight independent chains over the taps.
   for (int64_t o = 0; o < a.pix; o += 8) {
     __m512 acc[8];
@@ -402,17 +408,21 @@ ONNXTOOL_AVX512 void depthwiseChannels(const DepthwiseChannels& a) {
     }
     for (int p = 0; p < 8; ++p) _mm512_store_ps(a.out + (o + p) * 16, acc[p]);
   }
-  // Channels back into planes, with the epilogue.
-  const __m512i pixels = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(16));
+  // Channels back into planes (16 pixels transposed at a time), with the epilogue.
   const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
-  for (int c = 0; c < a.nch; ++c)
-    for (int64_t o = 0; o < a.pix; o += 16) {
-      const __mmask16 k = mask0(static_cast<int>(std::min<int64_t>(16, a.pix - o)));
-      __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, pixels, a.out + o * 16 + c, 4);
+  for (int64_t o = 0; o < a.pix; o += 16) {
+    const int cnt = static_cast<int>(std::min<int64_t>(16, a.pix - o));
+    const __mmask16 k = mask0(cnt);
+    __m512 r[16];
+    for (int j = 0; j < 16; ++j) r[j] = j < cnt ? _mm512_load_ps(a.out + (o + j) * 16) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int c = 0; c < a.nch; ++c) {
+      __m512 v = r[c];
       if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, a.res + c * a.pix + o));
       if (a.clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
       _mm512_mask_storeu_ps(a.y + c * a.pix + o, k, v);
     }
+  }
 }
 
 /// The filter shapes of MobileNet/EfficientNet/ConvNeXt-style models unrolled, the rest general.

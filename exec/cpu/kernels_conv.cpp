@@ -1085,7 +1085,7 @@ class DepthwiseConvKernel : public CpuKernel {
     const int64_t chanPh = std::max(g.padT + g.h, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
     chanT_ = chanPh * chanPw_ * lanes_;
     const int64_t chanBytes = (chanT_ + roundUp(pix, 8) * lanes_) * static_cast<int64_t>(sizeof(float));
-    channels_ = ops.depthwiseChannels && force != "rows" && (force == "channels" || g.ow <= 16) && chanBytes <= 131072 && pix > 0;
+    channels_ = ops.depthwiseChannels && force != "rows" && (force == "channels" || g.ow <= 8) && chanBytes <= 131072 && pix > 0;
     if (channels_) {
       const int64_t blocks = (g.c + lanes_ - 1) / lanes_;
       wl_.assign(static_cast<size_t>(blocks * taps * lanes_), 0.f);
