@@ -374,8 +374,58 @@ size_t gemmWorkspaceFloats(const GemmConfig& cfg, const GemmProblem& p) {
   return static_cast<size_t>(threadSliceFloats(floats));  // each thread's slice 64-byte aligned, a page from the next
 }
 
+namespace {
+
+/// Columns [j0, j1) of batch bi of a one-row product with an unpacked op(B) = B^T (B row-major
+/// [n, k], row j at b + j * ldb): each a dot product of A's row with B's row j (vec.h dotRows,
+/// B read where it lies), then the epilogue in GemmEpilogue's order.
+void gemvTransB(const VecKernels& vk, const GemmProblem& p, int64_t bi, int64_t j0, int64_t j1) {
+  const float* a = p.a + (p.aOffsets ? p.aOffsets[bi] : 0);
+  const float* b = p.b + (p.bOffsets ? p.bOffsets[bi] : 0);
+  float* c = p.c + bi * p.cStride;
+  constexpr int64_t kChunk = 256;
+  float dots[kChunk];
+  for (int64_t j = j0; j < j1; j += kChunk) {
+    const int64_t cnt = std::min(kChunk, j1 - j);
+    vk.dotRows(a, b + j * p.ldb, p.ldb, p.k, cnt, dots);
+    const GemmEpilogue& ep = p.ep;
+    for (int64_t t = 0; t < cnt; ++t) {
+      float v = p.alpha * dots[t];
+      if (ep.accumulateC) v += c[j + t];
+      if (ep.rowBias) v += ep.rowBias[0];
+      if (ep.colBias) v += ep.colBias[j + t];
+      if (ep.residual) v += ep.residual[j + t];
+      if (ep.clamp) v = v < ep.lo ? ep.lo : v > ep.hi ? ep.hi : v;  // NaN stays NaN (as the tile kernels)
+      c[j + t] = v;
+    }
+    if (ep.act != VecUnary::Count) vk.unary[static_cast<int>(ep.act)](c + j, c + j, cnt);
+  }
+}
+
+}  // namespace
+
 void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int threads, float* workspace) {
   if (p.m <= 0 || p.n <= 0 || p.batches <= 0) return;
+  if (p.m == 1 && p.transB && !p.transA && p.b && !p.packedB && !p.packedB4) {
+    // One row against B^T as the caller holds it (a classifier's weights, never packed: see
+    // GemmKernel): bound by reading B, split over the threads in blocks of 64 columns.
+    const double bFloats = static_cast<double>(p.k) * p.n * (p.bOffsets ? p.batches : 1);
+    if (cfg.minFlopsPerThread > 0) threads = static_cast<int>(std::clamp<double>(8.0 * bFloats / cfg.minFlopsPerThread, 1, std::max(threads, 1)));
+    if (!pool || p.n < 128) threads = 1;
+    const VecKernels& vk = vecKernelsFor(cfg.isa);
+    for (int64_t bi = 0; bi < p.batches; ++bi) {
+      if (threads == 1) {
+        gemvTransB(vk, p, bi, 0, p.n);
+        continue;
+      }
+      const int64_t blocks = ceilDiv(p.n, 64);
+      parallelFor(pool, threads, 1, [&](int64_t pb, int64_t pe) {
+        for (int64_t part = pb; part < pe; ++part)
+          gemvTransB(vk, p, bi, std::min(p.n, blocks * part / threads * 64), std::min(p.n, blocks * (part + 1) / threads * 64));
+      });
+    }
+    return;
+  }
   const int64_t perThread = static_cast<int64_t>(gemmWorkspaceFloats(cfg, p));
   const double flops = 2.0 * static_cast<double>(p.batches) * p.m * p.n * std::max<int64_t>(p.k, 1);
   // A product of few rows (a classifier's GEMV) is bound by reading B, not by its FLOPs: count

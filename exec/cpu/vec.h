@@ -75,6 +75,11 @@ struct VecKernels {
   /// y[i] = float(q[i]) * scale (int8 rows of an embedding table: kernels_int8_gather.cpp); exact
   /// conversion and one float multiply, bit-identical on every path.
   void (*dequantizeS8)(const int8_t* q, float scale, float* y, int64_t n);
+  /// y[r] = x[0] w[r ldw] + ... + x[k - 1] w[r ldw + k - 1] for r < rows: a GEMV against a
+  /// row-major [rows, k] matrix read in place (Gemm with transB and one row of A: a classifier
+  /// reading its weights from the model's bytes, at any alignment; x float-aligned). Float
+  /// partial sums in 2 W chains per row, in an order of its own (not the reference's).
+  void (*dotRows)(const float* x, const float* w, int64_t ldw, int64_t k, int64_t rows, float* y);
 };
 
 /// The table of activeIsa().

@@ -1697,6 +1697,11 @@ TEST_CASE("cpu Conv reads weights borrowed at any byte offset (mapped model file
   };
   const Kind kinds[] = {
       {{1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, "cpu.conv.f32"},          // pointwise GEMM
+      // AVX-512 channel-major: the weights read in place at any offset (no copy), a last
+      // panel of 1 row, of 5 rows, and two groups of 13
+      {{1, 16, 9, 11, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, "cpu.conv.f32"},
+      {{1, 20, 12, 11, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, "cpu.conv.f32"},
+      {{1, 16, 9, 11, 26, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2}, "cpu.conv.f32"},
       {{1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "cpu.conv.f32.winograd"},  // Winograd
       {{1, 24, 12, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24}, "cpu.conv.f32"},        // depthwise
       {{1, 8, 15, 14, 12, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 1}, "cpu.conv.f32"},          // im2col GEMM

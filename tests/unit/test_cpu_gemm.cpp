@@ -216,6 +216,11 @@ TEST_CASE("gemm: batches, with a broadcast A, split over threads", "[cpu][gemm]"
       {1, 40, 70, false, false, 1.f, false, false, false, false, false, VecUnary::Count, 3, false},
       {7, 19, 23, true, false, 1.f, true, false, false, false, false, VecUnary::Count, 4, true},
       {13, 35, 20, false, true, 1.f, false, false, true, false, true, VecUnary::Count, 2, true},
+      // One row against B^T unpacked (gemm()'s dot products: a classifier's weights in place):
+      // past the 256-column chunk, K tails of the vector widths, epilogues, batches of B.
+      {1, 300, 70, false, true, -0.5f, true, true, true, true, true, VecUnary::Count, 1, false},
+      {1, 261, 37, false, true, 1.f, false, false, true, false, false, VecUnary::Sigmoid, 3, true},
+      {1, 130, 5, false, true, 2.f, false, false, false, true, false, VecUnary::Relu, 2, false},
   };
   for (const Case& c : cases) checkCase(c, rng);
 }

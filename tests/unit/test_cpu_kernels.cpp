@@ -715,7 +715,8 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   // W1 is read by a packing MatMul only (the plan drops its bytes), W2 also by a fast Transpose
   // and W3 also by a reference fallback (ReduceSum) at run time: both must stay, as must W4, read
   // by a fallback only (never asked for while kernels were made); W5 is a transposed Gemm B,
-  // packed and dropped too; W6 is an embedding table read in place by Gather. Every weight
+  // packed and dropped too; W6 is an embedding table read in place by Gather; W7 is the B^T of
+  // a one-row Gemm (a classifier), read in place by its dot products, never packed. Every weight
   // sits at an odd address, as a model file's bytes may (the plan reads aligned copies).
   auto m = std::make_unique<Model>();
   m->irVersion = 8;
@@ -733,9 +734,9 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   std::mt19937 rng(11);
   std::vector<std::vector<uint8_t>> before;
   std::vector<const uint8_t*> where;
-  Value* w[6];
-  for (int i = 0; i < 6; ++i) {
-    Tensor t = randomTensor(i == 4 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}, rng);
+  Value* w[7];
+  for (int i = 0; i < 7; ++i) {
+    Tensor t = randomTensor(i == 4 || i == 6 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}, rng);
     t.name = "W" + std::to_string(i + 1);
     auto owner = std::make_shared<std::string>(t.raw.size() + 1, '\0');
     std::memcpy(owner->data() + 1, t.raw.data(), t.raw.size());
@@ -752,6 +753,13 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   Node* gemm = g->addNode("Gemm", {x, w[4]}, {"g5"});
   gemm->setAttr(Attribute::ofInt("transB", 1));
   g->addOutput(gemm->output(0));
+  Value* x1 = g->createValue("x1");
+  ti.shape.dims = {Dim::ofValue(1), Dim::ofValue(8)};
+  x1->setType(ti);
+  g->addInput(x1);
+  Node* gemv = g->addNode("Gemm", {x1, w[6]}, {"g7"});
+  gemv->setAttr(Attribute::ofInt("transB", 1));
+  g->addOutput(gemv->output(0));
   Value* ids = g->createValue("ids");
   TypeInfo it;
   it.kind = TypeInfo::Kind::Tensor;
@@ -763,7 +771,8 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
   g->addOutput(g->addNode("Gather", {w[5], ids}, {"emb"})->output(0));
   std::mt19937 frng(5);
   std::map<std::string, RtValue> feeds{{"x", RtValue::ofTensor(randomTensor({5, 8}, frng))},
-                                       {"ids", RtValue::ofTensor(i64({3}, {7, 0, -1}))}};
+                                       {"ids", RtValue::ofTensor(i64({3}, {7, 0, -1}))},
+                                       {"x1", RtValue::ofTensor(randomTensor({1, 8}, frng))}};
   auto want = makeExecutor("ref")->prepare(*m, {})->run(feeds);
   for (int level : {0, 3}) {
     INFO("-O" << level);
@@ -772,8 +781,9 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
     po.threads = 1;
     const uint64_t copiedBefore = initializerCopyBytes();
     auto plan = makeExecutor("cpu")->prepare(*m, po);
-    // aligned copies for the Transpose's and the fallbacks' W2-W4 only: the packing kernels and
-    // Gather read W1, W5 and W6 where they are (the int8 fusion finder once copied W6)
+    // aligned copies for the Transpose's and the fallbacks' W2-W4 only: the packing kernels,
+    // Gather and the one-row Gemm read W1, W5, W6 and W7 where they are (the int8 fusion finder
+    // once copied W6)
     CHECK(initializerCopyBytes() - copiedBefore == 3 * 8 * 16 * sizeof(float));
     for (int run = 0; run < 2; ++run) {
       RunProfile prof;
@@ -782,7 +792,7 @@ TEST_CASE("cpu plan: weights packed at prepare are released, weights read at run
       for (const NodeRun& r : prof.nodes) fallbacks += r.fallback;
       CHECK(fallbacks == 2);  // the ReduceSums (graph outputs: never folded)
     }
-    for (int i = 0; i < 6; ++i) {  // the caller's weights: the same bytes at the same place
+    for (int i = 0; i < 7; ++i) {  // the caller's weights: the same bytes at the same place
       const Tensor& t = *w[i]->initializer();
       CHECK(t.raw.data() == where[static_cast<size_t>(i)]);
       CHECK(std::vector<uint8_t>(t.raw.data(), t.raw.data() + t.raw.size()) == before[static_cast<size_t>(i)]);
