@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 namespace onnxtool::cpu {
@@ -18,6 +20,17 @@ Isa detectedIsa() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #endif
   return Isa::Portable;
+}
+
+long l2CacheBytes() {
+  static const long bytes = [] {
+    long b = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    b = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return b >= (64L << 10) && b <= (64L << 20) ? b : (1L << 20);
+  }();
+  return bytes;
 }
 
 Isa activeIsa() {

@@ -18,6 +18,9 @@ Isa detectedIsa();
 /// detectedIsa() capped by ONNXTOOL_ISA (an unknown value is ignored with a warning once).
 Isa activeIsa();
 std::string_view isaName(Isa isa);
+/// This core's L2 data cache in bytes (sysconf; 1 MiB where it says nothing): 2 MiB on Sapphire
+/// Rapids, 1 MiB on Zen 4, 512 KiB on Zen 3. Blocking that must stay in L2 sizes by it.
+long l2CacheBytes();
 
 /// While alive, this thread's SSE/AVX arithmetic flushes denormal results to zero and reads
 /// denormal inputs as zero (MXCSR FTZ and DAZ); the previous mode is restored at the end. x86

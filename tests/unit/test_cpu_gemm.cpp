@@ -185,6 +185,9 @@ TEST_CASE("gemm: odd shapes, transposes and alpha on every ISA path match a doub
   const int64_t tails[][3] = {{49, 96, 300}, {61, 40, 33}, {70, 33, 513}, {145, 64, 17}, {23, 130, 257}};
   for (const auto& s : tails)
     for (int t = 0; t < 2; ++t) checkCase(Case{s[0], s[1], s[2], false, t == 1}, rng);
+  // Several row blocks over a prepacked B wider than an L2-sized column block (an eighth of L2
+  // over kc rows: 96 to 224 columns here), a partial last block.
+  for (int t = 0; t < 2; ++t) checkCase(Case{300, 700, 300, false, t == 1}, rng);
 }
 
 TEST_CASE("gemm: epilogues (C accumulated, row and column bias, residual, clamp, activations) match", "[cpu][gemm]") {
