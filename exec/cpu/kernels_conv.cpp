@@ -1113,7 +1113,9 @@ class DepthwiseConvKernel : public CpuKernel {
   size_t workspaceBytes() const override { return static_cast<size_t>(threads_ * partBytes_); }
   void compute(const CpuComputeArgs& args) const override {
     const int64_t planeWork = std::max<int64_t>(1, g_.oh * g_.ow * g_.kh * g_.kw);
-    const int threads = g_.n * g_.c * planeWork < 262144 ? 1 : threads_;  // not worth waking a thread below ~250k taps
+    // Not worth waking a thread below ~250k taps (~64k in channels mode, whose transposes in
+    // and out cost about as much again: 576 x 7x7 3x3 outputs, 254k taps, 1 -> 2 threads 56 -> 33 us).
+    const int threads = g_.n * g_.c * planeWork < (channels_ ? 65536 : 262144) ? 1 : threads_;
     if (channels_) {
       const int64_t blocks = (g_.c + lanes_ - 1) / lanes_;
       parallelRanges(args.pool, threads, g_.n * blocks, 1, [&](int64_t b, int64_t e, int part) {
