@@ -7,6 +7,10 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <spdlog/spdlog.h>
 
 namespace onnxtool::cpu {
@@ -20,6 +24,23 @@ Isa detectedIsa() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #endif
   return Isa::Portable;
+}
+
+bool avx512HalfRate() {
+  static const bool half = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    unsigned family = (a >> 8) & 0xF;
+    if (family == 0xF) family += (a >> 20) & 0xFF;
+    return family == 0x19;  // Zen 4 (Zen 5, family 0x1A, has full-width 512-bit units)
+#else
+    return false;
+#endif
+  }();
+  return half;
 }
 
 long l2CacheBytes() {

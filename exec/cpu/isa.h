@@ -18,6 +18,10 @@ Isa detectedIsa();
 /// detectedIsa() capped by ONNXTOOL_ISA (an unknown value is ignored with a warning once).
 Isa activeIsa();
 std::string_view isaName(Isa isa);
+/// Whether this core runs 512-bit FMAs at half the rate of its 512-bit shuffles (Zen 4: one
+/// 512-bit FMA a cycle, on both 256-bit halves of its units; Intel's AVX-512 cores and Zen 5 issue
+/// two): work in shuffles (transposes) is then half as dear against FMAs. By cpuid (vendor, family).
+bool avx512HalfRate();
 /// This core's L2 data cache in bytes (sysconf; 1 MiB where it says nothing): 2 MiB on Sapphire
 /// Rapids, 1 MiB on Zen 4, 512 KiB on Zen 3. Blocking that must stay in L2 sizes by it.
 long l2CacheBytes();
