@@ -34,8 +34,9 @@ using Clock = std::chrono::steady_clock;
 
 struct BenchOptions {
   std::string model;
-  std::string executor = "cpu";
-  std::string device = "cpu";
+  std::string executor;  ///< as given (empty: cpu, or cuda with --device cuda)
+  DeviceOptions device;
+  std::string resolved;  ///< the executor that runs
   int threads = 0;
   int graphOpt = 3;
   int warmup = 3;
@@ -146,8 +147,8 @@ std::map<std::string, std::string> fixSymbolicDims(Model& model, const std::map<
 /// Times one row: `model` has the row's input shapes applied.
 Row benchRow(const BenchOptions& o, Model& model, double loadSec);
 
-int runBench(const BenchOptions& o) {
-  if (o.device == "cuda") fail(ErrorKind::Unsupported, "--device cuda: no CUDA executor in this build");
+int runBench(BenchOptions o) {
+  o.resolved = resolveExecutor(o.executor, o.device);
   if (o.iterations && o.duration) fail(ErrorKind::InvalidInput, "--iterations and --duration exclude each other");
   auto rows = shapeRows(o.shapes);
   auto t0 = Clock::now();
@@ -155,7 +156,7 @@ int runBench(const BenchOptions& o) {
   double loadSec = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!model->graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", o.model);
   requireKnownOpsets(*model, o.allowNewerOpset);
-  if (!makeExecutor(o.executor)) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.executor);
+  if (!makeExecutor(o.resolved)) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.resolved);
 
   // every row's shapes go on its own copy before anything is timed, so a bad row fails first
   std::vector<std::unique_ptr<Model>> shaped;
@@ -197,7 +198,7 @@ int runBench(const BenchOptions& o) {
 
 Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
   const Graph& g = *model.graph;
-  auto exec = makeExecutor(o.executor);
+  auto exec = makeExecutor(o.resolved);
 
   ModelInputOptions mio;
   mio.files = o.inputs;
@@ -212,6 +213,8 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
   po.seed = 0;
   po.threads = threads;
   po.graphOptLevel = o.graphOpt;
+  po.precision = o.device.precision;
+  po.deviceGraph = !o.device.noCudaGraph;
   auto t0 = Clock::now();
   auto plan = exec->prepare(model, po);
   double prepareSec = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -252,6 +255,22 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
     }
   }
   double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  // A device executor: the copies of one run (inputs in, outputs out), median of a few runs
+  // timed apart from the others (a profiled run synchronises after every node).
+  auto device = executorDevice(o.resolved);
+  double copyIn = 0, copyOut = 0;
+  if (!device.empty()) {
+    std::vector<double> in, out;
+    RunProfile cp;
+    for (int i = 0; i < 5; ++i) {
+      plan->runProfiled(feeds, cp);
+      in.push_back(cp.copyInSeconds * 1e3);
+      out.push_back(cp.copyOutSeconds * 1e3);
+    }
+    std::sort(in.begin(), in.end());
+    std::sort(out.begin(), out.end());
+    copyIn = in[2], copyOut = out[2];
+  }
   std::vector<double> sorted = samples;
   std::sort(sorted.begin(), sorted.end());
   double mean = 0;
@@ -279,8 +298,8 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
                {"p999", percentile(sorted, 99.9)}, {"max", sorted.back()},           {"stddev", stddev}};
   json doc{{"schema_version", 2},
            {"model", o.model},
-           {"executor", o.executor},
-           {"device", o.device},
+           {"executor", o.resolved},
+           {"device", o.resolved == "cuda" ? "cuda" : "cpu"},
            {"cpu", {{"model", cpuModel()}, {"isa", isa}}},
            {"threads", threads},
            {"graph_opt", o.graphOpt},
@@ -293,6 +312,14 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
            {"latency_ms", latency},
            {"throughput_per_s", throughput},
            {"peak_rss_kib", peakRssKiB()}};
+  if (!device.empty()) {
+    json dj = json::object();
+    for (const auto& [k, v] : device) dj[k] = v;
+    doc["gpu"] = dj;
+    doc["precision"] = o.device.precision;
+    doc["cuda_graph"] = !o.device.noCudaGraph;
+    doc["copy_ms"] = {{"inputs_to_device", copyIn}, {"outputs_to_host", copyOut}};
+  }
 
   // Profile: share of the summed node time, by op type and by node.
   json profJson;
@@ -341,8 +368,17 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
 
   std::string out;
   out += fmt::format("model:       {}\n", o.model);
-  out += fmt::format("executor:    {} (device {}{})\n", o.executor, o.device,
-                     o.executor == "cpu" ? fmt::format(", graph optimization -O{}", o.graphOpt) : "");
+  out += fmt::format("executor:    {} (device {}{})\n", o.resolved, o.resolved == "cuda" ? "cuda" : "cpu",
+                     o.resolved != "ref" ? fmt::format(", graph optimization -O{}", o.graphOpt) : "");
+  if (!device.empty()) {
+    std::map<std::string, std::string> d(device.begin(), device.end());
+    if (d.count("error")) out += fmt::format("gpu:         {}\n", d["error"]);
+    else
+      out += fmt::format("gpu:         {} (compute {}, {} SMs, {} MiB), driver {}, runtime {}, cuDNN {}, cuBLAS {}\n", d["name"],
+                         d["compute_capability"], d["multiprocessors"], d["memory_mib"], d["driver"], d["runtime"], d["cudnn"],
+                         d["cublas"]);
+    out += fmt::format("precision:   {}{}\n", o.device.precision, o.device.noCudaGraph ? " (no CUDA graph)" : ", CUDA graph replay");
+  }
   out += fmt::format("cpu:         {} (isa {})\n", cpuModel(), isa);
   out += fmt::format("threads:     {}\n", threads);
   for (const auto& j : inputsJson)
@@ -356,6 +392,7 @@ Row benchRow(const BenchOptions& o, Model& model, double loadSec) {
                      sorted.front(), percentile(sorted, 50), mean, percentile(sorted, 90), percentile(sorted, 95),
                      percentile(sorted, 99), percentile(sorted, 99.9), sorted.back(), stddev);
   out += fmt::format("throughput:  {:.1f} inferences/s\n", throughput);
+  if (!device.empty()) out += fmt::format("copies:      inputs to the device {:.4f} ms, outputs to the host {:.4f} ms (in each run's latency)\n", copyIn, copyOut);
   out += fmt::format("peak rss:    {:.1f} MiB\n", peakRssKiB() / 1024.0);
   if (o.profile) {
     out += "profile by op type (share of node time):\n";
@@ -387,10 +424,9 @@ std::function<int()> addBench(CLI::App& app) {
   sub->add_option("MODEL", o->model, "Model file (.onnx, - for stdin)")->required();
   std::string names;
   for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
-  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default cpu)")
+  sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default cpu, cuda with --device cuda)")
       ->check(CLI::IsMember(executorNames()));
-  sub->add_option("--device", o->device, "Device: cpu (default) or cuda (exits 3: no CUDA executor in this build)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  addDeviceOptions(sub, o->device);
   sub->add_option("--threads", o->threads, "Intra-op threads (default: the number of cores)")->check(CLI::Range(1, 1024));
   sub->add_option("--graph-opt", o->graphOpt,
                   "cpu executor: optimizer preset its plan runs on a copy of the model, with the input shapes fixed "

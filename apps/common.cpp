@@ -1,6 +1,8 @@
 // common.cpp: error-to-exit-code mapping and the options the subcommands share.
 #include "apps/common.h"
 
+#include "exec/executor.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +86,33 @@ CLI::Option* addShapeOption(CLI::App* sub, std::vector<std::string>& dest) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void addDeviceOptions(CLI::App* sub, DeviceOptions& dest) {
+  bool cuda = makeExecutor("cuda") != nullptr;
+  sub->add_option("--device", dest.device,
+                  std::string("Device: cpu (default) or cuda (the cuda executor on GPU 0; ") +
+                      (cuda ? "exits 3 when no usable GPU is found)" : "exits 3: this build has no CUDA executor)"))
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--precision", dest.precision,
+                  "--device cuda: fp32 (default), tf32 (TF32 tensor cores for MatMul/Gemm/Conv), fp16 or bf16 (half-precision "
+                  "storage and matrix inputs, float32 accumulation; Softmax, LayerNorm and reductions in float32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+  sub->add_flag("--no-cuda-graph", dest.noCudaGraph,
+                "--device cuda: launch every kernel every run instead of replaying the run captured as a CUDA graph");
+}
+
+std::string resolveExecutor(const std::string& executor, const DeviceOptions& d) {
+  bool cuda = d.device == "cuda" || executor == "cuda";
+  if (cuda) {
+    if (!executor.empty() && executor != "cuda")
+      fail(ErrorKind::InvalidInput, "--device cuda runs on the cuda executor, not --executor {}", executor);
+    if (!makeExecutor("cuda"))
+      fail(ErrorKind::Unsupported, "--device cuda: this build has no CUDA executor (built without the CUDA toolkit and cuDNN)");
+    return "cuda";
+  }
+  if (d.precision != "fp32") fail(ErrorKind::InvalidInput, "--precision {}: only --device cuda computes in other precisions", d.precision);
+  return executor.empty() ? "cpu" : executor;
 }
 
 CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest) {

@@ -49,6 +49,20 @@ CLI::Validator nonNegative();
 /// Adds `--shape NAME=DIMS` (repeatable) with the one help text every subcommand shares.
 CLI::Option* addShapeOption(CLI::App* sub, std::vector<std::string>& dest);
 
+/// Where `run` and `bench` execute: --device, --precision, --no-cuda-graph.
+struct DeviceOptions {
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  bool noCudaGraph = false;
+};
+/// Adds --device cpu|cuda, --precision and --no-cuda-graph with the help every subcommand shares.
+void addDeviceOptions(CLI::App* sub, DeviceOptions& dest);
+/// The executor to use for --executor `executor` (as given, or empty when not given) and these
+/// device options: `cuda` for --device cuda. Throws Error(Unsupported) (exit 3) when this build
+/// has no CUDA executor, Error(InvalidInput) for a combination that makes no sense
+/// (--precision fp16 on the CPU, --device cuda --executor ref).
+std::string resolveExecutor(const std::string& executor, const DeviceOptions& d);
+
 /// Adds --allow-newer-opset; requireKnownOpsets() then warns instead of failing.
 CLI::Option* addAllowNewerOpsetOption(CLI::App* sub, bool& dest);
 /// Executing or rewriting a model whose opset is newer than the registry: Error(Unsupported)

@@ -36,7 +36,8 @@ struct RunOptions : InputOptions {
   std::string outputFormat = "npy";
   std::string compareDir;
   double rtol = 1e-4, atol = 1e-5;
-  std::string executor = "cpu";
+  std::string executor;  ///< empty: cpu, or cuda with --device cuda
+  DeviceOptions device;
   int graphOpt = 3;
   bool json = false;
 };
@@ -112,8 +113,9 @@ int runRun(const RunOptions& o) {
   requireKnownOpsets(*model, o.allowNewerOpset);
   applyInputShapes(*model, specs);
   const Graph& g = *model->graph;
-  auto exec = makeExecutor(o.executor);
-  if (!exec) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", o.executor);
+  const std::string executor = resolveExecutor(o.executor, o.device);
+  auto exec = makeExecutor(executor);
+  if (!exec) fail(ErrorKind::InvalidInput, "--executor {}: no such executor in this build", executor);
   // Two outputs written to one file (names that differ only in characters a file name cannot
   // hold) are refused before anything runs.
   TensorFileFormat fmtKind = o.outputFormat == "pb" ? TensorFileFormat::Pb : o.outputFormat == "json" ? TensorFileFormat::Json : TensorFileFormat::Npy;
@@ -139,6 +141,8 @@ int runRun(const RunOptions& o) {
   PrepareOptions po;
   po.seed = o.seed;
   po.graphOptLevel = o.graphOpt;
+  po.precision = o.device.precision;
+  po.deviceGraph = !o.device.noCudaGraph;
   auto plan = exec->prepare(*model, po);
   std::vector<RtValue> outs;
   if (spdlog::should_log(spdlog::level::info)) {  // -v: say which nodes fell back to reference kernels
@@ -156,7 +160,7 @@ int runRun(const RunOptions& o) {
     outs = plan->run(feeds);
   }
 
-  json doc{{"schema_version", 2}, {"model", o.model}, {"executor", o.executor}};
+  json doc{{"schema_version", 2}, {"model", o.model}, {"executor", executor}};
   json outputsJson = json::array();
   for (size_t i = 0; i < outs.size(); ++i) {
     std::string name = g.outputs()[i].value ? g.outputs()[i].value->name() : fmt::format("output_{}", i);
@@ -236,13 +240,14 @@ std::function<int()> addRun(CLI::App& app) {
   for (const std::string& n : executorNames()) names += (names.empty() ? "" : ", ") + n;
   sub->add_option("--executor", o->executor, "Executor (this build: " + names + "; default cpu: fast kernels, reference kernels for the rest; ref: the reference kernels only)")
       ->check(CLI::IsMember(executorNames()));
+  addDeviceOptions(sub, o->device);
   sub->add_option("--graph-opt", o->graphOpt,
                   "cpu executor: optimizer preset its plan runs on a copy of the model, with the input shapes fixed "
                   "(0 none, 1 cleanup, 2 + folding, 3 + fusions; default 3, as onnxtool optimize -O3); the model file is not touched")
       ->check(CLI::Range(0, 3));
   addAllowNewerOpsetOption(sub, o->allowNewerOpset);
   sub->add_flag("--json", o->json, "One JSON document with output summaries and comparison results");
-  sub->footer("Exit codes: 0 success, 1 outputs differ (--compare), 2 invalid input or usage error, 3 unsupported op.");
+  sub->footer("Exit codes: 0 success, 1 outputs differ (--compare), 2 invalid input or usage error, 3 unsupported op or device (--device cuda).");
   return [o] { return runRun(*o); };
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/value.h"
@@ -24,6 +25,14 @@ struct PrepareOptions {
   /// the concrete input shapes fixed, before choosing kernels (as ONNX Runtime optimises at
   /// session creation); the caller's model is never touched. `ref` runs the graph as written.
   int graphOptLevel = 3;
+  /// `cuda`: how float32 values are stored and multiplied: "fp32", "tf32" (float32 storage,
+  /// TF32 tensor cores for MatMul/Gemm/Conv), "fp16" or "bf16" (half-precision storage and
+  /// inputs of the matrix units, float32 accumulation, Softmax/LayerNorm/reductions in float32).
+  /// The other executors compute float32 and accept "fp32" only.
+  std::string precision = "fp32";
+  /// `cuda`: capture a run's kernels into a CUDA graph once and replay it (fewer launches);
+  /// false launches every kernel every run.
+  bool deviceGraph = true;
 };
 
 /// What ran for one node of the main graph in one run, for `bench --profile` and `run -v`.
@@ -39,6 +48,9 @@ struct NodeRun {
 
 struct RunProfile {
   std::vector<NodeRun> nodes;  ///< in execution order
+  /// Executors on a device (`cuda`): seconds of copying the inputs to it and the outputs back
+  /// (also counted in the run's time, in no node's); 0 elsewhere.
+  double copyInSeconds = 0, copyOutSeconds = 0;
 };
 
 /// A prepared model. The Model must outlive the Plan (initializers are used in place).
@@ -71,5 +83,9 @@ std::unique_ptr<Executor> makeExecutor(const std::string& name);
 
 /// The names makeExecutor() knows in this build, for --help and usage errors.
 std::vector<std::string> executorNames();
+
+/// The device an executor runs on, as key/value pairs for `bench` ("name", "driver", ...; an
+/// "error" entry alone when it has none usable); empty for executors on this CPU.
+std::vector<std::pair<std::string, std::string>> executorDevice(const std::string& executor);
 
 }  // namespace onnxtool

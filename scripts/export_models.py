@@ -179,9 +179,12 @@ def hf_bert_encoder(folder):
 
 def export(model, args, path, names_in, names_out, dynamic):
     model.eval()
+    # the TorchScript exporter (torch >= 2.9 defaults to the dynamo one, whose graphs differ)
+    import inspect
+    extra = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=names_in, output_names=names_out, dynamic_axes=dynamic,
-                          opset_version=17, do_constant_folding=True)
+                          opset_version=17, do_constant_folding=True, **extra)
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
 
 

@@ -44,10 +44,10 @@
 #include "exec/cpu/prefaulted.h"
 #include "exec/cpu/kernels_attention.h"
 #include "exec/cpu/kernels_int8.h"
-#include "passes/upcast_half.h"
 #include "exec/kernel.h"
 #include "exec/ref/kernel_util.h"
 #include "exec/ref/ref_executor.h"
+#include "exec/specialize.h"
 #include "lib/error.h"
 #include "lib/ir_clone.h"
 #include "lib/ops/op_schema.h"
@@ -501,10 +501,9 @@ class Specialization {
       : graphOptLevel_(graphOptLevel) {
     PhaseTimer timer;
     pool_ = pool;
-    model_ = cloneModel(original);
-    upcastHalf();
-    timer.lap("clone");
-    if (graphOptLevel > 0) optimize(original, inputDims, graphOptLevel, timer);
+    std::string phases;
+    model_ = specializeModel(original, inputDims, graphOptLevel, "cpu executor", &phases);
+    timer.lap(phases);
     int4WeightsToNBits();
     foldWeightDequantize();
     cpu::foldConstantInt8Lookups(*model_->graph);
@@ -747,59 +746,6 @@ class Specialization {
       dq->output(0)->replaceAllUsesWith(folded);
       g.removeNode(dq);
     }
-  }
-
-  /// Runs the optimizer preset on model_ (the clone) with the given input dims fixed. The graph's
-  /// interface (inputs and outputs, by name and order) must survive; if a pass fails or changes
-  /// it, the plan runs the unoptimised clone instead (the graph as written is always correct).
-  void optimize(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims, int level,
-                PhaseTimer& timer) {
-    auto names = [](const std::vector<ValueInfoEntry>& es) {
-      std::vector<std::string> out;
-      for (const auto& e : es) out.push_back(e.value ? e.value->name() : std::string());
-      return out;
-    };
-    try {
-      std::vector<InputShapeSpec> specs;
-      for (const auto& [name, dims] : inputDims) {
-        InputShapeSpec sp;
-        sp.text = name;
-        sp.name = name;
-        for (int64_t d : dims) sp.dims.push_back(std::to_string(d));
-        specs.push_back(std::move(sp));
-      }
-      applyInputShapes(*model_, specs);
-      PassRunReport report = runPipeline(*model_, presetPipeline(level, false));
-      timer.lap(fmt::format("-O{}", level));
-      if (spdlog::should_log(spdlog::level::debug)) {
-        std::string passes;
-        for (const auto& [name, st] : report.stats)
-          if (st.seconds >= 0.0005) passes += fmt::format(" {} {:.1f}", name, st.seconds * 1e3);
-        spdlog::debug("cpu executor: -O{}: {} iterations, inference {}x {:.1f} ms, passes (ms):{}", level, report.iterations,
-                      report.inferRuns, report.inferSeconds * 1e3, passes);
-      }
-      if (names(model_->graph->inputs()) == names(original.graph->inputs()) &&
-          names(model_->graph->outputs()) == names(original.graph->outputs()))
-        return;
-      spdlog::debug("cpu executor: -O{} changed the model's interface; running the graph as written", level);
-    } catch (const std::exception& e) {
-      spdlog::debug("cpu executor: -O{} failed ({}); running the graph as written", level, e.what());
-    }
-    model_ = cloneModel(original);
-    upcastHalf();
-  }
-
-  /// A float16 model is computed in float32 (passes/upcast_half.h): the fast kernels are
-  /// float32; the interface stays float16 through Casts at the inputs and outputs.
-  void upcastHalf() {
-    HalfTypes types;
-    types.bfloat16 = false;  // per-op bfloat16 rounding matters (passes/upcast_half.h)
-    if (!hasHalfPrecision(*model_, types)) return;
-    inferShapes(*model_);  // the outputs' element types, which stay half precision
-    UpcastHalfReport r = upcastHalfToFloat(*model_, types);
-    if (r.skipped) spdlog::debug("cpu executor: half precision kept: a graph output's type is unknown");
-    spdlog::debug("cpu executor: half precision computed in float32 ({} tensors, {} value types, {} Casts at the interface)",
-                  r.initializers, r.values, r.casts);
   }
 
  public:

@@ -5,7 +5,9 @@
 // summary, and the final line `N passed, M failed, K skipped`.
 //
 // usage: conformance DIR [--executor ref] [--filter REGEX] [--expected-failures FILE] [--rtol R]
-//                        [--atol A] [--timeout SECONDS] [--quiet] [--optimize LEVEL]
+//                        [--atol A] [--timeout SECONDS] [--quiet] [--optimize LEVEL] [--in-process]
+// --in-process runs every case in this process (no timeout; a crash ends the run): for the cuda
+// executor, whose GPU context a child would make again for every case.
 // --optimize runs the optimizer's preset pipeline -O LEVEL (3: with the fusions) on each model
 // before executing it, then saves and reloads the result: optimized models must pass as the
 // originals do.
@@ -52,6 +54,7 @@ struct Options {
   std::string expectedFailures;
   double rtol = 1e-3, atol = 1e-7;
   int timeout = 60;
+  bool inProcess = false;  ///< no child per case (no timeout, a crash ends the run): a GPU context made once
   bool quiet = false;
   int optimize = -1;
   int64_t convertOpset = 0;
@@ -208,12 +211,13 @@ int main(int argc, char** argv) {
     else if (a == "--atol") o.atol = std::stod(next());
     else if (a == "--timeout") o.timeout = std::stoi(next());
     else if (a == "--quiet") o.quiet = true;
+    else if (a == "--in-process") o.inProcess = true;
     else if (a == "--optimize") o.optimize = std::stoi(next());
     else if (a == "--convert-opset") o.convertOpset = std::stoll(next());
     else if (a == "--write-converted") o.writeConverted = next();
     else if (!a.empty() && a[0] != '-') o.dir = a;
     else {
-      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet] [--optimize LEVEL] [--convert-opset N [--write-converted DIR]]\n");
+      std::fprintf(stderr, "usage: conformance DIR [--executor NAME] [--filter REGEX] [--expected-failures FILE] [--rtol R] [--atol A] [--timeout S] [--quiet] [--optimize LEVEL] [--in-process] [--convert-opset N [--write-converted DIR]]\n");
       return 2;
     }
   }
@@ -240,7 +244,16 @@ int main(int argc, char** argv) {
       ++skipped;
       continue;
     }
-    std::string reason = runIsolated(c, o);
+    std::string reason;
+    if (o.inProcess) {
+      try {
+        reason = runCase(c, o);
+      } catch (const std::exception& e) {
+        reason = e.what();
+      }
+    } else {
+      reason = runIsolated(c, o);
+    }
     std::string op = caseOp(c);
     bool listed = expected.count(name) > 0;
     if (reason.empty()) {
