@@ -1,6 +1,8 @@
 // common.cpp: error-to-exit-code mapping and the options the subcommands share.
 #include "apps/common.h"
 
+#include <algorithm>
+
 #include "exec/executor.h"
 
 #include <cmath>
@@ -89,7 +91,8 @@ CLI::Option* addShapeOption(CLI::App* sub, std::vector<std::string>& dest) {
 }
 
 void addDeviceOptions(CLI::App* sub, DeviceOptions& dest) {
-  bool cuda = makeExecutor("cuda") != nullptr;
+  auto names = executorNames();  // (not makeExecutor: that would load the CUDA libraries for every command)
+  bool cuda = std::find(names.begin(), names.end(), "cuda") != names.end();
   sub->add_option("--device", dest.device,
                   std::string("Device: cpu (default) or cuda (the cuda executor on GPU 0; ") +
                       (cuda ? "exits 3 when no usable GPU is found)" : "exits 3: this build has no CUDA executor)"))

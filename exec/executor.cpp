@@ -7,13 +7,67 @@
 
 #include "exec/cpu/cpu_executor.h"
 #include "exec/ref/ref_executor.h"
+#include "lib/error.h"
+
 #ifdef ONNXTOOL_HAVE_CUDA
-#include "exec/cuda/cuda_executor.h"
+#include <dlfcn.h>
+
+#include <filesystem>
 #endif
 
 namespace onnxtool {
 
 namespace {
+
+#ifdef ONNXTOOL_HAVE_CUDA
+/// libonnxtool_cuda (exec/cuda/plugin.cpp), loaded the first time the `cuda` executor is asked
+/// for: from this library's folder, else the loader's search path. Never unloaded.
+struct CudaPlugin {
+  Executor* (*make)() = nullptr;
+  void (*device)(std::vector<std::pair<std::string, std::string>>*) = nullptr;
+  std::string error;
+};
+
+const CudaPlugin& cudaPlugin() {
+  static const CudaPlugin plugin = [] {
+    CudaPlugin p;
+    const char* name = "libonnxtool_cuda.so.0";
+    void* h = nullptr;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&makeExecutor), &info) && info.dli_fname) {
+      std::filesystem::path own(info.dli_fname);
+      h = dlopen((own.parent_path() / name).c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* e = dlerror();
+      p.error = e ? e : "dlopen failed";
+      return p;
+    }
+    p.make = reinterpret_cast<Executor* (*)()>(dlsym(h, "onnxtool_cuda_make_executor"));
+    p.device = reinterpret_cast<void (*)(std::vector<std::pair<std::string, std::string>>*)>(dlsym(h, "onnxtool_cuda_device"));
+    if (!p.make || !p.device) p.error = fmt::format("{}: not an onnxtool CUDA executor", name), p.make = nullptr;
+    return p;
+  }();
+  return plugin;
+}
+
+/// The `cuda` executor when its library could not be loaded (CUDA libraries missing): prepare
+/// fails saying why.
+class UnloadedCudaExecutor : public Executor {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::unique_ptr<Plan> prepare(const Model&, const PrepareOptions&) override {
+    fail(ErrorKind::Unsupported, "--device cuda: the CUDA executor could not be loaded: {}", cudaPlugin().error);
+  }
+};
+
+std::unique_ptr<Executor> makeCudaExecutor() {
+  const CudaPlugin& p = cudaPlugin();
+  if (!p.make) return std::make_unique<UnloadedCudaExecutor>();
+  return std::unique_ptr<Executor>(p.make());
+}
+#endif
 
 struct ExecutorEntry {
   const char* name;
@@ -45,18 +99,11 @@ std::vector<std::string> executorNames() {
 std::vector<std::pair<std::string, std::string>> executorDevice(const std::string& executor) {
   if (executor != "cuda") return {};
 #ifdef ONNXTOOL_HAVE_CUDA
-  std::string why;
-  auto d = cudaDevice(&why);
-  if (!d) return {{"error", why}};
-  auto ver = [](int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); };
-  return {{"name", d->name},
-          {"compute_capability", fmt::format("{}.{}", d->computeMajor, d->computeMinor)},
-          {"multiprocessors", std::to_string(d->multiprocessors)},
-          {"memory_mib", std::to_string(d->memoryBytes >> 20)},
-          {"driver", ver(d->driverVersion)},
-          {"runtime", ver(d->runtimeVersion)},
-          {"cudnn", std::to_string(d->cudnnVersion)},
-          {"cublas", std::to_string(d->cublasVersion)}};
+  const CudaPlugin& p = cudaPlugin();
+  if (!p.make) return {{"error", "the CUDA executor could not be loaded: " + p.error}};
+  std::vector<std::pair<std::string, std::string>> out;
+  p.device(&out);
+  return out;
 #else
   return {{"error", "this build has no CUDA executor"}};
 #endif

@@ -123,6 +123,7 @@ struct Slot {
   DType logical = DType::Undefined;   ///< the model's element type
   size_t bytes = 0;                   ///< device bytes
   bool constant = false;
+  bool hasDefault = false;       ///< a graph input with an initializer: `host` when not given
   bool device = false;           ///< has device bytes during a run
   bool producedOnDevice = false;
   bool hostRead = false;         ///< a host step, a subgraph or the caller reads it
@@ -210,10 +211,18 @@ class Specialization {
     s.value = v;
     std::optional<std::vector<int64_t>> dims;
     DType logical = DType::Undefined;
-    if (v->initializer() || v->sparseInitializer()) {
+    bool init = v->initializer() || v->sparseInitializer();
+    if (init && !v->isGraphInput()) {
       s.constant = true;
       s.host = runtimeInitializer(v);
       if (s.host.isTensor()) dims = s.host.tensor->dims, logical = s.host.tensor->dtype();
+    } else if (init) {  // a graph input with a default (IR >= 4): the caller may give another value
+      s.host = runtimeInitializer(v);
+      s.hasDefault = true;
+      dims = staticDims(v->type());
+      if (!dims && s.host.isTensor()) dims = s.host.tensor->dims;
+      logical = v->type().kind == TypeInfo::Kind::Tensor ? v->type().dtype() : DType::Undefined;
+      if (logical == DType::Undefined && s.host.isTensor()) logical = s.host.tensor->dtype();
     } else {
       dims = staticDims(v->type());
       if (v->type().kind == TypeInfo::Kind::Tensor) logical = v->type().dtype();
@@ -579,7 +588,7 @@ class Specialization {
                    s.type->numElements(), ctx_.stream);
         check(cudaStreamSynchronize(ctx_.stream), "converting a constant");
       } else {
-        s.constBuf = DeviceBuffer::upload(t.raw.data(), std::max<size_t>(t.raw.size(), 1));
+        s.constBuf = t.raw.size() ? DeviceBuffer::upload(t.raw.data(), t.raw.size()) : DeviceBuffer(1);  // (empty: any address)
       }
     }
   }
@@ -821,13 +830,13 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
   // inputs: to the pinned buffers, then to the device
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     auto it = inputs.find(original.inputs()[i].value->name());
-    if (it == inputs.end()) continue;
     int s = inputSlots_[i];
     Slot& sl = slots_[static_cast<size_t>(s)];
     if (sl.constant) continue;
-    hv[static_cast<size_t>(s)] = it->second;
+    if (it == inputs.end() && !sl.hasDefault) continue;
+    const RtValue& v = it != inputs.end() ? it->second : sl.host;
+    hv[static_cast<size_t>(s)] = v;
     if (!sl.device || !sl.type) continue;
-    const RtValue& v = it->second;
     if (!v.isTensor() || v.tensor->dims != sl.type->dims || v.tensor->dtype() != sl.logical)
       fail(ErrorKind::InvalidInput, "input '{}': expected {} {}", sl.value->name(), dtypeName(sl.logical), dimsStr(sl.type->dims));
     size_t bytes = sl.logicalBytes();
@@ -886,6 +895,14 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
     check(cudaGraphLaunch(graphExec_, ctx_.stream), "cudaGraphLaunch");
   } else {
     cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+    struct EventGuard {
+      cudaEvent_t& a;
+      cudaEvent_t& b;
+      ~EventGuard() {
+        if (a) cudaEventDestroy(a);
+        if (b) cudaEventDestroy(b);
+      }
+    } guard{ev0, ev1};
     if (profile) {
       check(cudaEventCreate(&ev0), "cudaEventCreate");
       check(cudaEventCreate(&ev1), "cudaEventCreate");
@@ -941,8 +958,6 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
         profile->nodes.push_back({n.displayName(), st.opType, st.name, true,
                                   std::chrono::duration<double>(Clock::now() - h0).count(), 0.0, st.graphNodes});
     }
-    if (ev0) cudaEventDestroy(ev0);
-    if (ev1) cudaEventDestroy(ev1);
   }
   ++runs_;
   // outputs
@@ -964,7 +979,8 @@ std::vector<RtValue> Specialization::run(const Graph& original, const std::map<s
 
 class CudaPlan : public Plan {
  public:
-  CudaPlan(const Model& m, const PrepareOptions& o, Precision p) : model_(m), seed_(o.seed), level_(o.graphOptLevel), graph_(o.deviceGraph) {
+  CudaPlan(const Model& m, const PrepareOptions& o, Precision p)
+      : model_(m), seed_(o.seed), level_(o.graphOptLevel), graph_(o.deviceGraph), ctx_(owner_.ctx) {
     if (!m.graph) fail(ErrorKind::InvalidInput, "{}: the model has no graph", m.path);
     ctx_.precision = p;
     check(cudaSetDevice(0), "cudaSetDevice");
@@ -980,16 +996,17 @@ class CudaPlan : public Plan {
       cublasHandle_t blas = nullptr;
       if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) fail(ErrorKind::Internal, "cuBLAS: cublasCreate failed");
       ctx_.blas = blas;
-      cublasSetStream(blas, ctx_.stream);
       check(cudaMalloc(&ctx_.blasWorkspace, kBlasWorkspace), "cudaMalloc");
       ctx_.blasWorkspaceBytes = kBlasWorkspace;
-      cublasSetWorkspace(blas, ctx_.blasWorkspace, kBlasWorkspace);
+      if (cublasSetStream(blas, ctx_.stream) != CUBLAS_STATUS_SUCCESS ||
+          cublasSetWorkspace(blas, ctx_.blasWorkspace, kBlasWorkspace) != CUBLAS_STATUS_SUCCESS)
+        fail(ErrorKind::Internal, "cuBLAS: setting the stream and workspace failed");
     }
     if (dnnOps) {
       cudnnHandle_t dnn = nullptr;
       if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) fail(ErrorKind::Internal, "cuDNN: cudnnCreate failed");
       ctx_.dnn = dnn;
-      cudnnSetStream(dnn, ctx_.stream);
+      if (cudnnSetStream(dnn, ctx_.stream) != CUDNN_STATUS_SUCCESS) fail(ErrorKind::Internal, "cuDNN: cudnnSetStream failed");
     }
     std::map<std::string, std::vector<int64_t>> dims;
     bool allStatic = true;
@@ -1004,13 +1021,6 @@ class CudaPlan : public Plan {
     }
     if (allStatic) specialization(dims);
     else RefNodeRunner validate(m, false);  // a node without a kernel fails now, as on ref
-  }
-  ~CudaPlan() override {
-    cache_.clear();
-    if (ctx_.dnn) cudnnDestroy(reinterpret_cast<cudnnHandle_t>(ctx_.dnn));
-    if (ctx_.blas) cublasDestroy(reinterpret_cast<cublasHandle_t>(ctx_.blas));
-    if (ctx_.blasWorkspace) cudaFree(ctx_.blasWorkspace);
-    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
   }
 
   std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) override { return runImpl(inputs, nullptr); }
@@ -1052,11 +1062,27 @@ class CudaPlan : public Plan {
     return *cache_.emplace(dims, std::move(sp)).first->second;
   }
 
+  /// The stream and library handles, released by a member (also when the constructor throws),
+  /// after the specializations that use them (declared before cache_).
+  struct ContextOwner {
+    DeviceContext ctx;
+    ContextOwner() = default;
+    ContextOwner(const ContextOwner&) = delete;
+    ContextOwner& operator=(const ContextOwner&) = delete;
+    ~ContextOwner() {
+      if (ctx.dnn) cudnnDestroy(reinterpret_cast<cudnnHandle_t>(ctx.dnn));
+      if (ctx.blas) cublasDestroy(reinterpret_cast<cublasHandle_t>(ctx.blas));
+      if (ctx.blasWorkspace) cudaFree(ctx.blasWorkspace);
+      if (ctx.stream) cudaStreamDestroy(ctx.stream);
+    }
+  };
+
   const Model& model_;
   std::optional<uint64_t> seed_;
   int level_;
   bool graph_;
-  DeviceContext ctx_;
+  ContextOwner owner_;
+  DeviceContext& ctx_;
   uint64_t runs_ = 0;
   std::mutex mutex_;
   std::map<std::map<std::string, std::vector<int64_t>>, std::unique_ptr<Specialization>> cache_;

@@ -1,6 +1,7 @@
-// cuda_executor.h: the `cuda` executor (built when CMake finds the CUDA toolkit and cuDNN;
-// exec/executor.cpp lists it then). Without a usable GPU its prepare() fails with
-// Error(Unsupported) saying why, and the CLI exits 3.
+// cuda_executor.h: the `cuda` executor, built when CMake finds the CUDA toolkit and cuDNN into a
+// library of its own (libonnxtool_cuda: exec/cuda/*, entry points in plugin.cpp) that
+// exec/executor.cpp loads the first time `cuda` is asked for. Without a usable GPU its prepare()
+// fails with Error(Unsupported) saying why, and the CLI exits 3.
 #pragma once
 
 #include <memory>

@@ -726,7 +726,7 @@ std::unique_ptr<CudaKernel> createSlice(const CudaNodeInfo& info) {
     auto k = static_cast<size_t>(ax);
     int64_t dim = x[k], s = starts[j];
     if (s < 0) s += dim;
-    s = steps[j] > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
+    s = dim == 0 ? 0 : steps[j] > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
     if (y[k] > 0) offset += s * xs[k];
     src[k] = xs[k] * steps[j];
   }
@@ -1168,7 +1168,7 @@ std::unique_ptr<CudaKernel> ConvKernel::create(const CudaNodeInfo& info) {
     } catch (const Error&) {
       limit = 0;
     }
-    cudaMemsetAsync(xb.get(), 0, xb.size(), stream);
+    check(cudaMemsetAsync(xb.get(), 0, xb.size(), stream), "cudaMemsetAsync");
     auto* h = reinterpret_cast<cudnnHandle_t>(info.ctx->dnn);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;

@@ -73,7 +73,10 @@ __device__ __forceinline__ float applyUnary(Unary op, float x, float a, float b)
     case Unary::Ceil: return ceilf(x);
     case Unary::Round: return rintf(x);
     case Unary::Sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);  // 0 and NaN stay
-    case Unary::Clip: return x < a ? a : (x > b ? b : x);               // NaN stays
+    case Unary::Clip: {  // min(max(x, lo), hi) as ONNX (hi wins when lo > hi); NaN stays
+      float y = x < a ? a : x;
+      return y > b ? b : y;
+    }
     case Unary::HardSigmoid: return fminf(1.0f, fmaxf(0.0f, a * x + b));
     case Unary::HardSwish: return x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f));
     case Unary::GeluErf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));

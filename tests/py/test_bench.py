@@ -147,7 +147,8 @@ def main():
     # exit codes
     r = run(["bench", SMALL, "--device", "cuda", "--iterations", "3"])
     # a build without the CUDA toolkit, or a machine without a GPU: exit 3 saying which; with one: a run
-    c.check((r.returncode == 3 and ("no CUDA executor" in r.stderr or "no usable CUDA GPU" in r.stderr)) or
+    c.check((r.returncode == 3 and ("no CUDA executor" in r.stderr or "no usable CUDA GPU" in r.stderr or
+                                     "could not be loaded" in r.stderr)) or
             (r.returncode == 0 and "gpu:" in r.stdout), f"--device cuda exits 3 or runs: {r.returncode} {r.stderr}")
     r = run(["bench", SMALL, "--executor", "nope"])
     c.check(r.returncode == 2, f"unknown executor exits 2: {r.returncode}")

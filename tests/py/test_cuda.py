@@ -153,7 +153,8 @@ def main():
     c.check(r.returncode == 2 and "cuda executor" in r.stderr, f"--device cuda --executor ref: exit 2: {r.returncode} {r.stderr}")
     probe = run(["run", SMALL, "--random", "--device", "cuda", "-O", os.path.join(tmp, "probe")])
     if probe.returncode != 0:
-        ok = probe.returncode == 3 and ("no CUDA executor" in probe.stderr or "no usable CUDA GPU" in probe.stderr)
+        ok = probe.returncode == 3 and ("no CUDA executor" in probe.stderr or "no usable CUDA GPU" in probe.stderr or
+                                              "could not be loaded" in probe.stderr)
         c.check(ok, f"without a GPU: exit 3 naming why: {probe.returncode} {probe.stderr}")
         c.check(len(probe.stderr.strip().splitlines()) == 1, f"one line: {probe.stderr!r}")
         c.check(not os.path.exists(os.path.join(tmp, "probe")), "nothing written")
