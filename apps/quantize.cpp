@@ -117,7 +117,7 @@ bool sameInputs(const std::map<std::string, RtValue>& a, const std::map<std::str
   for (const auto& [name, v] : a) {
     auto it = b.find(name);
     if (it == b.end() || !v.isTensor() || !it->second.isTensor()) return false;
-    const Tensor &x = *v.tensor, &y = *it->second.tensor;
+    const RtTensor &x = *v.tensor, &y = *it->second.tensor;
     if (x.dtype() != y.dtype() || x.dims != y.dims || x.raw.size() != y.raw.size() ||
         (x.raw.size() && std::memcmp(x.raw.data(), y.raw.data(), x.raw.size()) != 0))
       return false;

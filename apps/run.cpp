@@ -64,7 +64,7 @@ std::string shapeStr(const std::vector<int64_t>& dims) {
 json summaryJson(const std::string& name, const RtValue& v) {
   json j{{"name", name}};
   if (v.isTensor()) {
-    const Tensor& t = *v.tensor;
+    const RtTensor& t = *v.tensor;
     j["dtype"] = std::string(dtypeName(t.dtype()));
     j["shape"] = t.dims;
     TensorStats s = tensorStats(t);
@@ -96,7 +96,7 @@ json summaryJson(const std::string& name, const RtValue& v) {
 std::string summaryLine(const std::string& name, const RtValue& v) {
   if (!v.isTensor())
     return fmt::format("{}: {} of {} elements", name, v.kind == RtValue::Kind::Sequence ? "sequence" : "optional", v.elements.size());
-  const Tensor& t = *v.tensor;
+  const RtTensor& t = *v.tensor;
   TensorStats s = tensorStats(t);
   std::string first;
   for (const auto& f : s.first) first += (first.empty() ? "" : ", ") + f;
@@ -179,7 +179,7 @@ int runRun(const RunOptions& o) {
       else if (fmtKind == TensorFileFormat::Json) bytes = toJson(outs[i], name);
       else {
         if (!outs[i].isTensor()) fail(ErrorKind::Unsupported, "output '{}' is not a tensor; use --output-format pb", name);
-        bytes = toNpy(*outs[i].tensor);
+        bytes = toNpy(hostTensor(*outs[i].tensor, "output '" + name + "'"));
       }
       writeFileAtomic(path, bytes);
       outputsJson[i]["file"] = path;

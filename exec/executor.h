@@ -58,9 +58,10 @@ class Plan {
  public:
   virtual ~Plan() = default;
   /// Runs the main graph. `inputs` maps graph input names to values; every graph input that is
-  /// not also an initializer must be given. Checks dtype and rank/static dims of given inputs
-  /// against the declared types and throws Error(InvalidInput) naming the input otherwise.
-  /// Returns the graph outputs in order.
+  /// not also an initializer must be given. Checks that given tensors are on the host
+  /// (RtTensor::device), and their dtype and rank/static dims against the declared types, and
+  /// throws Error(InvalidInput) naming the input otherwise. Returns the graph outputs in order,
+  /// as host tensors.
   virtual std::vector<RtValue> run(const std::map<std::string, RtValue>& inputs) = 0;
   /// run() that also records, per node, the kernel that ran and its time. Executors without
   /// per-node profiling leave `profile` empty.

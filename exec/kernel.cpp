@@ -54,10 +54,11 @@ std::vector<std::string> KernelContext::attrStrings(std::string_view name, std::
   return a && a->type == AttrType::Strings ? a->strings : def;
 }
 
-const Tensor& KernelContext::tensor(size_t i) const {
+const RtTensor& KernelContext::tensor(size_t i) const {
   const RtValue* v = input(i);
   if (!v || v->isEmpty()) fail(fmt::format("input {} is missing", i));
   if (!v->isTensor()) fail(fmt::format("input {} is not a tensor", i));
+  if (!v->tensor->device.isCpu()) fail(fmt::format("input {} is on {}; host kernels read host tensors", i, v->tensor->device.str()));
   return *v->tensor;
 }
 

@@ -63,11 +63,13 @@ class KernelContext {
   const RtValue* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
   bool hasInput(size_t i) const { return input(i) && !input(i)->isEmpty(); }
   /// Input i as a tensor; throws Error(InvalidInput) naming the node when absent or not a tensor.
-  const Tensor& tensor(size_t i) const;
+  const RtTensor& tensor(size_t i) const;
   /// Whether output i is wanted (present in the node and named).
   bool wantsOutput(size_t i) const { return i < node_.outputs().size() && node_.outputs()[i] != nullptr; }
   void setOutput(size_t i, RtValue v) { outputs_.at(i) = std::move(v); }
-  void setOutput(size_t i, Tensor t) { outputs_.at(i) = RtValue::ofTensor(std::move(t)); }
+  /// A host tensor holding `t`'s data (an IR Tensor's too: its bytes move, never copy).
+  void setOutput(size_t i, TensorData t) { outputs_.at(i) = RtValue::ofTensor(RtTensor(std::move(t))); }
+  void setOutput(size_t i, RtTensor t) { outputs_.at(i) = RtValue::ofTensor(std::move(t)); }
   std::vector<RtValue>& outputs() { return outputs_; }
 
   std::vector<RtValue> runSubgraph(const Graph& body, const std::vector<RtValue>& inputs) const {

@@ -10,6 +10,17 @@
 
 namespace onnxtool {
 
+const RtTensor& hostTensor(const RtTensor& t, std::string_view what) {
+  if (!t.device.isCpu()) fail(ErrorKind::InvalidInput, "{} is on {}; only host tensors can be read here", what, t.device.str());
+  return t;
+}
+
+Tensor toIrTensor(const RtTensor& t, std::string name) {
+  Tensor ir(static_cast<const TensorData&>(hostTensor(t, name.empty() ? std::string("tensor") : "tensor '" + name + "'")));
+  ir.name = std::move(name);
+  return ir;
+}
+
 namespace {
 
 bool isFloatType(DType t) { return t == DType::Float || t == DType::Double || t == DType::Float16 || t == DType::BFloat16; }
@@ -20,7 +31,7 @@ std::string dimsStr(const std::vector<int64_t>& d) {
   return "[" + s + "]";
 }
 
-double complexComponent(const Tensor& t, size_t i) {
+double complexComponent(const TensorData& t, size_t i) {
   if (t.dtype() == DType::Complex128) {
     double v;
     std::memcpy(&v, t.raw.data() + 8 * i, 8);
@@ -31,7 +42,7 @@ double complexComponent(const Tensor& t, size_t i) {
   return v;
 }
 
-void compareTensors(const Tensor& got, const Tensor& want, double rtol, double atol, CompareResult& r) {
+void compareTensors(const TensorData& got, const TensorData& want, double rtol, double atol, CompareResult& r) {
   auto mismatch = [&](std::string m) {
     if (r.ok) r.message = std::move(m);
     r.ok = false;
@@ -154,7 +165,7 @@ Tensor randomTensor(DType dtype, const std::vector<int64_t>& dims, std::mt19937_
   return t;
 }
 
-TensorStats tensorStats(const Tensor& t, size_t firstN) {
+TensorStats tensorStats(const TensorData& t, size_t firstN) {
   TensorStats s;
   size_t n = static_cast<size_t>(t.numElements().value_or(0));
   if (t.dtype() == DType::String) {

@@ -35,6 +35,6 @@ struct TensorStats {
   std::vector<double> firstValues;  ///< the same as numbers (numeric tensors only)
 };
 /// Statistics for numeric tensors (strings: first values only).
-TensorStats tensorStats(const Tensor& t, size_t firstN = 6);
+TensorStats tensorStats(const TensorData& t, size_t firstN = 6);
 
 }  // namespace onnxtool

@@ -243,7 +243,7 @@ Tensor jsonTensor(const json& data, DType dtype, const std::string& dn) {
   return t;
 }
 
-json jsonElement(const Tensor& t, size_t i) {
+json jsonElement(const TensorData& t, size_t i) {
   if (t.dtype() == DType::String) return t.strings[i];
   if (t.dtype() == DType::Bool) return t.raw.data()[i] != 0;
   if (t.dtype() == DType::Int64) return t.elementAsInt(i);
@@ -259,7 +259,7 @@ json jsonElement(const Tensor& t, size_t i) {
   return v;
 }
 
-json jsonNest(const Tensor& t, size_t depth, size_t& index) {
+json jsonNest(const TensorData& t, size_t depth, size_t& index) {
   if (depth == t.dims.size()) return jsonElement(t, index++);
   json a = json::array();
   for (int64_t k = 0; k < t.dims[depth]; ++k) a.push_back(jsonNest(t, depth + 1, index));
@@ -271,7 +271,7 @@ json valueJson(const RtValue& v, const std::string& name) {
   if (!name.empty()) j["name"] = name;
   switch (v.kind) {
     case RtValue::Kind::Tensor: {
-      const Tensor& t = *v.tensor;
+      const TensorData& t = hostTensor(*v.tensor, "tensor '" + name + "'");
       if (t.dtype() != DType::String && dtypeBits(t.dtype()) < 8)
         fail(ErrorKind::Unsupported, "tensor '{}': {} cannot be written as JSON; use .pb", name, dtypeName(t.dtype()));
       if (t.dtype() == DType::Complex64 || t.dtype() == DType::Complex128 || (dtypeIsFloat(t.dtype()) && dtypeBits(t.dtype()) == 8))
@@ -297,10 +297,9 @@ json valueJson(const RtValue& v, const std::string& name) {
 
 void fillProto(const RtValue& v, pb::SequenceProto& p);
 
-void tensorProto(const Tensor& t, pb::TensorProto& p) {
+void tensorProto(const RtTensor& t, pb::TensorProto& p) {
   protoconv::ToCtx ctx;
-  Tensor copy = t;
-  copy.residual.clear();
+  Tensor copy(hostTensor(t, "tensor"));
   protoconv::toProto(copy, p, ctx, false);
 }
 
@@ -328,7 +327,7 @@ void fillProto(const RtValue& v, pb::SequenceProto& p) {
       case RtValue::Kind::Map: {
         p.set_elem_type(pb::SequenceProto::MAP);
         auto* m = p.add_map_values();
-        const Tensor& keys = *e.mapKeys;
+        const TensorData& keys = hostTensor(*e.mapKeys, "map keys");
         m->set_key_type(keys.dataType);
         if (keys.dtype() == DType::String) {
           for (const auto& k : keys.strings) m->add_string_keys(k);
@@ -454,7 +453,7 @@ Tensor parseNpy(std::string_view bytes, const std::string& dn) {
   return t;
 }
 
-std::string toNpy(const Tensor& t) {
+std::string toNpy(const TensorData& t) {
   std::string header;
   std::string shape = "(";
   for (size_t i = 0; i < t.dims.size(); ++i) shape += std::to_string(t.dims[i]) + (t.dims.size() == 1 || i + 1 < t.dims.size() ? "," : "");

@@ -28,7 +28,7 @@ std::vector<std::pair<std::string, Tensor>> readNpz(const std::string& path);
 
 /// Serializations. Throws Error(Unsupported) for values the format cannot hold (e.g. a sequence
 /// as .npy, bfloat16 as .npy).
-std::string toNpy(const Tensor& t);
+std::string toNpy(const TensorData& t);
 Tensor parseNpy(std::string_view bytes, const std::string& displayName);
 /// The arrays of an .npz archive already in memory (stored or deflated members).
 std::vector<std::pair<std::string, Tensor>> parseNpz(const std::string& bytes, const std::string& displayName);

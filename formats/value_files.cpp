@@ -48,7 +48,7 @@ RtValue fromMap(pb::MapProto& p, const std::string& dn) {
   } else {
     keys = Tensor::fromInt64s("", {p.keys_size()}, std::vector<int64_t>(p.keys().begin(), p.keys().end()));
   }
-  v.mapKeys = std::make_shared<const Tensor>(std::move(keys));
+  v.mapKeys = std::make_shared<const RtTensor>(std::move(keys));
   RtValue vals = fromSequence(*p.mutable_values(), dn);
   // values are a sequence of tensors; keep them as one sequence in elements
   v.elements = std::move(vals.elements);

@@ -676,7 +676,7 @@ InferReport inferShapes(Model& model, const InferOptions& options) {
 }
 
 std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, std::span<const TypeInfo> inputTypes,
-                                           std::span<const Tensor* const> inputValues) {
+                                           std::span<const TensorData* const> inputValues) {
   Model m;
   m.irVersion = model.irVersion;
   m.opsetImports = model.opsetImports;
@@ -689,10 +689,10 @@ std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, st
       continue;
     }
     std::string name = "in" + std::to_string(i);
-    const Tensor* t = i < inputValues.size() ? inputValues[i] : nullptr;
+    const TensorData* t = i < inputValues.size() ? inputValues[i] : nullptr;
     Value* v = nullptr;
     if (t) {
-      Tensor c = *t;  // its bytes shared
+      Tensor c(*t);  // its bytes shared
       c.name = name;
       v = g.addInitializer(std::move(c));
     } else {

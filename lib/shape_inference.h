@@ -97,7 +97,7 @@ InferReport inferShapes(Model& model, const InferOptions& options = {});
 /// is given). An output inference says nothing about is TypeInfo{}; a finding (shapes that
 /// cannot meet) leaves the types as far as inferred. n must have no subgraphs.
 std::vector<TypeInfo> inferNodeOutputTypes(const Model& model, const Node& n, std::span<const TypeInfo> inputTypes,
-                                           std::span<const Tensor* const> inputValues);
+                                           std::span<const TensorData* const> inputValues);
 
 /// Adds a value_info entry for every node output (all graphs) that has a type and no entry yet,
 /// so that saving the model persists the inferred types. Returns how many were added.

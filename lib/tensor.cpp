@@ -8,7 +8,7 @@
 
 namespace onnxtool {
 
-std::optional<int64_t> Tensor::numElements() const {
+std::optional<int64_t> TensorData::numElements() const {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) return std::nullopt;
@@ -18,7 +18,7 @@ std::optional<int64_t> Tensor::numElements() const {
   return n;
 }
 
-std::optional<uint64_t> Tensor::expectedBytes() const {
+std::optional<uint64_t> TensorData::expectedBytes() const {
   auto n = numElements();
   if (!n) return std::nullopt;
   return dtypeStorageBytes(dtype(), static_cast<uint64_t>(*n));
@@ -37,7 +37,7 @@ static T load(const uint8_t* p) {
   return v;
 }
 
-double Tensor::elementAsDouble(size_t i) const {
+double TensorData::elementAsDouble(size_t i, std::string_view what) const {
   const uint8_t* p = raw.data();
   switch (dtype()) {
     case DType::Float: return load<float>(p + 4 * i);
@@ -53,30 +53,30 @@ double Tensor::elementAsDouble(size_t i) const {
     case DType::UInt32: return load<uint32_t>(p + 4 * i);
     case DType::Int64: return static_cast<double>(load<int64_t>(p + 8 * i));
     case DType::UInt64: return static_cast<double>(load<uint64_t>(p + 8 * i));
-    default: fail(ErrorKind::Unsupported, "tensor '{}': cannot read {} elements as numbers", name, dtypeName(dtype()));
+    default: fail(ErrorKind::Unsupported, "{}: cannot read {} elements as numbers", what, dtypeName(dtype()));
   }
 }
 
-int64_t Tensor::elementAsInt(size_t i) const {
+int64_t TensorData::elementAsInt(size_t i, std::string_view what) const {
   const uint8_t* p = raw.data();
   switch (dtype()) {
     case DType::Int64: return load<int64_t>(p + 8 * i);
     case DType::UInt64: return static_cast<int64_t>(load<uint64_t>(p + 8 * i));
     case DType::Int32: return load<int32_t>(p + 4 * i);
     case DType::UInt32: return load<uint32_t>(p + 4 * i);
-    default: return static_cast<int64_t>(elementAsDouble(i));
+    default: return static_cast<int64_t>(elementAsDouble(i, what));
   }
 }
 
-std::vector<int64_t> Tensor::toInt64s() const {
+std::vector<int64_t> TensorData::toInt64s(std::string_view what) const {
   if (!dtypeIsInteger(dtype()) || dtypeBits(dtype()) < 8)
-    fail(ErrorKind::InvalidInput, "tensor '{}': expected integer data, got {}", name, dtypeName(dtype()));
+    fail(ErrorKind::InvalidInput, "{}: expected integer data, got {}", what, dtypeName(dtype()));
   auto n = numElements();
   auto bytes = expectedBytes();
   if (!n || !bytes || raw.size() != *bytes)
-    fail(ErrorKind::InvalidInput, "tensor '{}': data size does not match its dims", name);
+    fail(ErrorKind::InvalidInput, "{}: data size does not match its dims", what);
   std::vector<int64_t> out(static_cast<size_t>(*n));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = elementAsInt(i);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = elementAsInt(i, what);
   return out;
 }
 

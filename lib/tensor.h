@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,31 @@ struct ExternalDataInfo {
   StringPairs entries;
 };
 
-class Tensor {
+/// The data of a tensor, without the IR's bookkeeping: element type, dims and the elements
+/// (raw_data layout bytes, or strings). The IR's Tensor (below) and the executors' runtime
+/// tensor (exec/value.h RtTensor) are both made of it, so that one converts to the other by
+/// sharing the Buffer (no copy of the bytes), and code that only reads data takes either.
+struct TensorData {
+  int32_t dataType = 0;  ///< TensorProto.DataType value (kept raw so invalid values survive)
+  std::vector<int64_t> dims;
+  Buffer raw;                        ///< all non-string element data, raw_data layout
+  std::vector<std::string> strings;  ///< STRING tensors
+
+  DType dtype() const { return static_cast<DType>(dataType); }
+  /// Product of dims; nullopt if a dim is negative or the product overflows.
+  std::optional<int64_t> numElements() const;
+  /// Bytes the data should have for dtype and dims in raw layout; nullopt for strings/overflow.
+  std::optional<uint64_t> expectedBytes() const;
+  /// Element i as double (for small integer/float tensors: shapes, axes, scalars). Supports
+  /// float32/64, float16, bfloat16, every integer width >= 8 bits and bool. Precondition: i in
+  /// range. `what` names the tensor in errors.
+  double elementAsDouble(size_t i, std::string_view what = "tensor") const;
+  int64_t elementAsInt(size_t i, std::string_view what = "tensor") const;
+  /// All elements as int64 (int32/int64/uint8...); throws Error(InvalidInput) otherwise.
+  std::vector<int64_t> toInt64s(std::string_view what = "tensor") const;
+};
+
+class Tensor : public TensorData {
  public:
   /// Where the bytes were (or will be) stored when saved.
   enum class Storage : uint8_t {
@@ -36,33 +61,31 @@ class Tensor {
     External,  ///< external file
   };
 
+  Tensor() = default;
+  /// An IR tensor holding `data` (its Buffer shared, not copied), unnamed, marked modified.
+  explicit Tensor(TensorData data) : TensorData(std::move(data)) {
+    storage = dtype() == DType::String ? Storage::Typed : Storage::Raw;
+  }
+
   std::string name;
-  int32_t dataType = 0;  ///< TensorProto.DataType value (kept raw so invalid values survive)
-  std::vector<int64_t> dims;
   std::string docString;
   StringPairs metadata;
-  Buffer raw;                        ///< all non-string element data, raw_data layout
-  std::vector<std::string> strings;  ///< STRING tensors
   Storage storage = Storage::None;
   std::optional<ExternalDataInfo> external;  ///< set when loaded from or bound to external data
   std::string residual;  ///< serialized TensorProto fields not modelled here, and unknown fields
 
-  DType dtype() const { return static_cast<DType>(dataType); }
-  /// Product of dims; nullopt if a dim is negative or the product overflows.
-  std::optional<int64_t> numElements() const;
-  /// Bytes the data should have for dtype and dims in raw layout; nullopt for strings/overflow.
-  std::optional<uint64_t> expectedBytes() const;
   /// Replaces the data with raw bytes (marks it modified: saved as raw_data or external data).
   void setRaw(Buffer bytes);
-  /// Element i as double (for small integer/float tensors: shapes, axes, scalars). Supports
-  /// float32/64, float16, bfloat16, every integer width >= 8 bits and bool. Precondition: i in range.
-  double elementAsDouble(size_t i) const;
-  int64_t elementAsInt(size_t i) const;
-  /// All elements as int64 (int32/int64/uint8...); throws Error(InvalidInput) otherwise.
-  std::vector<int64_t> toInt64s() const;
+  /// TensorData's readers, naming this tensor in their errors.
+  double elementAsDouble(size_t i) const { return TensorData::elementAsDouble(i, label()); }
+  int64_t elementAsInt(size_t i) const { return TensorData::elementAsInt(i, label()); }
+  std::vector<int64_t> toInt64s() const { return TensorData::toInt64s(label()); }
 
   static Tensor fromFloats(std::string name, std::vector<int64_t> dims, const std::vector<float>& v);
   static Tensor fromInt64s(std::string name, std::vector<int64_t> dims, const std::vector<int64_t>& v);
+
+ private:
+  std::string label() const { return "tensor '" + name + "'"; }
 };
 
 /// SparseTensorProto: `values` holds the non-zero values (its name is the value's name),

@@ -15,14 +15,14 @@ namespace onnxtool {
 
 namespace {
 
-std::shared_ptr<const Tensor> kernelInput(const Tensor& t) {
-  if (t.raw.empty() || t.raw.isAligned(16)) return std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), &t);
-  Tensor copy = t;
-  copy.setRaw(Buffer::copyOf(t.raw.bytes()));
-  return std::make_shared<const Tensor>(std::move(copy));
+/// A constant as a kernel input: a view of its bytes, or an aligned copy of them.
+RtTensor kernelInput(const Tensor& t) {
+  RtTensor v = RtTensor::viewOf(t);
+  if (!t.raw.empty() && !t.raw.isAligned(16)) v.setRaw(Buffer::copyOf(t.raw.bytes()));
+  return v;
 }
 
-uint64_t tensorBytes(const Tensor& t) {
+uint64_t tensorBytes(const TensorData& t) {
   uint64_t n = t.raw.size();
   for (const std::string& s : t.strings) n += s.size();
   return n;
@@ -126,7 +126,9 @@ class FoldConstantsPass : public Pass {
     for (size_t i = 0; i < n.outputs().size(); ++i) {
       Value* out = n.output(i);
       if (!out) continue;
-      Tensor t = *kc.outputs()[i].tensor;
+      // A Constant's tensor keeps what the IR holds beside the data (metadata, unknown fields).
+      const Attribute* value = wasConstant ? n.attr("value") : nullptr;
+      Tensor t = value && value->t ? *value->t : toIrTensor(*kc.outputs()[i].tensor);
       t.storage = Tensor::Storage::Raw;
       t.external.reset();
       t.docString.clear();

@@ -27,7 +27,7 @@ const Tensor* constantWeight(const Value* v) {
   return t;
 }
 
-std::vector<float> floatsOf(const Tensor& t) {
+std::vector<float> floatsOf(const TensorData& t) {
   std::vector<float> v(t.raw.size() / 4);
   std::memcpy(v.data(), t.raw.data(), t.raw.size());
   return v;
@@ -44,7 +44,7 @@ struct DynamicWeight {
 
 /// The weight as a [K, N] matrix (transposed first when `transposed`: [N, K]), quantized per
 /// column N (or per tensor) as the scheme says.
-DynamicWeight quantizeMatrix(Graph& g, const Tensor& w, bool transposed, const std::string& base, const QuantScheme& scheme) {
+DynamicWeight quantizeMatrix(Graph& g, const TensorData& w, bool transposed, const std::string& base, const QuantScheme& scheme) {
   std::vector<float> f = floatsOf(w);
   int64_t rows = w.dims[0], cols = w.dims[1];
   int64_t K = transposed ? cols : rows, N = transposed ? rows : cols;
@@ -140,7 +140,7 @@ RowQuantized quantizeRows(Graph& g, Value* x, Node* before, RowConstants& c, int
 /// zero point for the tensor (ONNX Runtime's ConvInteger takes no per-channel zero points): int8
 /// with zero point 0, or uint8 with zero point 128 (its kernel is uint8 x uint8 only). The scale
 /// is laid out [M, 1, ...] to broadcast over the output [N, M, ...].
-DynamicWeight quantizeConvWeight(Graph& g, const Tensor& w, bool asUInt8, const std::string& base, const QuantScheme& scheme) {
+DynamicWeight quantizeConvWeight(Graph& g, const TensorData& w, bool asUInt8, const std::string& base, const QuantScheme& scheme) {
   QuantizedWeight qw = quantizeWeight(w, 0, scheme, DType::Int8);
   if (asUInt8) {
     std::string raw(qw.q.raw.size(), '\0');
@@ -190,7 +190,7 @@ std::string gatherTableProblem(const Node& n, int64_t minElements) {
 }
 
 /// The table int8 symmetric per row (axis 0): quant_scheme's weight arithmetic, zero point 0.
-GatherTable quantizeGatherTable(Graph& g, const Tensor& t, const std::string& base, const QuantScheme& scheme) {
+GatherTable quantizeGatherTable(Graph& g, const TensorData& t, const std::string& base, const QuantScheme& scheme) {
   QuantScheme rows = scheme;
   rows.perChannel = true;
   rows.reduceRange = false;  // no integer GEMM reads it: all 8 bits
@@ -245,7 +245,7 @@ DynamicQuantizeReport quantizeDynamic(Model& model, const DynamicQuantizeOptions
       Value* tv = n->input(0);
       auto tit = tables.find(tv);
       if (tit == tables.end()) {
-        const Tensor& t = *tv->initializer();
+        const TensorData& t = *tv->initializer();
         tit = tables.emplace(tv, quantizeGatherTable(g, t, tv->name(), o.scheme)).first;
         report.weightsQuantized++;
         report.floatWeightBytes += t.raw.size();

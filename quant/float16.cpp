@@ -96,7 +96,7 @@ struct Narrower {
   }
 };
 
-Tensor narrowTensor(const Tensor& t, Narrower& narrow) {
+Tensor narrowTensor(const TensorData& t, Narrower& narrow) {
   size_t n = t.raw.size() / 4;
   std::string out(n * 2, '\0');
   for (size_t i = 0; i < n; ++i) {

@@ -52,7 +52,7 @@ int64_t weightIndex(const Layer& l, int64_t r, int64_t c) {
 }
 
 /// Adds the input patches of one Conv input [N, C, H, W] (or [N, C, W]) to the layer's H.
-void accumulateConv(Layer& l, const Tensor& t) {
+void accumulateConv(Layer& l, const TensorData& t) {
   const auto& d = t.dims;
   if (d.size() != 4 && d.size() != 3) {
     l.bad = true, l.why = "input rank";
@@ -130,7 +130,7 @@ void accumulateConv(Layer& l, const Tensor& t) {
 }
 
 /// Adds the rows of a MatMul/Gemm input [..., K] to the layer's H.
-void accumulateRows(Layer& l, const Tensor& t) {
+void accumulateRows(Layer& l, const TensorData& t) {
   if (t.dims.empty() || t.dims.back() != l.cols) {
     l.bad = true, l.why = "input's last axis does not match the weight";
     return;
@@ -333,7 +333,7 @@ GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::
       if (byInput[l.input].empty()) names.push_back(l.input);
       byInput[l.input].push_back(&l);
     }
-    observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+    observeValues(model, names, samples, [&](const std::string& name, const TensorData& t) {
       if (t.dtype() != DType::Float) return;
       for (Layer* l : byInput[name])
         if (!l->bad) l->conv ? accumulateConv(*l, t) : accumulateRows(*l, t);
@@ -452,7 +452,7 @@ GptqReport roundWeightsGptq(const Model& model, const std::vector<std::map<std::
       if (byInput[layers[i].input].empty()) names.push_back(layers[i].input);
       byInput[layers[i].input].push_back(&layers[i]);
     }
-    observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+    observeValues(model, names, samples, [&](const std::string& name, const TensorData& t) {
       if (t.dtype() != DType::Float) return;
       for (Layer* l : byInput[name])
         if (!l->bad) accumulateRows(*l, t);

@@ -31,7 +31,7 @@ Tensor bytesTensor(DType dt, std::vector<int64_t> dims, std::string raw) {
   return t;
 }
 
-std::vector<float> floatsOf(const Tensor& t) {
+std::vector<float> floatsOf(const TensorData& t) {
   std::vector<float> v(t.raw.size() / 4);
   std::memcpy(v.data(), t.raw.data(), v.size() * 4);
   return v;

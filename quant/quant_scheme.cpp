@@ -162,7 +162,7 @@ std::pair<int64_t, int64_t> weightLimits(const QuantScheme& s, DType type) {
   return {s.reduceRange ? -64 : -127, s.reduceRange ? 64 : 127};
 }
 
-QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const QuantScheme& s, DType type) {
+QuantizedWeight quantizeWeight(const TensorData& w, int64_t channelAxis, const QuantScheme& s, DType type) {
   std::vector<float> f(w.raw.size() / 4);
   std::memcpy(f.data(), w.raw.data(), f.size() * 4);
   QuantizedWeight out;
@@ -211,7 +211,7 @@ QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const Quant
   return out;
 }
 
-QuantizedBias quantizeBias(const Tensor& bias, float xScale, const std::vector<float>& wScales) {
+QuantizedBias quantizeBias(const TensorData& bias, float xScale, const std::vector<float>& wScales) {
   QuantizedBias out;
   size_t n = bias.raw.size() / 4;
   if (bias.dtype() != DType::Float || bias.raw.size() != bias.expectedBytes().value_or(UINT64_MAX)) return out;

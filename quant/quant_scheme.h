@@ -94,7 +94,7 @@ struct QuantizedWeight {
 /// per-channel, else as one tensor. Int8: symmetric, scale = max|w| / 127 (64 with reduceRange),
 /// zero point 0. UInt8: asymmetric over [min(0, w), max(0, w)] with 255 (127) steps. An all-zero
 /// channel gets scale 1.
-QuantizedWeight quantizeWeight(const Tensor& w, int64_t channelAxis, const QuantScheme& scheme, DType type);
+QuantizedWeight quantizeWeight(const TensorData& w, int64_t channelAxis, const QuantScheme& scheme, DType type);
 
 /// The integers [q_min, q_max] quantizeWeight rounds a weight of `type` into under the scheme.
 std::pair<int64_t, int64_t> weightLimits(const QuantScheme& scheme, DType type);
@@ -106,6 +106,6 @@ struct QuantizedBias {
   Tensor q, scale, zero;
   bool perChannel = false;
 };
-QuantizedBias quantizeBias(const Tensor& bias, float xScale, const std::vector<float>& wScales);
+QuantizedBias quantizeBias(const TensorData& bias, float xScale, const std::vector<float>& wScales);
 
 }  // namespace onnxtool

@@ -25,12 +25,11 @@ bool isFloatType(DType d) { return d == DType::Float || d == DType::Float16 || d
 DType dtypeOf(const Value* v) { return v && v->type().isTensor() ? v->type().dtype() : DType::Undefined; }
 
 /// `t` converted between the float types (float32 <-> float16/bfloat16/double).
-Tensor convertFloat(const Tensor& t, DType to) {
+Tensor convertFloat(const TensorData& t, DType to) {
   size_t n = static_cast<size_t>(t.numElements().value_or(0));
   std::vector<float> f(n);
   for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(t.elementAsDouble(i));
   Tensor r;
-  r.name = t.name;
   r.dims = t.dims;
   r.dataType = static_cast<int32_t>(to);
   std::string bytes;
@@ -63,7 +62,7 @@ std::map<std::string, RtValue> adaptFeeds(const Graph& g, const std::map<std::st
     DType want = e->type().isTensor() ? e->type().dtype() : DType::Undefined;
     DType have = it->second.tensor->dtype();
     if (want != have && isFloatType(want) && isFloatType(have))
-      it->second = RtValue::ofTensor(std::make_shared<Tensor>(convertFloat(*it->second.tensor, want)));
+      it->second = RtValue::ofTensor(convertFloat(*it->second.tensor, want));
   }
   return out;
 }
@@ -94,7 +93,7 @@ bool floatValueOf(const Graph& g, const std::string& name) {
 
 }  // namespace
 
-bool ErrorStats::add(const Tensor& ref, const Tensor& got) {
+bool ErrorStats::add(const TensorData& ref, const TensorData& got) {
   if (ref.dtype() == DType::String || got.dtype() == DType::String) return false;
   auto n = ref.numElements(), m = got.numElements();
   if (!n || !m || *n != *m) return false;

@@ -27,7 +27,7 @@ struct ErrorStats {
 
   /// Adds the element pairs of two tensors of the same element count (any float or integer
   /// dtypes, compared as doubles). Returns false (and adds nothing) on a count mismatch or strings.
-  bool add(const Tensor& ref, const Tensor& got);
+  bool add(const TensorData& ref, const TensorData& got);
   double meanAbs() const { return count ? sumAbs / static_cast<double>(count) : 0; }
   /// dot / (|ref| |got|); 1 when both are all zeros, 0 when exactly one is.
   double cosine() const;

@@ -26,7 +26,7 @@ const Tensor* constantFloat(const Value* v) {
   return t;
 }
 
-std::vector<float> floatsOf(const Tensor& t) {
+std::vector<float> floatsOf(const TensorData& t) {
   std::vector<float> v(t.raw.size() / 4);
   std::memcpy(v.data(), t.raw.data(), v.size() * 4);
   return v;
@@ -89,7 +89,7 @@ SmoothQuantReport smoothQuant(Model& model, const std::vector<std::map<std::stri
   for (Value* x : order) names.push_back(x->name());
   std::unordered_map<std::string, std::vector<double>> actMax;
   std::unordered_map<std::string, bool> mismatch;
-  observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+  observeValues(model, names, samples, [&](const std::string& name, const TensorData& t) {
     if (t.dtype() != DType::Float || t.dims.empty() || t.dims.back() <= 0) return;
     auto k = static_cast<size_t>(t.dims.back());
     auto& m = actMax[name];

@@ -136,7 +136,7 @@ std::vector<std::string> activationsToCalibrate(const Model& model, const QuantS
 
 void observeValues(const Model& model, const std::vector<std::string>& values,
                    const std::vector<std::map<std::string, RtValue>>& samples,
-                   const std::function<void(const std::string&, const Tensor&)>& visit, bool exposedOnly) {
+                   const std::function<void(const std::string&, const TensorData&)>& visit, bool exposedOnly) {
   // A copy with every value exposed as a graph output (the caller's model stays as it is).
   std::string bytes = serializeModel(model);
   auto copy = loadModelFromBytes(bytes, model.baseDir.empty() ? "." : model.baseDir, model.path + " (calibration copy)");
@@ -176,7 +176,7 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
   // name's state looked up once per tensor, not per element).
   using Each = std::function<void(float)>;
   auto sweep = [&](const std::function<Each(const std::string&)>& visit) {
-    observeValues(model, activations, samples, [&](const std::string& name, const Tensor& t) {
+    observeValues(model, activations, samples, [&](const std::string& name, const TensorData& t) {
       if (t.dtype() != DType::Float) return;
       size_t n = static_cast<size_t>(t.numElements().value_or(0));
       const float* p = reinterpret_cast<const float*>(t.raw.data());
@@ -190,7 +190,7 @@ std::map<std::string, ValueRange> calibrateRanges(const Model& model, const std:
   {
     // Min/max: a vectorisable pass per tensor.
     std::map<std::string, bool> seen;
-    observeValues(model, activations, samples, [&](const std::string& name, const Tensor& t) {
+    observeValues(model, activations, samples, [&](const std::string& name, const TensorData& t) {
       if (t.dtype() != DType::Float) return;
       size_t n = static_cast<size_t>(t.numElements().value_or(0));
       const float* p = reinterpret_cast<const float*>(t.raw.data());
@@ -514,7 +514,7 @@ BiasCorrectionReport correctBiases(Model& model, const std::vector<std::map<std:
     if (!mixed.count(x)) names.push_back(x);
   std::map<std::string, std::vector<double>> sums;
   std::map<std::string, double> counts;
-  observeValues(model, names, samples, [&](const std::string& name, const Tensor& t) {
+  observeValues(model, names, samples, [&](const std::string& name, const TensorData& t) {
     if (t.dtype() != DType::Float || t.dims.size() < 2) return;
     const int a = channelAxisOf.at(name);
     const size_t axis = a < 0 ? t.dims.size() - 1 : 1;
@@ -604,7 +604,7 @@ struct BiasedLayer {
 
 /// Per-channel means of a float tensor (axis 1 or the last), finite values only; empty when the
 /// tensor is not float or has no such axis.
-std::vector<double> channelMeans(const Tensor& t, bool channelsFirst) {
+std::vector<double> channelMeans(const TensorData& t, bool channelsFirst) {
   if (t.dtype() != DType::Float || t.dims.size() < 2) return {};
   const size_t axis = channelsFirst ? 1 : t.dims.size() - 1;
   const int64_t c = t.dims[axis];
@@ -745,7 +745,7 @@ EmpiricalBiasReport correctBiasesEmpirically(Model& quantized, const Model& refe
     std::vector<std::string> names;
     std::map<std::string, bool> first;
     for (const BiasedLayer& l : layers) names.push_back(l.output), first[l.output] = l.channelsFirst;
-    observeValues(reference, names, passSamples, [&](const std::string& name, const Tensor& t) {
+    observeValues(reference, names, passSamples, [&](const std::string& name, const TensorData& t) {
       std::vector<double> m = channelMeans(t, first.at(name));
       std::vector<double>& acc = want[name];
       if (acc.empty()) acc.assign(m.size(), 0.0);
@@ -787,7 +787,7 @@ EmpiricalBiasReport correctBiasesEmpirically(Model& quantized, const Model& refe
     std::map<std::string, bool> first;
     std::vector<std::string> names;
     for (size_t i = b; i < e; ++i) names.push_back(layers[i].output), first[layers[i].output] = layers[i].channelsFirst;
-    observeValues(quantized, names, passSamples, [&](const std::string& name, const Tensor& t) {
+    observeValues(quantized, names, passSamples, [&](const std::string& name, const TensorData& t) {
       std::vector<double> m = channelMeans(t, first.at(name));
       std::vector<double>& acc = got[name];
       if (acc.empty()) acc.assign(m.size(), 0.0);

@@ -43,7 +43,7 @@ std::vector<std::string> activationsToCalibrate(const Model& model, const QuantS
 /// With `exposedOnly` the copy's other outputs go: only what the values need is computed.
 void observeValues(const Model& model, const std::vector<std::string>& values,
                    const std::vector<std::map<std::string, RtValue>>& samples,
-                   const std::function<void(const std::string&, const Tensor&)>& visit, bool exposedOnly = false);
+                   const std::function<void(const std::string&, const TensorData&)>& visit, bool exposedOnly = false);
 
 /// How calibration turns the observed values into a range.
 struct CalibrationMethod {

@@ -61,7 +61,7 @@ std::optional<std::vector<int64_t>> constantDims(const Value* v) {
   return std::nullopt;
 }
 
-void addBytes(QuantizationSummary::Bytes& b, const Tensor& t) {
+void addBytes(QuantizationSummary::Bytes& b, const TensorData& t) {
   b.tensors++;
   b.elements += static_cast<uint64_t>(t.numElements().value_or(0));
   b.bytes += t.expectedBytes().value_or(0);
@@ -163,7 +163,7 @@ void visit(const Graph& g, QuantizationSummary& s, std::unordered_set<const Valu
 
 void countInitializers(const Graph& g, QuantizationSummary& s, const std::unordered_set<const Value*>& quantizedWeights) {
   for (const Value* v : g.initializers()) {
-    const Tensor& t = *v->initializer();
+    const TensorData& t = *v->initializer();
     std::string dt(dtypeName(t.dtype()));
     addBytes(s.weightsByDtype[dt], t);
     if (quantizedWeights.count(v)) addBytes(s.quantizedWeightsByDtype[dt], t);

@@ -218,14 +218,14 @@ class LazyKernels {
     const CpuKernelDef* def = nullptr;
     std::vector<StaticTensorType> inTypes;                   ///< per input (omitted: Undefined)
     std::vector<std::optional<StaticTensorType>> outTypes;  ///< per output (omitted, or Dynamic: nullopt)
-    std::deque<Tensor> values;  ///< the shape-giving inputs, copied: the kernel's constants
+    std::deque<RtTensor> values;  ///< the shape-giving inputs, copied: the kernel's constants
     size_t workspace = 0;
     std::string name;  ///< the kernel's name for profiles
     mutable std::atomic<uint64_t> lastUse{0};
   };
 
   LazyKernels(const Model& model, const Node& node, int64_t opset, int sinceVersion, int threads,
-              std::vector<std::shared_ptr<const Tensor>> constants, std::string_view defName)
+              std::vector<std::shared_ptr<const RtTensor>> constants, std::string_view defName)
       : model_(model), node_(node), opset_(opset), sinceVersion_(sinceVersion), threads_(threads), constants_(std::move(constants)),
         defName_(defName) {}
   /// The kernel table's name for the node's op (for messages made at prepare).
@@ -244,7 +244,7 @@ class LazyKernels {
         continue;
       }
       if (!v->isTensor()) return nullptr;
-      const Tensor& t = *v->tensor;
+      const TensorData& t = *v->tensor;
       int64_t head[2] = {t.dataType, static_cast<int64_t>(t.dims.size())};
       put(head, sizeof head);
       put(t.dims.data(), t.dims.size() * sizeof(int64_t));
@@ -277,7 +277,7 @@ class LazyKernels {
  private:
   /// Whether input i's values (not only its shape) choose the output shapes or the kernel: the
   /// shape-like inputs of the ops with fast kernels, when they are small.
-  bool givesShape(size_t i, const Tensor& t) const {
+  bool givesShape(size_t i, const TensorData& t) const {
     if (t.raw.size() > 64 * sizeof(int64_t) || t.dtype() == DType::String) return false;
     std::string_view op = node_.opType;
     if (!canonicalDomain(node_.domain).empty()) return false;
@@ -293,12 +293,12 @@ class LazyKernels {
   std::shared_ptr<Entry> make(const std::vector<const RtValue*>& inputs) const {
     auto e = std::make_shared<Entry>();
     std::vector<TypeInfo> types(inputs.size());
-    std::vector<const Tensor*> constants(inputs.size(), nullptr);
+    std::vector<const TensorData*> constants(inputs.size(), nullptr);
     std::vector<const StaticTensorType*> inPtrs(inputs.size(), nullptr);
     e->inTypes.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]) continue;
-      const Tensor& t = *inputs[i]->tensor;
+      const TensorData& t = *inputs[i]->tensor;
       e->inTypes[i].dtype = t.dtype();
       e->inTypes[i].dims = t.dims;
       inPtrs[i] = &e->inTypes[i];
@@ -306,7 +306,7 @@ class LazyKernels {
       if (i < constants_.size() && constants_[i]) {
         constants[i] = constants_[i].get();
       } else if (givesShape(i, t)) {
-        Tensor c = t;
+        RtTensor c(t);
         c.setRaw(Buffer::copyOf(t.raw.bytes()));  // not a view of a run's arena
         e->values.push_back(std::move(c));
         constants[i] = &e->values.back();
@@ -372,7 +372,7 @@ class LazyKernels {
   int64_t opset_;
   int sinceVersion_;
   int threads_;
-  std::vector<std::shared_ptr<const Tensor>> constants_;  ///< the plan's initializer inputs (null: computed)
+  std::vector<std::shared_ptr<const RtTensor>> constants_;  ///< the plan's initializer inputs (null: computed)
   std::string_view defName_;
   mutable cpu::PackCache packs_;
   mutable std::mutex mutex_;
@@ -576,7 +576,7 @@ class Specialization {
   /// in memory. (q - zp) is the same integer in MatMulNBits' unsigned codes (int4 + 8).
   void int4WeightsToNBits() {
     Graph& g = *model_->graph;
-    auto constantOf = [](const Value* v) -> const Tensor* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
+    auto constantOf = [](const Value* v) -> const TensorData* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
     std::vector<Node*> dqs;
     for (const auto& n : g.nodes())
       if (n->opType == "DequantizeLinear" && n->isDomain("") && n->output(0) && n->output(0)->hasUses() &&
@@ -584,9 +584,9 @@ class Specialization {
         dqs.push_back(n.get());
     bool any = false;
     for (Node* dq : dqs) {
-      const Tensor* q = constantOf(dq->input(0));
-      const Tensor* sc = dq->inputs().size() > 1 ? constantOf(dq->input(1)) : nullptr;
-      const Tensor* zp = dq->inputs().size() > 2 && dq->input(2) ? constantOf(dq->input(2)) : nullptr;
+      const TensorData* q = constantOf(dq->input(0));
+      const TensorData* sc = dq->inputs().size() > 1 ? constantOf(dq->input(1)) : nullptr;
+      const TensorData* zp = dq->inputs().size() > 2 && dq->input(2) ? constantOf(dq->input(2)) : nullptr;
       if (!q || !sc || (dq->inputs().size() > 2 && dq->input(2) && !zp)) continue;
       const bool isSigned = q->dtype() == DType::Int4;
       if ((!isSigned && q->dtype() != DType::UInt4) || q->dims.size() != 2 || sc->dtype() != DType::Float) continue;
@@ -611,7 +611,7 @@ class Specialization {
       }
       if (!ok) continue;
       // MatMulNBits' tensors: codes [N][blocks][bs / 2], scales [N * blocks], zero points [N][ceil(blocks / 2)].
-      auto nibble = [](const Tensor& t, int64_t i) -> int {
+      auto nibble = [](const TensorData& t, int64_t i) -> int {
         const int v = (static_cast<uint8_t>(t.raw.data()[i / 2]) >> ((i & 1) * 4)) & 15;
         return t.dtype() == DType::Int4 ? (v ^ 8) - 8 : v;
       };
@@ -714,7 +714,7 @@ class Specialization {
   /// float weight (the reference kernel would dequantize it on every run).
   void foldWeightDequantize() {
     Graph& g = *model_->graph;
-    auto constantOf = [](const Value* v) -> const Tensor* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
+    auto constantOf = [](const Value* v) -> const TensorData* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
     std::vector<Node*> dqs;
     for (const auto& n : g.nodes())
       if (n->opType == "DequantizeLinear" && n->isDomain("") && n->output(0) && !n->output(0)->isGraphOutput()) dqs.push_back(n.get());
@@ -728,7 +728,7 @@ class Specialization {
         // activations computes exactly what the graph says, on constant weights.
         const Node* r = u.node;
         const int64_t group = r->opType == "Conv" ? r->attrInt("group", 1) : 1;
-        const Tensor* wq = constantOf(dq->input(0));
+        const TensorData* wq = constantOf(dq->input(0));
         // (int8, at most 8x8 taps: what the int8 depthwise kernel takes whatever the values)
         const bool depthwise = group > 1 && u.index == 1 && wq && wq->dtype() == DType::Int8 && wq->dims.size() == 4 &&
                                wq->dims[0] == group && wq->dims[1] == 1 && wq->dims[2] * wq->dims[3] <= 64;
@@ -840,7 +840,7 @@ class Specialization {
           def = &d;
     }
     if (!def) return;
-    std::vector<std::shared_ptr<const Tensor>> constants;
+    std::vector<std::shared_ptr<const RtTensor>> constants;
     for (const Value* v : n.inputs())
       constants.push_back(v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor : nullptr);
     st.lazy = std::make_unique<LazyKernels>(*model_, n, st.opset, schema.sinceVersion, threads, std::move(constants), def->name);
@@ -855,7 +855,7 @@ class Specialization {
       types.push_back(std::move(*t));
       return &types.back();
     };
-    auto constantOf = [&](const Value* v) -> const Tensor* {
+    auto constantOf = [&](const Value* v) -> const TensorData* {
       return v && v->initializer() && !v->isGraphInput() ? initValue(v).tensor.get() : nullptr;
     };
     fused_ = cpu::findInt8Fusions(g, typeOf, constantOf, threads);
@@ -1274,9 +1274,9 @@ class Specialization {
       job.types.push_back(*sl.type);
       info.inputs.push_back(&job.types.back());
       const Value* v = sl.value;
-      const Tensor* c = nullptr;
+      const TensorData* c = nullptr;
       if (v->initializer() && !v->isGraphInput())  // the model's own bytes where the kernel reads them at any address
-        c = def->unalignedConstants ? v->initializer() : initValue(v).tensor.get();
+        c = def->unalignedConstants ? static_cast<const TensorData*>(v->initializer()) : initValue(v).tensor.get();
       info.constants.push_back(c);
     }
     if (st.out.empty() || st.out[0] < 0) return false;
@@ -1410,7 +1410,7 @@ class Specialization {
         if (!t) {
           initValue(v);
         } else if (!inits_.count(v)) {
-          inits_.emplace(v, RtValue::ofTensor(std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t)));
+          inits_.emplace(v, RtValue::viewOf(*t));  // bytes shared, not copied
           t->raw.dropMappedPages();  // creation read them all; runs page in what they read (the rows gathered)
         }
       } else {
@@ -1627,7 +1627,7 @@ class Specialization {
           if (bs && bs->type && bs->type->dtype == DType::Float && bs->value->initializer() && !bs->value->isGraphInput() &&
               !outDims.empty() && bs->type->numElements() == outDims.back() &&
               slots_[static_cast<size_t>(steps_[static_cast<size_t>(add)].out[0])].type->dims == outDims) {
-            const Tensor& t = *initValue(bs->value).tensor;
+            const TensorData& t = *initValue(bs->value).tensor;
             std::vector<float> bias(static_cast<size_t>(outDims.back()));
             std::memcpy(bias.data(), t.raw.data(), bias.size() * sizeof(float));
             if (st.kernel->fuseBias(bias.data(), static_cast<int64_t>(bias.size()))) {
@@ -2055,7 +2055,7 @@ class RunState : public cpu::OutputAllocator {
 /// tensor file may place them anywhere) are copied once.
 RtValue alignedInput(const RtValue& v) {
   if (!v.isTensor() || v.tensor->raw.empty() || v.tensor->raw.isAligned(16)) return v;
-  Tensor copy = *v.tensor;
+  RtTensor copy = *v.tensor;
   copy.setRaw(Buffer::copyOf(v.tensor->raw.bytes()));
   return RtValue::ofTensor(std::move(copy));
 }

@@ -89,7 +89,7 @@ struct CpuNodeInfo {
   int64_t opset = 0;        ///< opset of the node's domain imported by the model
   int sinceVersion = 0;     ///< schema version in force
   std::vector<const StaticTensorType*> inputs, outputs;
-  std::vector<const Tensor*> constants;
+  std::vector<const TensorData*> constants;
   int threads = 1;
   /// Set when the executor fused following nodes into this one; a kernel that cannot apply it
   /// must decline (return nullptr), and the nodes then run unfused.

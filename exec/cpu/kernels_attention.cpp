@@ -253,7 +253,7 @@ namespace {
 const CpuKernelDef kFusedAttentionDef{"", "MatMul", 1, 1 << 20, DType::Float, "cpu.attention.f32.fused", OutputReuse::None, nullptr};
 
 /// A constant float scalar (a tensor of one element).
-bool constantScalar(const Tensor* t, float& v) {
+bool constantScalar(const TensorData* t, float& v) {
   if (!t || t->dtype() != DType::Float || t->numElements().value_or(0) != 1 || t->raw.size() != sizeof(float)) return false;
   std::memcpy(&v, t->raw.data(), sizeof v);
   return true;
@@ -262,7 +262,7 @@ bool constantScalar(const Tensor* t, float& v) {
 }  // namespace
 
 void findAttentionFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                          const std::function<const Tensor*(const Value*)>& constantOf, int opset, int threads,
+                          const std::function<const TensorData*(const Value*)>& constantOf, int opset, int threads,
                           std::vector<FusedInt8Step>& out) {
   std::set<const Node*> taken;  // nodes of other fused steps
   for (const FusedInt8Step& f : out) {

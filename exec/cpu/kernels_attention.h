@@ -51,7 +51,7 @@ bool setAttentionMask(AttentionLayout& l, const std::vector<int64_t>& dims, bool
 /// on float tensors of static shapes, with no batch broadcasting between Q, K^T and V and
 /// intermediates read only inside the chain, as fused steps (appended to `out`).
 void findAttentionFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                          const std::function<const Tensor*(const Value*)>& constantOf, int opset, int threads,
+                          const std::function<const TensorData*(const Value*)>& constantOf, int opset, int threads,
                           std::vector<FusedInt8Step>& out);
 
 }  // namespace onnxtool::cpu

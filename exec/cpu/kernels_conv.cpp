@@ -1303,7 +1303,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     return nullptr;
   }
   if (info.hasInput(2) && info.in(2).numElements() != g.m) return nullptr;
-  const Tensor& wt = *info.constants[1];
+  const TensorData& wt = *info.constants[1];
   if (wt.dtype() != DType::Float || static_cast<int64_t>(wt.raw.size()) != g.m * w[1] * g.kh * g.kw * 4) return nullptr;
   // The weights as floats: the initializer's own bytes when they are float-aligned and kept as
   // they are (every kernel below packs them into buffers of its own), a copy when unaligned or
@@ -1356,7 +1356,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     const auto& sc = info.fused->scale;
     const auto& sh = info.fused->shift;
     if (static_cast<int64_t>(sc.size()) != g.m) return nullptr;
-    const Tensor* b = info.hasInput(2) ? info.constants[2] : nullptr;
+    const TensorData* b = info.hasInput(2) ? info.constants[2] : nullptr;
     if (info.hasInput(2) && (!b || b->dtype() != DType::Float || b->raw.size() != static_cast<size_t>(g.m) * sizeof(float))) return nullptr;
     ownBias.assign(static_cast<size_t>(g.m), 0.f);
     if (b) std::memcpy(ownBias.data(), b->raw.data(), b->raw.size());

@@ -129,7 +129,7 @@ std::unique_ptr<CpuKernel> createConvTranspose(const CpuNodeInfo& info) {
     return nullptr;
   if (g.n * g.c * g.h * g.w == 0 || g.m * g.kh * g.kw == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;
   if (info.hasInput(2) && info.in(2).numElements() != g.m) return nullptr;
-  const Tensor& wt = *info.constants[1];
+  const TensorData& wt = *info.constants[1];
   if (wt.dtype() != DType::Float || static_cast<int64_t>(wt.raw.size()) != g.c * g.m * g.kh * g.kw * 4) return nullptr;
   std::vector<float> weights(static_cast<size_t>(g.c * g.m * g.kh * g.kw));
   std::memcpy(weights.data(), wt.raw.data(), wt.raw.size());  // the bytes may be unaligned

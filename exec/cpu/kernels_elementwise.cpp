@@ -120,7 +120,7 @@ std::unique_ptr<CpuKernel> createBinary(const CpuNodeInfo& info, int vecOp) {
   bool square = false;
   if (std::is_same_v<Op, PowOp> && info.constants.size() > 1 && info.constants[1] && info.in(1).numElements() == 1 &&
       info.in(0).dims == info.out(0).dims) {
-    const Tensor& t = *info.constants[1];
+    const TensorData& t = *info.constants[1];
     float e = 0;
     std::memcpy(&e, t.raw.data(), sizeof e);
     square = e == 2.f;

@@ -183,7 +183,7 @@ class MatMulKernel : public CpuKernel {
 };
 
 /// Copies a constant float tensor of `n` elements (its bytes may be unaligned).
-std::vector<float> constantFloats(const Tensor* t, int64_t n) {
+std::vector<float> constantFloats(const TensorData* t, int64_t n) {
   if (!t || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return {};
   std::vector<float> v(static_cast<size_t>(n));
   if (n) std::memcpy(v.data(), t->raw.data(), t->raw.size());
@@ -194,7 +194,7 @@ std::vector<float> constantFloats(const Tensor* t, int64_t n) {
 /// they are (a model file's bytes may sit anywhere: PackedB reads them with memcpy, so MatMul
 /// and Gemm take unalignedConstants); nullptr when `t` is not a float tensor of n elements or n
 /// is 0.
-const float* constantForPacking(const Tensor* t, int64_t n) {
+const float* constantForPacking(const TensorData* t, int64_t n) {
   if (!t || n == 0 || t->dtype() != DType::Float || t->raw.size() != static_cast<size_t>(n) * sizeof(float)) return nullptr;
   return reinterpret_cast<const float*>(t->raw.data());
 }
@@ -254,10 +254,10 @@ std::unique_ptr<CpuKernel> createMatMulNBits(const CpuNodeInfo& info) {
   const auto& a = info.in(0).dims;
   if (a.size() < 2 || a.back() != K) return nullptr;
   auto constant = [&](size_t i) { return i < info.constants.size() ? info.constants[i] : nullptr; };
-  const Tensor *bq = constant(1), *sc = constant(2);
-  const Tensor* zt = info.hasInput(3) ? constant(3) : nullptr;
-  const Tensor* gi = info.hasInput(4) ? constant(4) : nullptr;
-  const Tensor* bias = info.hasInput(5) ? constant(5) : nullptr;
+  const TensorData *bq = constant(1), *sc = constant(2);
+  const TensorData* zt = info.hasInput(3) ? constant(3) : nullptr;
+  const TensorData* gi = info.hasInput(4) ? constant(4) : nullptr;
+  const TensorData* bias = info.hasInput(5) ? constant(5) : nullptr;
   if (!bq || !sc || (info.hasInput(3) && !zt) || (info.hasInput(4) && !gi) || (info.hasInput(5) && !bias)) return nullptr;
   const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8, perByte = 8 / bits;
   if (bq->dtype() != DType::UInt8 || bq->raw.size() != static_cast<size_t>(N * blocks * blob)) return nullptr;
@@ -322,7 +322,7 @@ class GemmKernel : public CpuKernel {
  public:
   enum class CMode { None, Col, Row, Full };
   GemmKernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, bool hasC, float beta, std::vector<int64_t> cDims,
-             const float* constB, const Tensor* constC, int threads, PackCache* packs = nullptr)
+             const float* constB, const TensorData* constC, int threads, PackCache* packs = nullptr)
       : ta_(ta), tb_(tb), hasC_(hasC), m_(m), n_(n), k_(k), alpha_(alpha), beta_(beta), cDims_(std::move(cDims)),
         cfg_(gemmConfig(activeIsa(), m)), threads_(std::max(threads, 1)) {
     // One row of A against B^T (a classifier at batch 1): gemm() takes dot products with B's
@@ -471,7 +471,7 @@ std::unique_ptr<CpuKernel> createGemm(const CpuNodeInfo& info) {
     constB = constantForPacking(info.constants[1], k * n2);
     if (!constB && k * n2 > 0) return nullptr;
   }
-  const Tensor* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;
+  const TensorData* constC = withC && info.constants.size() > 2 ? info.constants[2] : nullptr;
   auto kernel = std::make_unique<GemmKernel>(ta, tb, m, n2, k, attrF(n, "alpha", 1.f), withC, beta, cDims,
                                              constB, constC, info.threads, info.packs);
   return kernel;

@@ -547,7 +547,7 @@ bool convGeometry(const Node& op, const std::vector<int64_t>& x, const std::vect
 
 /// The packed weight and zero points of a MatMulInteger-shaped node, or false when its B is not a
 /// constant int8 [K, N] with a constant scalar or per-column zero point.
-bool weightOf(const Tensor* b, const Tensor* bZeroT, bool hasBZero, int64_t k, qgemm::PackedB& packed, std::vector<int32_t>& bZero) {
+bool weightOf(const TensorData* b, const TensorData* bZeroT, bool hasBZero, int64_t k, qgemm::PackedB& packed, std::vector<int32_t>& bZero) {
   const int8_t* bd = constData<int8_t>(b, DType::Int8);
   if (!bd || b->dims.size() != 2 || b->dims[0] != k) return false;
   int64_t n = b->dims[1];
@@ -717,7 +717,7 @@ std::unique_ptr<CpuKernel> createQLinearMatMul(const CpuNodeInfo& info) {
   if (!weightOf(info.constants.at(3), info.hasInput(5) ? info.constants.at(5) : nullptr, info.hasInput(5), k, packed, bZero))
     return nullptr;
   std::vector<float> bScale;
-  const Tensor* bs = info.constants.at(4);
+  const TensorData* bs = info.constants.at(4);
   if (!bs || bs->dims.size() > 1 || !perColumn<float>(bs, DType::Float, packed.n, bScale)) return nullptr;
   int64_t m = k == 0 ? 0 : info.in(0).numElements() / k;
   if (info.out(0).numElements() != m * packed.n) return nullptr;
@@ -730,7 +730,7 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
     if (!info.hasInput(i) || !info.constants.at(i)) return nullptr;
   float sx, sy, zx, zy;
   auto scalar = [&](size_t i, DType dt, float& v) {
-    const Tensor* t = info.constants.at(i);
+    const TensorData* t = info.constants.at(i);
     if (t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
     if (dt == DType::Float) {
       const float* p = constData<float>(t, dt);
@@ -741,14 +741,14 @@ std::unique_ptr<CpuKernel> createQLinearConv(const CpuNodeInfo& info) {
   };
   if (!scalar(1, DType::Float, sx) || !scalar(2, DType::UInt8, zx) || !scalar(6, DType::Float, sy) || !scalar(7, DType::UInt8, zy))
     return nullptr;
-  const Tensor* wq = info.constants.at(3);
+  const TensorData* wq = info.constants.at(3);
   const int8_t* wd = constData<int8_t>(wq, DType::Int8);
   if (!wd) return nullptr;
   QdqConvKernel::Geometry geo{};
   if (!convGeometry(*info.node, info.in(0).dims, wq->dims, info.out(0).dims, geo)) return nullptr;
   std::vector<float> wScale;
   std::vector<int32_t> bZero;
-  const Tensor* wsT = info.constants.at(4);
+  const TensorData* wsT = info.constants.at(4);
   if (wsT->dims.size() > 1 || !perColumn<float>(wsT, DType::Float, geo.m, wScale)) return nullptr;
   if (info.constants.at(5)->dims.size() > 1 || !perColumn<int8_t>(info.constants.at(5), DType::Int8, geo.m, bZero)) return nullptr;
   if (std::all_of(bZero.begin(), bZero.end(), [](int32_t z) { return z == 0; })) bZero.clear();
@@ -806,7 +806,7 @@ bool onlyUse(const Value* v, const Node* by, const Graph& g) {
 }
 
 /// A constant scalar: its value as float (float, uint8 or int8 tensors of one element).
-bool scalarOf(const Tensor* t, float& v, DType& dt) {
+bool scalarOf(const TensorData* t, float& v, DType& dt) {
   if (!t || t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
   dt = t->dtype();
   if (const float* f = constData<float>(t, DType::Float)) return v = *f, true;
@@ -818,7 +818,7 @@ bool scalarOf(const Tensor* t, float& v, DType& dt) {
 /// joins the step: min(max(y, lo), hi) in the epilogue. A Clip's omitted bound is none (its
 /// values are finite here: float(int32) * scale + bias).
 Clamp fuseClamp(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                const std::function<const Tensor*(const Value*)>& constantOf) {
+                const std::function<const TensorData*(const Value*)>& constantOf) {
   const Node* r = singleReader(st.output, g);
   if (!r || !r->output(0) || !(isOp(r, "Relu") || isOp(r, "Clip"))) return {};
   const StaticTensorType* a = typeOf(st.output);
@@ -866,7 +866,7 @@ const Value* fuseResidual(const Graph& g, FusedInt8Step& st, const std::function
 /// A QuantizeLinear (uint8 output, constant per-tensor scale and zero point) that is the only
 /// reader of the step's float output joins the step, which then writes its uint8 output.
 OutQuant fuseOutQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                      const std::function<const Tensor*(const Value*)>& constantOf) {
+                      const std::function<const TensorData*(const Value*)>& constantOf) {
   const Node* q = singleReader(st.output, g);
   if (!isOp(q, "QuantizeLinear") || !q->output(0) || !q->input(1) || !q->input(2) || q->input(0) != st.output) return {};
   for (const Attribute& a : q->attributes)
@@ -892,7 +892,7 @@ OutQuant fuseOutQuant(const Graph& g, FusedInt8Step& st, const std::function<con
 /// its only reader when the output is also a graph output) joins the step, which then also writes its uint8 output (`output2`); the step keeps its place
 /// (the other readers come after it) and its float output.
 OutQuant fuseSideQuant(const Graph& g, FusedInt8Step& st, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                       const std::function<const Tensor*(const Value*)>& constantOf) {
+                       const std::function<const TensorData*(const Value*)>& constantOf) {
   if (!st.output || (st.output->uses().size() < 2 && !st.output->isGraphOutput())) return {};
   for (const Use& u : st.output->uses()) {
     const Node* q = u.node;
@@ -922,7 +922,7 @@ OutQuant fuseSideQuant(const Graph& g, FusedInt8Step& st, const std::function<co
 /// any uint8 tensor), the scale and the zero point; nullptr when the activation is not in that
 /// form.
 const Value* quantizedActivation(const Graph& g, const Value* v, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                 const std::function<const Tensor*(const Value*)>& constantOf, float& sx, float& zx) {
+                                 const std::function<const TensorData*(const Value*)>& constantOf, float& sx, float& zx) {
   const Node* dx = v ? v->producer() : nullptr;
   if (!isOp(dx, "DequantizeLinear") || dx->graph() != &g || !dx->input(0) || !dx->input(2)) return nullptr;
   for (const Attribute& a : dx->attributes)
@@ -940,7 +940,7 @@ const Value* quantizedActivation(const Graph& g, const Value* v, const std::func
 /// A layer's bias [n] as float: a float constant, or a DequantizeLinear of a constant int32 tensor
 /// with zero point 0 (how the QDQ form stores a bias, scale x scale * w scale): q * scale, as
 /// DequantizeLinear computes it.
-bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const Tensor*(const Value*)>& constantOf,
+bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const TensorData*(const Value*)>& constantOf,
             std::vector<float>& bias) {
   const Node* d = b ? b->producer() : nullptr;
   if (!isOp(d, "DequantizeLinear")) return perColumn<float>(constantOf(b), DType::Float, n, bias);
@@ -962,12 +962,12 @@ bool biasOf(const Graph& g, const Value* b, int64_t n, const std::function<const
 /// QuantizeLinear's uint8 output) and a DequantizeLinear'd constant int8 weight (per tensor or per
 /// channel, any zero point), when every channel's sum stays exact in float (see dwconv_int8.h).
 std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                          const std::function<const Tensor*(const Value*)>& constantOf, const Value* q8,
+                                          const std::function<const TensorData*(const Value*)>& constantOf, const Value* q8,
                                           const std::vector<int64_t>& xd, const std::vector<int64_t>& yd, float sx, float zx,
                                           int threads) {
   const Node* dw = op->input(1) ? op->input(1)->producer() : nullptr;
   if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
-  const Tensor* wq = constantOf(dw->input(0));
+  const TensorData* wq = constantOf(dw->input(0));
   if (!wq || wq->dtype() != DType::Int8 || wq->dims.size() != 4 || wq->raw.size() != wq->expectedBytes().value_or(UINT64_MAX))
     return std::nullopt;
   QdqConvKernel::Geometry geo{};
@@ -976,7 +976,7 @@ std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const 
   if (taps > dwint8::kMaxTaps) return std::nullopt;
   int64_t axis = dw->attrInt("axis", 1);
   if (axis < 0) axis += 4;
-  const Tensor* wsT = constantOf(dw->input(1));
+  const TensorData* wsT = constantOf(dw->input(1));
   bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
   std::vector<float> scale;
   if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, c, scale)) return std::nullopt;
@@ -1017,7 +1017,7 @@ std::optional<FusedInt8Step> qdqDepthwise(const Graph& g, const Node* op, const 
 /// A Conv (2-D, group 1, explicit pads) on a QDQ activation and a DequantizeLinear'd constant
 /// int8 weight [M, C, KH, KW] (per tensor or per output channel, axis 0).
 std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                     const std::function<const Tensor*(const Value*)>& constantOf, int threads,
+                                     const std::function<const TensorData*(const Value*)>& constantOf, int threads,
                                      std::set<const Node*>& claimed) {
   if (!op->output(0) || op->inputs().size() < 2) return std::nullopt;
   float sx, zx;
@@ -1029,7 +1029,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   if (op->attrInt("group", 1) != 1) return qdqDepthwise(g, op, typeOf, constantOf, q8, xt->dims, yt->dims, sx, zx, threads);
   const Node* dw = op->input(1)->producer();
   if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) return std::nullopt;
-  const Tensor* wq = constantOf(dw->input(0));
+  const TensorData* wq = constantOf(dw->input(0));
   const int8_t* wd = constData<int8_t>(wq, DType::Int8);
   if (!wd || wq->dims.size() != 4) return std::nullopt;
   QdqConvKernel::Geometry geo{};
@@ -1037,7 +1037,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
   const int64_t n = geo.m;
   int64_t axis = dw->attrInt("axis", 1);
   if (axis < 0) axis += 4;
-  const Tensor* wsT = constantOf(dw->input(1));
+  const TensorData* wsT = constantOf(dw->input(1));
   bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
   std::vector<float> wScale;
   if ((!perTensor && axis != 0) || !perColumn<float>(wsT, DType::Float, n, wScale)) return std::nullopt;
@@ -1069,7 +1069,7 @@ std::optional<FusedInt8Step> qdqConv(const Graph& g, const Node* op, const std::
 /// The QDQ fusions: MatMul/Gemm whose A is DequantizeLinear(QuantizeLinear(x)) with constant
 /// uint8 per-tensor parameters and whose B is DequantizeLinear of a constant int8 matrix.
 void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                    const std::function<const Tensor*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
+                    const std::function<const TensorData*(const Value*)>& constantOf, int threads, std::vector<FusedInt8Step>& out) {
   std::set<const Node*> fusedOps, claimed;
   std::vector<FusedInt8Step> steps;
   for (const auto& nn : g.nodes()) {
@@ -1098,7 +1098,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     // Weight: DequantizeLinear of a constant int8 matrix, per tensor or per output column.
     const Node* dw = op->input(1)->producer();
     if (!isOp(dw, "DequantizeLinear") || dw->graph() != &g || dw->attrInt("block_size", 0) != 0) continue;
-    const Tensor* wq = constantOf(dw->input(0));
+    const TensorData* wq = constantOf(dw->input(0));
     const int8_t* wd = constData<int8_t>(wq, DType::Int8);
     if (!wd || wq->dims.size() != 2) continue;
     bool transB = gemm && op->attrInt("transB", 0) != 0;
@@ -1107,7 +1107,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     if ((transB ? wq->dims[1] : wq->dims[0]) != k) continue;
     int64_t axis = dw->attrInt("axis", 1);
     if (axis < 0) axis += 2;
-    const Tensor* wsT = constantOf(dw->input(1));
+    const TensorData* wsT = constantOf(dw->input(1));
     std::vector<float> wScale;
     bool perTensor = wsT && wsT->numElements().value_or(0) == 1 && wsT->dims.size() <= 1;
     if (!perTensor && axis != (transB ? 0 : 1)) continue;
@@ -1121,7 +1121,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
     if (gemm && op->input(2) && isOp(op->input(2)->producer(), "DequantizeLinear")) {
       if (!biasOf(g, op->input(2), n, constantOf, bias)) continue;
     } else if (gemm && op->input(2)) {
-      const Tensor* bt = constantOf(op->input(2));
+      const TensorData* bt = constantOf(op->input(2));
       if (!bt || !(bt->dims.size() == 1 || (bt->dims.size() == 2 && bt->dims[0] == 1)) || bt->numElements().value_or(0) != n ||
           !constData<float>(bt, DType::Float))
         continue;
@@ -1148,7 +1148,7 @@ void findQdqFusions(const Graph& g, const std::function<const StaticTensorType*(
       const Node* add = singleReader(op->output(0), g);
       if (isOp(add, "Add") && add->inputs().size() == 2) {
         const Value* bv = add->input(0) == op->output(0) ? add->input(1) : add->input(0);
-        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const TensorData* bt = bv ? constantOf(bv) : nullptr;
         const StaticTensorType* at = typeOf(add->output(0));
         if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
           st.covered.push_back(add);
@@ -1208,10 +1208,10 @@ T load(const uint8_t* p, int64_t i) {
 /// DequantizeLinear of constant inputs (int4/uint4/int8/uint8/int16/uint16/int32 data; float
 /// scale per tensor, per axis or blocked; optional zero point of the data's type) computed once,
 /// as the reference does: float(float(x - zero) * scale). False for anything else.
-bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out) {
-  const Tensor* x = constantOf(dq.input(0));
-  const Tensor* s = constantOf(dq.input(1));
-  const Tensor* z = dq.input(2) ? constantOf(dq.input(2)) : nullptr;
+bool dequantizeConstant(const Node& dq, const std::function<const TensorData*(const Value*)>& constantOf, std::vector<float>& out) {
+  const TensorData* x = constantOf(dq.input(0));
+  const TensorData* s = constantOf(dq.input(1));
+  const TensorData* z = dq.input(2) ? constantOf(dq.input(2)) : nullptr;
   if (!x || !s || (dq.input(2) && !z) || s->dtype() != DType::Float || dq.attrInt("output_dtype", 0) > 1) return false;
   DType dt = x->dtype();
   if (dt != DType::Int4 && dt != DType::UInt4 && dt != DType::Int8 && dt != DType::UInt8 && dt != DType::Int16 &&
@@ -1221,7 +1221,7 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
   const int64_t n = x->numElements().value_or(-1);
   if (n < 0 || x->raw.size() != x->expectedBytes().value_or(UINT64_MAX) || !constData<float>(s, DType::Float)) return false;
   if (z && z->raw.size() != z->expectedBytes().value_or(UINT64_MAX)) return false;
-  auto element = [&](const Tensor& t, int64_t i) -> float {
+  auto element = [&](const TensorData& t, int64_t i) -> float {
     const auto* p = reinterpret_cast<const uint8_t*>(t.raw.data());
     switch (t.dtype()) {
       case DType::Int8: return static_cast<float>(static_cast<int8_t>(p[i]));
@@ -1283,7 +1283,7 @@ bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const 
 }
 
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                           const std::function<const Tensor*(const Value*)>& constantOf, int threads) {
+                                           const std::function<const TensorData*(const Value*)>& constantOf, int threads) {
   std::vector<FusedInt8Step> out;
   for (const auto& dn : g.nodes()) {
     const Node* d = dn.get();
@@ -1346,7 +1346,7 @@ std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<c
       const Node* add = singleReader(mul->output(0), g);
       if (isOp(add, "Add") && add->inputs().size() == 2) {
         const Value* bv = add->input(0) == mul->output(0) ? add->input(1) : add->input(0);
-        const Tensor* bt = bv ? constantOf(bv) : nullptr;
+        const TensorData* bt = bv ? constantOf(bv) : nullptr;
         const StaticTensorType* at = typeOf(add->output(0));
         if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
           st.covered.push_back(add);

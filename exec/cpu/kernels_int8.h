@@ -80,22 +80,22 @@ struct FusedInt8Step {
 /// DequantizeLinear of constant inputs (int4/uint4/int8/uint8/int16/uint16/int32 data; float scale per tensor, per
 /// axis or blocked; optional zero point of the data's type) computed once, as the reference does:
 /// float(float(x - zero) * scale). False for anything else.
-bool dequantizeConstant(const Node& dq, const std::function<const Tensor*(const Value*)>& constantOf, std::vector<float>& out);
+bool dequantizeConstant(const Node& dq, const std::function<const TensorData*(const Value*)>& constantOf, std::vector<float>& out);
 
 /// The fusable chains of `g` (main graph, nodes in topological order). `typeOf` gives a value's
 /// concrete type (nullptr when unknown), `constantOf` its constant tensor (nullptr when none).
 std::vector<FusedInt8Step> findInt8Fusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                           const std::function<const Tensor*(const Value*)>& constantOf, int threads);
+                                           const std::function<const TensorData*(const Value*)>& constantOf, int threads);
 
 /// The MatMuls whose activation is quantized per row in standard ops (quant/dynamic.h's default
 /// form; kernels_int8_rows.cpp), appended to `out` (findInt8Fusions calls it).
 void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                           const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
+                           const std::function<const TensorData*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
 
 /// The int8 embedding lookups Mul(Cast<float>(Gather(Tq int8, ids)), Gather(Ts, ids)) (quant/dynamic.h's
 /// Gather form; kernels_int8_gather.cpp), appended to `out` (findInt8Fusions calls it).
 void findGatherDequantizeFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                 const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
+                                 const std::function<const TensorData*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out);
 
 /// The int8 lookup whose ids were constant (the optimizer folded both Gathers of the chain above:
 /// BERT's position and token-type embeddings once the input shapes are fixed; it keeps the Cast of
@@ -107,14 +107,14 @@ bool foldConstantInt8Lookups(Graph& g);
 /// The element data of a constant tensor of `dt`, or nullptr when its bytes are not all there
 /// (the int8 fusions' constants: aligned copies the plan made).
 template <typename T>
-const T* constData(const Tensor* t, DType dt) {
+const T* constData(const TensorData* t, DType dt) {
   if (!t || t->dtype() != dt || t->raw.size() != t->expectedBytes().value_or(UINT64_MAX)) return nullptr;
   return reinterpret_cast<const T*>(t->raw.data());
 }
 
 /// A zero point or scale given as a scalar or one value per column, expanded to [n].
 template <typename T, typename U>
-bool perColumn(const Tensor* t, DType dt, int64_t n, std::vector<U>& out) {
+bool perColumn(const TensorData* t, DType dt, int64_t n, std::vector<U>& out) {
   const T* d = constData<T>(t, dt);
   if (!d) return false;
   const int64_t cnt = t->numElements().value_or(-1);

@@ -88,8 +88,8 @@ std::unique_ptr<CpuKernel> createCastS8(const CpuNodeInfo& info) {
 }
 
 bool foldConstantInt8Lookups(Graph& g) {
-  auto constantOf = [](const Value* v) -> const Tensor* {
-    const Tensor* t = v && !v->isGraphInput() ? v->initializer() : nullptr;
+  auto constantOf = [](const Value* v) -> const TensorData* {
+    const TensorData* t = v && !v->isGraphInput() ? v->initializer() : nullptr;
     return t && t->raw.size() == t->expectedBytes().value_or(UINT64_MAX) ? t : nullptr;
   };
   std::vector<Node*> casts;
@@ -97,14 +97,14 @@ bool foldConstantInt8Lookups(Graph& g) {
     if (isOp(n.get(), "Cast") && n->attrInt("to", 0) == static_cast<int64_t>(DType::Float)) casts.push_back(n.get());
   bool any = false;
   for (Node* cast : casts) {
-    const Tensor* c = constantOf(cast->input(0));
+    const TensorData* c = constantOf(cast->input(0));
     const Node* mulc = singleReader(cast->output(0), g);
     if (!c || c->dtype() != DType::Int8 || !isOp(mulc, "Mul") || mulc->inputs().size() != 2 || !mulc->output(0) ||
         mulc->output(0)->isGraphOutput())
       continue;
     Node* mul = const_cast<Node*>(mulc);
     const Value* sv = mul->input(0) == cast->output(0) ? mul->input(1) : mul->input(0);
-    const Tensor* st = sv != cast->output(0) ? constantOf(sv) : nullptr;
+    const TensorData* st = sv != cast->output(0) ? constantOf(sv) : nullptr;
     if (!st || st->dtype() != DType::Float || st->dims.size() > c->dims.size()) continue;
     // S broadcasts into C's shape (right-aligned, each dim 1 or C's): y has C's shape.
     const size_t r = c->dims.size(), off = r - st->dims.size();
@@ -144,7 +144,7 @@ bool foldConstantInt8Lookups(Graph& g) {
 }
 
 void findGatherDequantizeFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                                 const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
+                                 const std::function<const TensorData*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
   for (const auto& nn : g.nodes()) {
     const Node* gq = nn.get();
     if (!isOp(gq, "Gather") || gq->inputs().size() != 2 || !gq->output(0)) continue;
@@ -156,7 +156,7 @@ void findGatherDequantizeFusions(const Graph& g, const std::function<const Stati
     // embedding table (BERT's 94 MB) is not ours to copy.
     const Value* tv = gq->input(0);
     if (!tv || !tv->initializer() || tv->initializer()->dtype() != DType::Int8) continue;
-    const Tensor* tq = constantOf(tv);
+    const TensorData* tq = constantOf(tv);
     const int8_t* table = constData<int8_t>(tq, DType::Int8);
     if (!table || !ids || tq->dims.size() < 2 || !alongRows(gq, tq->dims.size())) continue;
     const int64_t rows = tq->dims[0];
@@ -171,7 +171,7 @@ void findGatherDequantizeFusions(const Graph& g, const std::function<const Stati
     if (!isOp(gs, "Gather") || gs->graph() != &g || gs->inputs().size() != 2 || gs->input(1) != ids || singleReader(other, g) != mul)
       continue;
     // The scales: float [V, 1, ...] (the table's rank), Gathered along axis 0 too.
-    const Tensor* ts = constantOf(gs->input(0));
+    const TensorData* ts = constantOf(gs->input(0));
     const float* scale = constData<float>(ts, DType::Float);
     if (!scale || ts->dims.size() != tq->dims.size() || ts->dims[0] != rows || ts->numElements().value_or(-1) != rows ||
         !alongRows(gs, ts->dims.size()))

@@ -120,14 +120,14 @@ const Value* otherInput(const Node* n, const Value* v) {
 }
 
 /// A constant float scalar equal to `want` (any value when want is NaN: returned in `got`).
-bool floatScalar(const Tensor* t, float want, float* got = nullptr) {
+bool floatScalar(const TensorData* t, float want, float* got = nullptr) {
   const float* d = constData<float>(t, DType::Float);
   if (!d || t->numElements().value_or(0) != 1 || t->dims.size() > 1) return false;
   if (got) *got = *d;
   return std::isnan(want) || *d == want;
 }
 
-using ConstantOf = std::function<const Tensor*(const Value*)>;
+using ConstantOf = std::function<const TensorData*(const Value*)>;
 
 /// Op(a, c) or Op(c, a) with c a constant float scalar equal to `want`; returns a, else nullptr.
 const Value* withScalar(const Node* n, float want, const ConstantOf& constantOf, float* got = nullptr) {
@@ -149,7 +149,7 @@ bool reducesLastAxis(const Node* n, int64_t rank, const ConstantOf& constantOf) 
   if (n->attrInt("keepdims", 1) != 1 || n->attrInt("noop_with_empty_axes", 0) != 0) return false;
   std::vector<int64_t> axes;
   if (n->inputs().size() > 1 && n->input(1)) {
-    const Tensor* t = constantOf(n->input(1));
+    const TensorData* t = constantOf(n->input(1));
     if (!t || t->dtype() != DType::Int64 || t->numElements().value_or(0) != 1) return false;
     axes = t->toInt64s();
   } else {
@@ -238,11 +238,11 @@ std::optional<FusedInt8Step> rowChain(const Graph& g, const RowQuantizer& rq, co
                                       const ConstantOf& constantOf, const std::function<const StaticTensorType*(const Value*)>& typeOf) {
   if (!isOp(mmi, "MatMulInteger") || mmi->graph() != &g || mmi->input(0) != rq.q || mmi->input(1) == rq.q) return std::nullopt;
   if (mmi->inputs().size() > 2 && mmi->input(2)) {  // an a_zero_point, if any, is a constant 0
-    const Tensor* az = constantOf(mmi->input(2));
+    const TensorData* az = constantOf(mmi->input(2));
     const uint8_t* d = constData<uint8_t>(az, DType::UInt8);
     if (!d || az->numElements().value_or(0) != 1 || *d != 0) return std::nullopt;
   }
-  const Tensor* wt = constantOf(mmi->input(1));
+  const TensorData* wt = constantOf(mmi->input(1));
   const int8_t* wd = constData<int8_t>(wt, DType::Int8);
   if (!wd || wt->dims.size() != 2 || wt->dims[0] != k) return std::nullopt;
   const int64_t n = wt->dims[1];
@@ -283,7 +283,7 @@ std::optional<FusedInt8Step> rowChain(const Graph& g, const RowQuantizer& rq, co
   const Node* add = singleReader(mulS->output(0), g);
   if (isOp(add, "Add") && add->inputs().size() == 2) {
     const Value* bv = otherInput(add, mulS->output(0));
-    const Tensor* bt = bv ? constantOf(bv) : nullptr;
+    const TensorData* bt = bv ? constantOf(bv) : nullptr;
     const StaticTensorType* at = typeOf(add->output(0));
     if (bt && bt->dims.size() == 1 && perColumn<float>(bt, DType::Float, n, bias) && at && at->dims == yt->dims) {
       st.covered.push_back(add);
@@ -302,7 +302,7 @@ std::optional<FusedInt8Step> rowChain(const Graph& g, const RowQuantizer& rq, co
 }  // namespace
 
 void findRowDynamicFusions(const Graph& g, const std::function<const StaticTensorType*(const Value*)>& typeOf,
-                           const std::function<const Tensor*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
+                           const std::function<const TensorData*(const Value*)>& constantOf, std::vector<FusedInt8Step>& out) {
   for (const auto& nn : g.nodes()) {
     const Node* castQ = nn.get();
     if (!isOp(castQ, "Cast") || castQ->attrInt("to", 0) != static_cast<int64_t>(DType::UInt8) || !castQ->output(0)) continue;

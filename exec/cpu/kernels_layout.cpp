@@ -511,7 +511,7 @@ std::unique_ptr<CpuKernel> createPad(const CpuNodeInfo& info) {
     if (!info.hasInput(1) || !constant(1)) return nullptr;
     pads = constant(1)->toInt64s();
     if (info.hasInput(2)) {
-      const Tensor* cv = constant(2);
+      const TensorData* cv = constant(2);
       if (!cv || cv->dtype() != dt || cv->raw.size() < elem) return nullptr;
       std::memcpy(value.data(), cv->raw.data(), elem);
     }

@@ -124,8 +124,8 @@ std::unique_ptr<CpuKernel> createResize(const CpuNodeInfo& info) {
   if (n.attrInt("antialias", 0) != 0 || n.attrInt("exclude_outside", 0) != 0) return nullptr;
   if (n.attr("axes")) return nullptr;
   // Scales (floats) or sizes (int64), whichever is a non-empty constant.
-  const Tensor* scales = info.hasInput(2) && info.in(2).numElements() > 0 ? info.constants[2] : nullptr;
-  const Tensor* sizes = info.hasInput(3) && info.in(3).numElements() > 0 ? info.constants[3] : nullptr;
+  const TensorData* scales = info.hasInput(2) && info.in(2).numElements() > 0 ? info.constants[2] : nullptr;
+  const TensorData* sizes = info.hasInput(3) && info.in(3).numElements() > 0 ? info.constants[3] : nullptr;
   const bool haveScales = info.hasInput(2) && info.in(2).numElements() > 0, haveSizes = info.hasInput(3) && info.in(3).numElements() > 0;
   if (haveScales == haveSizes) return nullptr;
   s.scales.assign(4, 1.0);

@@ -23,7 +23,7 @@ namespace onnxtool::cpu {
 namespace {
 
 /// Copies a constant float tensor's values (any address), or an empty vector when absent.
-std::vector<float> floatsOf(const Tensor* t, size_t n) {
+std::vector<float> floatsOf(const TensorData* t, size_t n) {
   std::vector<float> v;
   if (!t || t->dtype() != DType::Float || t->raw.size() != n * sizeof(float)) return v;
   v.resize(n);
@@ -299,7 +299,7 @@ std::unique_ptr<CpuKernel> createRecurrent(const CpuNodeInfo& info, bool gru) {
   const int64_t GH = s.gates * s.hidden;
   if (s.hidden <= 0 || wd != std::vector<int64_t>{s.dirs, GH, s.input} || rd != std::vector<int64_t>{s.dirs, GH, s.hidden}) return nullptr;
   auto constant = [&](size_t i) { return i < info.constants.size() ? info.constants[i] : nullptr; };
-  const Tensor *w = constant(1), *r = constant(2);
+  const TensorData *w = constant(1), *r = constant(2);
   if (!w || !r || w->dtype() != DType::Float || r->dtype() != DType::Float) return nullptr;
   std::vector<float> b;
   if (info.hasInput(3)) {

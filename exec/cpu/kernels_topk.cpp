@@ -74,7 +74,7 @@ std::unique_ptr<CpuKernel> createTopK(const CpuNodeInfo& info) {
   if (info.sinceVersion < 10) {
     k = n.attrInt("k", -1);
   } else {
-    const Tensor* kt = info.constants.size() > 1 ? info.constants[1] : nullptr;
+    const TensorData* kt = info.constants.size() > 1 ? info.constants[1] : nullptr;
     if (!kt) return nullptr;
     auto v = kt->toInt64s();
     if (v.size() != 1) return nullptr;

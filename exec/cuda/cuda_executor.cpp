@@ -580,7 +580,7 @@ class Specialization {
           if (s >= 0 && slots_[static_cast<size_t>(s)].device) steps_[i].upload.push_back(s);
     for (Slot& s : slots_) {
       if (!s.constant || !s.device || !s.type) continue;
-      const Tensor& t = *s.host.tensor;
+      const TensorData& t = *s.host.tensor;
       if (s.converted()) {
         DeviceBuffer raw = DeviceBuffer::upload(t.raw.data(), t.raw.size());
         s.constBuf = DeviceBuffer(std::max<size_t>(s.bytes, 1));
@@ -663,7 +663,7 @@ class Specialization {
   }
 
   /// Copies host tensor `t` into slot s's device bytes (converted to its storage type).
-  void toDevice(int s, const Tensor& t, const void* pinnedSrc) {
+  void toDevice(int s, const TensorData& t, const void* pinnedSrc) {
     const Slot& sl = slots_[static_cast<size_t>(s)];
     const void* src = pinnedSrc ? pinnedSrc : t.raw.data();
     size_t bytes = sl.logicalBytes();

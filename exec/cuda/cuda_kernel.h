@@ -94,12 +94,12 @@ struct CudaNodeInfo {
   int64_t opset = 0;
   int sinceVersion = 0;
   std::vector<const DevTensorType*> inputs, outputs;
-  std::vector<const Tensor*> constants;
+  std::vector<const TensorData*> constants;
   const DeviceContext* ctx = nullptr;
   const DevTensorType& in(size_t i) const { return *inputs.at(i); }
   const DevTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }
-  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+  const TensorData* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
 };
 
 struct CudaComputeArgs {

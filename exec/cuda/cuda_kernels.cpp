@@ -221,7 +221,7 @@ std::unique_ptr<CudaKernel> createClip(const CudaNodeInfo& info) {
   } else {
     for (size_t i = 1; i <= 2; ++i) {
       if (!info.node->input(i)) continue;
-      const Tensor* c = info.constant(i);
+      const TensorData* c = info.constant(i);
       if (!c || c->numElements().value_or(0) != 1) return nullptr;
       (i == 1 ? lo : hi) = static_cast<float>(c->elementAsDouble(0));
     }
@@ -391,7 +391,7 @@ std::unique_ptr<CudaKernel> createBatchNormalization(const CudaNodeInfo& info) {
   int64_t c = d[1];
   std::vector<std::vector<double>> p(4);
   for (size_t i = 1; i <= 4; ++i) {
-    const Tensor* k = info.constant(i);
+    const TensorData* k = info.constant(i);
     if (!k || k->numElements().value_or(-1) != c) return nullptr;
     for (int64_t j = 0; j < c; ++j) p[i - 1].push_back(k->elementAsDouble(static_cast<size_t>(j)));
   }
@@ -509,7 +509,7 @@ std::unique_ptr<CudaKernel> makeReduce(const CudaNodeInfo& info, Reduce op, int 
   std::vector<int64_t> axes;
   if (info.sinceVersion >= axesInputSince) {
     if (info.node->input(1)) {
-      const Tensor* c = info.constant(1);
+      const TensorData* c = info.constant(1);
       if (!c) return nullptr;
       axes = c->toInt64s();
     }
@@ -706,7 +706,7 @@ std::unique_ptr<CudaKernel> createSlice(const CudaNodeInfo& info) {
   } else {
     for (size_t i = 1; i < 5; ++i) {
       if (!info.node->input(i)) continue;
-      const Tensor* c = info.constant(i);
+      const TensorData* c = info.constant(i);
       if (!c) return nullptr;
       if (i == 1) starts = c->toInt64s();
       if (i == 3) axes = c->toInt64s();
@@ -1054,7 +1054,7 @@ class ConvKernel : public CudaKernel {
 };
 
 /// A constant's bytes on the device in storage type `t` (float32 constants converted there).
-DeviceBuffer uploadAs(const Tensor& c, DType t, cudaStream_t stream) {
+DeviceBuffer uploadAs(const TensorData& c, DType t, cudaStream_t stream) {
   DeviceBuffer raw = DeviceBuffer::upload(c.raw.data(), c.raw.size());
   if (c.dtype() == t) return raw;
   int64_t n = c.numElements().value_or(0);
@@ -1135,9 +1135,9 @@ std::unique_ptr<CudaKernel> ConvKernel::create(const CudaNodeInfo& info) {
     return nullptr;
 
   cudaStream_t stream = info.ctx->stream;
-  if (const Tensor* wc = info.constant(1)) kr.weights_ = uploadAs(*wc, t, stream);
+  if (const TensorData* wc = info.constant(1)) kr.weights_ = uploadAs(*wc, t, stream);
   if (info.hasInput(2)) {
-    const Tensor* bc = info.constant(2);
+    const TensorData* bc = info.constant(2);
     if (!bc || bc->numElements().value_or(-1) != y[1]) return nullptr;
     std::vector<float> bias(static_cast<size_t>(y[1]));
     for (size_t j = 0; j < bias.size(); ++j) bias[j] = static_cast<float>(bc->elementAsDouble(j));

@@ -33,7 +33,7 @@ constexpr std::string_view kMs = "com.microsoft";
 }
 
 /// Every element of t as double.
-std::vector<double> loadAll(const Tensor& t) {
+std::vector<double> loadAll(const TensorData& t) {
   std::vector<double> v(static_cast<size_t>(numel(t)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = loadDouble(t, static_cast<int64_t>(i));
   return v;
@@ -98,7 +98,7 @@ Mat matmul(const KernelContext& ctx, const Mat& a, const Mat& b) {
   return out;
 }
 
-Mat matOf(const Tensor& t) { return {t.dims, loadAll(t)}; }
+Mat matOf(const TensorData& t) { return {t.dims, loadAll(t)}; }
 
 /// Swaps the last two axes of m (rank >= 2).
 Mat transposeLast2(const Mat& m) {
@@ -116,7 +116,7 @@ Mat transposeLast2(const Mat& m) {
 double perColumn(const std::vector<double>& p, int64_t j) { return p.size() == 1 ? p[0] : p[static_cast<size_t>(j)]; }
 
 /// (q - zero_point) * scale with a per-tensor or per-last-axis scale and zero point.
-Mat dequantizeColumns(const KernelContext& ctx, const Tensor& q, const Tensor& scale, const Tensor* zeroPoint) {
+Mat dequantizeColumns(const KernelContext& ctx, const TensorData& q, const TensorData& scale, const TensorData* zeroPoint) {
   Mat m = matOf(q);
   std::vector<double> s = loadAll(scale), z = zeroPoint ? loadAll(*zeroPoint) : std::vector<double>{0.0};
   int64_t cols = q.dims.empty() ? 1 : q.dims.back();
@@ -169,7 +169,7 @@ std::vector<double> dynamicQuantizeRoundTrip(const std::vector<double>& x) {
   return out;
 }
 
-void addBiasLastAxis(const KernelContext& ctx, Mat& m, const Tensor* bias) {
+void addBiasLastAxis(const KernelContext& ctx, Mat& m, const TensorData* bias) {
   if (!bias) return;
   std::vector<double> b = loadAll(*bias);
   int64_t cols = m.dims.empty() ? 1 : m.dims.back();
@@ -185,7 +185,7 @@ double geluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654
 /// y = f(x + bias) over the last axis (bias optional, input `biasInput`).
 template <double (*F)(double)>
 void unaryWithBias(KernelContext& ctx, size_t biasInput) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloatInput(ctx, 0);
   Mat m = matOf(x);
   addBiasLastAxis(ctx, m, ctx.hasInput(biasInput) ? &ctx.tensor(biasInput) : nullptr);
@@ -197,7 +197,7 @@ void biasGelu(KernelContext& ctx) { unaryWithBias<geluErf>(ctx, 1); }
 void fastGelu(KernelContext& ctx) { unaryWithBias<geluTanh>(ctx, 1); }
 
 void quickGelu(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloatInput(ctx, 0);
   double alpha = attrFloatOrDefault(ctx, "alpha", 1.702f);
   std::vector<double> v = loadAll(x);
@@ -207,7 +207,7 @@ void quickGelu(KernelContext& ctx) {
 
 /// BiasAdd: X [N, S, C] + bias [C] + skip [N, S, C].
 void biasAdd(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   Mat m = matOf(x);
   addBiasLastAxis(ctx, m, &ctx.tensor(1));
   std::vector<double> skip = loadAll(ctx.tensor(2));
@@ -249,7 +249,7 @@ Tensor runOnnxKernel(KernelContext& ctx, std::string_view opType, int version, s
   for (size_t i = 0; i < std::min(nInputs, ctx.numInputs()); ++i) ins.push_back(ctx.input(i));
   std::vector<RtValue> outs = runOnnxKernelOn(ctx, opType, version, std::move(ins), 1);
   if (!outs.at(0).isTensor()) ctx.fail(fmt::format("the {} kernel gave no tensor", opType));
-  return *outs[0].tensor;
+  return Tensor(*outs[0].tensor);
 }
 
 /// FusedConv: activation(Conv(X, W, B) + Z).
@@ -335,7 +335,7 @@ void normalizeRows(std::vector<double>& v, int64_t hidden, const std::vector<dou
 /// SkipSimplifiedLayerNormalization (input, skip, gamma, bias).
 template <bool Simplified>
 void skipLayerNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloatInput(ctx, 0);
   if (x.dims.empty()) ctx.fail("input must have rank >= 1");
   int64_t hidden = x.dims.back();
@@ -365,7 +365,7 @@ void skipLayerNorm(KernelContext& ctx) {
 void embedLayerNormCore(KernelContext& ctx, DType outType, const Mat& word, const Mat& pos, const Mat* seg,
                         const std::vector<double>& gamma, const std::vector<double>& beta, size_t maskInput,
                         size_t positionIdsInput) {
-  const Tensor& ids = ctx.tensor(0);
+  const TensorData& ids = ctx.tensor(0);
   if (ids.dims.size() != 2) ctx.fail("input_ids must have rank 2");
   int64_t batch = ids.dims[0], seq = ids.dims[1];
   if (word.dims.size() != 2 || pos.dims.size() != 2) ctx.fail("embedding tables must have rank 2");
@@ -525,7 +525,7 @@ struct KeyMask {
   }
 };
 
-KeyMask keyMask(const KernelContext& ctx, const Tensor* mask, int64_t B, int64_t S, int64_t T, int64_t P,
+KeyMask keyMask(const KernelContext& ctx, const TensorData* mask, int64_t B, int64_t S, int64_t T, int64_t P,
                 const std::vector<double>* values) {
   KeyMask km;
   km.m = mask ? values : nullptr;
@@ -572,7 +572,7 @@ void attentionCore(KernelContext& ctx, const Mat& qkv, DType outType, size_t mas
   std::vector<double> v = splitHeads(qkv.v, B, S, N, Hv, width, sizes[0] + sizes[1]);
   int64_t P = 0;
   if (pastInput < ctx.numInputs() && ctx.hasInput(pastInput)) {
-    const Tensor& past = ctx.tensor(pastInput);
+    const TensorData& past = ctx.tensor(pastInput);
     if (past.dims.size() != 5 || past.dims[0] != 2 || past.dims[1] != B || past.dims[2] != N || past.dims[4] != H || H != Hv)
       ctx.fail(fmt::format("past must have shape [2, {}, {}, P, {}]", B, N, H));
     P = past.dims[3];
@@ -582,12 +582,12 @@ void attentionCore(KernelContext& ctx, const Mat& qkv, DType outType, size_t mas
     v = concatSeq(std::vector<double>(half, pv.end()), v, B, N, P, S, Hv);
   }
   int64_t T = P + S;
-  const Tensor* mask = maskInput < ctx.numInputs() && ctx.hasInput(maskInput) ? &ctx.tensor(maskInput) : nullptr;
+  const TensorData* mask = maskInput < ctx.numInputs() && ctx.hasInput(maskInput) ? &ctx.tensor(maskInput) : nullptr;
   std::vector<double> maskValues = mask ? loadAll(*mask) : std::vector<double>{};
   WithAttentionBias bias{keyMask(ctx, mask, B, S, T, P, &maskValues), nullptr, {}};
   std::vector<double> biasValues;
   if (attentionBiasInput < ctx.numInputs() && ctx.hasInput(attentionBiasInput)) {
-    const Tensor& ab = ctx.tensor(attentionBiasInput);
+    const TensorData& ab = ctx.tensor(attentionBiasInput);
     if (ab.dims.size() != 4 || (ab.dims[0] != 1 && ab.dims[0] != B) || (ab.dims[1] != 1 && ab.dims[1] != N) ||
         ab.dims[2] != S || ab.dims[3] != T)
       ctx.fail(fmt::format("attention_bias must have shape [{} or 1, {} or 1, {}, {}]", B, N, S, T));
@@ -608,7 +608,7 @@ void attentionCore(KernelContext& ctx, const Mat& qkv, DType outType, size_t mas
 
 void attention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 3) ctx.fail("input must have rank 3 [batch, sequence, hidden]");
   Mat qkv = matmul(ctx, matOf(x), matOf(ctx.tensor(1)));
   addBiasLastAxis(ctx, qkv, ctx.hasInput(2) ? &ctx.tensor(2) : nullptr);
@@ -618,7 +618,7 @@ void attention(KernelContext& ctx) {
 /// QAttention: input (scale 3, zero point 6) and weight (scale 4, zero point 7; per tensor or per
 /// column) dequantized, then Attention with mask 5 and past 8.
 void qattention(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 3) ctx.fail("input must have rank 3 [batch, sequence, hidden]");
   Mat xf = dequantizeColumns(ctx, x, ctx.tensor(3), ctx.hasInput(6) ? &ctx.tensor(6) : nullptr);
   // The input's scale and zero point are per tensor.
@@ -636,7 +636,7 @@ void multiHeadAttention(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   int64_t N = ctx.attrInt("num_heads", 0);
   if (N <= 0) ctx.fail("num_heads must be positive");
-  const Tensor& qt = ctx.tensor(0);
+  const TensorData& qt = ctx.tensor(0);
   bool packedQkv = qt.dims.size() == 5, packedKv = !packedQkv && ctx.hasInput(1) && ctx.tensor(1).dims.size() == 5;
   if (packedQkv || packedKv) {
     if (ctx.hasInput(3)) unsupported(ctx, "bias with packed QKV or KV is not supported");
@@ -650,7 +650,7 @@ void multiHeadAttention(KernelContext& ctx) {
   std::vector<int64_t> kDims, vDims;  // of the unpacked key and value
   int64_t B = qt.dims[0], S = qt.dims[1], D = 0;
   /// x [B, L, N, parts, H] -> part `p` as [B, L, N * H].
-  auto unpack = [&](const Tensor& x, int64_t parts, int64_t p) {
+  auto unpack = [&](const TensorData& x, int64_t parts, int64_t p) {
     if (x.dims.size() != 5 || x.dims[2] != N || x.dims[3] != parts)
       ctx.fail(fmt::format("packed input must have shape [B, L, {}, {}, H]", N, parts));
     std::vector<double> all = loadAll(x), out;
@@ -670,7 +670,7 @@ void multiHeadAttention(KernelContext& ctx) {
     D = qt.dims[2];
     qv = loadAll(qt);
     if (packedKv) {
-      const Tensor& kvt = ctx.tensor(1);
+      const TensorData& kvt = ctx.tensor(1);
       kv = unpack(kvt, 2, 0), vv = unpack(kvt, 2, 1);
       kDims = vDims = {kvt.dims[0], kvt.dims[1], kvt.dims[2] * kvt.dims[4]};
     } else {
@@ -699,7 +699,7 @@ void multiHeadAttention(KernelContext& ctx) {
   std::vector<double> v = bnsh ? vv : splitHeads(vv, B, L, N, Hv, Dv, 0);
   int64_t P = 0;
   if (ctx.hasInput(6) && ctx.hasInput(7)) {
-    const Tensor &pk = ctx.tensor(6), &pv = ctx.tensor(7);
+    const TensorData &pk = ctx.tensor(6), &pv = ctx.tensor(7);
     if (pk.dims.size() != 4 || pk.dims[0] != B || pk.dims[1] != N || pk.dims[3] != H || pv.dims.size() != 4 || pv.dims[2] != pk.dims[2])
       ctx.fail(fmt::format("past_key and past_value must have shape [{}, {}, P, {}]", B, N, H));
     P = pk.dims[2];
@@ -707,12 +707,12 @@ void multiHeadAttention(KernelContext& ctx) {
     v = concatSeq(loadAll(pv), v, B, N, P, L, Hv);
   }
   int64_t T = P + L;
-  const Tensor* mask = ctx.hasInput(4) ? &ctx.tensor(4) : nullptr;
+  const TensorData* mask = ctx.hasInput(4) ? &ctx.tensor(4) : nullptr;
   std::vector<double> maskValues = mask ? loadAll(*mask) : std::vector<double>{};
   WithAttentionBias bias{keyMask(ctx, mask, B, S, T, P, &maskValues), nullptr, {}};
   std::vector<double> biasValues;
   if (ctx.hasInput(5)) {
-    const Tensor& ab = ctx.tensor(5);
+    const TensorData& ab = ctx.tensor(5);
     if (ab.dims.size() != 4 || (ab.dims[0] != 1 && ab.dims[0] != B) || (ab.dims[1] != 1 && ab.dims[1] != N) ||
         ab.dims[2] != S || ab.dims[3] != T)
       ctx.fail(fmt::format("attention_bias must have shape [{} or 1, {} or 1, {}, {}]", B, N, S, T));
@@ -753,7 +753,7 @@ Tensor requantize(const KernelContext& ctx, size_t i, std::vector<int64_t> dims,
 /// QLinearAdd / QLinearMul: A (0..2) op B (3..5) broadcast, requantized with C (6, 7).
 template <bool Mul>
 void qlinearBinary(KernelContext& ctx) {
-  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(3);
+  const TensorData &a = ctx.tensor(0), &b = ctx.tensor(3);
   std::vector<double> av = dequantizeScalar(ctx, 0), bv = dequantizeScalar(ctx, 3);
   std::vector<int64_t> dims = broadcastShapes(ctx, {a.dims, b.dims});
   Broadcaster ab(dims, a.dims), bb(dims, b.dims);
@@ -769,7 +769,7 @@ void qlinearBinary(KernelContext& ctx) {
 /// QLinearSigmoid / QLinearLeakyRelu: X (0..2) through f, requantized with Y (3, 4).
 template <bool Leaky>
 void qlinearUnary(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<double> v = dequantizeScalar(ctx, 0);
   double alpha = attrFloatOrDefault(ctx, "alpha", 0.01f);
   for (double& d : v) d = Leaky ? (d >= 0 ? d : static_cast<float>(d * alpha)) : static_cast<float>(1.0 / (1.0 + std::exp(-d)));
@@ -778,7 +778,7 @@ void qlinearUnary(KernelContext& ctx) {
 
 /// QLinearGlobalAveragePool: mean over the spatial axes (NCHW, or NHWC with channels_last).
 void qlinearGlobalAveragePool(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() < 3) ctx.fail("input must have rank >= 3");
   std::vector<double> v = dequantizeScalar(ctx, 0);
   bool last = ctx.attrInt("channels_last", 0) != 0;
@@ -800,15 +800,15 @@ void qlinearGlobalAveragePool(KernelContext& ctx) {
 /// QLinearConcat: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) triples.
 void qlinearConcat(KernelContext& ctx) {
   if (ctx.numInputs() < 5 || (ctx.numInputs() - 2) % 3 != 0) ctx.fail("expected 2 + 3 inputs per concatenated tensor");
-  const Tensor& first = ctx.tensor(2);
+  const TensorData& first = ctx.tensor(2);
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), static_cast<int64_t>(first.dims.size()));
   auto a = static_cast<size_t>(axis);
   std::vector<int64_t> dims = first.dims;
   dims[a] = 0;
   std::vector<std::vector<double>> parts;
-  std::vector<const Tensor*> ts;
+  std::vector<const TensorData*> ts;
   for (size_t i = 2; i < ctx.numInputs(); i += 3) {
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     if (t.dims.size() != dims.size()) ctx.fail("inputs must have the same rank");
     for (size_t d = 0; d < dims.size(); ++d)
       if (d != a && t.dims[d] != first.dims[d]) ctx.fail("inputs differ off the concatenation axis");
@@ -846,7 +846,7 @@ void qgemm(KernelContext& ctx) {
   double alpha = ctx.attrFloat("alpha", 1.0f);
   for (double& d : y.v) d *= alpha;
   if (ctx.hasInput(6)) {
-    const Tensor& c = ctx.tensor(6);
+    const TensorData& c = ctx.tensor(6);
     std::vector<double> cv = loadAll(c), bs = loadAll(ctx.tensor(4));
     double as = loadDouble(ctx.tensor(1), 0);
     Broadcaster cb(y.dims, c.dims);
@@ -892,13 +892,13 @@ void matmulNBits(KernelContext& ctx) {
   if (K <= 0 || N <= 0 || block < 16 || (block & (block - 1))) ctx.fail("K, N must be positive and block_size a power of 2 >= 16");
   if (ctx.attrInt("accuracy_level", 0) == 4) unsupported(ctx, "accuracy_level 4 (int8 activations) is not supported");
   int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
-  const Tensor& bq = ctx.tensor(1);
+  const TensorData& bq = ctx.tensor(1);
   if (bq.dtype() != DType::UInt8 || numel(bq) != N * blocks * blob)
     ctx.fail(fmt::format("B must be uint8 [{}, {}, {}]", N, blocks, blob));
   std::vector<double> scales = loadAll(ctx.tensor(2));
   if (static_cast<int64_t>(scales.size()) != N * blocks) ctx.fail(fmt::format("scales must have {} elements", N * blocks));
   const uint8_t* pb = data<uint8_t>(bq);
-  const Tensor* zt = ctx.hasInput(3) ? &ctx.tensor(3) : nullptr;
+  const TensorData* zt = ctx.hasInput(3) ? &ctx.tensor(3) : nullptr;
   int64_t perByte = 8 / bits, zpRow = (blocks + perByte - 1) / perByte;
   auto code = [&](const uint8_t* bytes, int64_t i) { return (bytes[i / perByte] >> ((i % perByte) * bits)) & ((1 << bits) - 1); };
   // g_idx [K] (GPTQ act-order): the group, so the scale and zero point, of each row k; the
@@ -945,8 +945,8 @@ void rotate(double* h, int64_t half, const double* cs, const double* sn, bool in
 void rotaryEmbedding(KernelContext& ctx) {
   requireFloatInput(ctx, 0);
   if (ctx.attrInt("is_packed_batching", 0)) unsupported(ctx, "is_packed_batching is not supported");
-  const Tensor& x = ctx.tensor(0);
-  const Tensor &cosT = ctx.tensor(2), &sinT = ctx.tensor(3);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData &cosT = ctx.tensor(2), &sinT = ctx.tensor(3);
   if (cosT.dims.size() != 2 || sinT.dims != cosT.dims) ctx.fail("cos_cache and sin_cache must be 2-D of one shape");
   int64_t half = cosT.dims[1], maxPos = cosT.dims[0];
   bool bnsh = x.dims.size() == 4;
@@ -995,7 +995,7 @@ void groupQueryAttention(KernelContext& ctx) {
     unsupported(ctx, "causal=0, qk output and quantized KV caches are not supported");
   int64_t N = ctx.attrInt("num_heads", 0), kvN = ctx.attrInt("kv_num_heads", 0);
   if (N <= 0 || kvN <= 0 || N % kvN) ctx.fail("num_heads must be a positive multiple of kv_num_heads");
-  const Tensor& qt = ctx.tensor(0);
+  const TensorData& qt = ctx.tensor(0);
   if (qt.dims.size() != 3) unsupported(ctx, "query must have rank 3");
   int64_t B = qt.dims[0], S = qt.dims[1];
   bool packed = !ctx.hasInput(1);
@@ -1031,7 +1031,7 @@ void groupQueryAttention(KernelContext& ctx) {
       ctx.fail(fmt::format("seqlens_k[{}] = {} does not fit the past ({}) and the {} new positions", b, valid - 1, P, S));
   }
   if (ctx.attrInt("do_rotary", 0)) {
-    const Tensor &cosT = ctx.tensor(7), &sinT = ctx.tensor(8);
+    const TensorData &cosT = ctx.tensor(7), &sinT = ctx.tensor(8);
     int64_t half = cosT.dims.at(1);
     if (2 * half > H || sinT.dims != cosT.dims) ctx.fail("cos_cache and sin_cache must be [max positions, <= head size / 2]");
     std::vector<double> cs = loadAll(cosT), sn = loadAll(sinT);
@@ -1117,7 +1117,7 @@ void gemmFastGelu(KernelContext& ctx) {
 /// MatMulInteger16: exact int16/uint16 products summed in int64, stored as int32 (uint32 when
 /// both inputs are uint16).
 void matmulInteger16(KernelContext& ctx) {
-  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(1);
+  const TensorData &a = ctx.tensor(0), &b = ctx.tensor(1);
   Mat y = matmul(ctx, matOf(a), matOf(b));
   DType dt = a.dtype() == DType::UInt16 && b.dtype() == DType::UInt16 ? DType::UInt32 : DType::Int32;
   Tensor out = makeTensor(dt, y.dims);
@@ -1127,7 +1127,7 @@ void matmulInteger16(KernelContext& ctx) {
 
 /// MulInteger: (A - A_zero_point) * (B - B_zero_point), broadcast, int32.
 void mulInteger(KernelContext& ctx) {
-  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(2);
+  const TensorData &a = ctx.tensor(0), &b = ctx.tensor(2);
   double za = ctx.hasInput(1) ? loadDouble(ctx.tensor(1), 0) : 0.0, zb = ctx.hasInput(3) ? loadDouble(ctx.tensor(3), 0) : 0.0;
   std::vector<int64_t> dims = broadcastShapes(ctx, {a.dims, b.dims});
   Broadcaster ab(dims, a.dims), bb(dims, b.dims);
@@ -1139,7 +1139,7 @@ void mulInteger(KernelContext& ctx) {
 
 /// QLinearWhere: condition ? X : Y, each dequantized, requantized with Z's scale and zero point.
 void qlinearWhere(KernelContext& ctx) {
-  const Tensor &cond = ctx.tensor(0), &x = ctx.tensor(1), &y = ctx.tensor(4);
+  const TensorData &cond = ctx.tensor(0), &x = ctx.tensor(1), &y = ctx.tensor(4);
   std::vector<double> xv = dequantizeScalar(ctx, 1), yv = dequantizeScalar(ctx, 4);
   std::vector<int64_t> dims = broadcastShapes(ctx, {cond.dims, x.dims, y.dims});
   Broadcaster cb(dims, cond.dims), xb(dims, x.dims), yb(dims, y.dims);
@@ -1154,7 +1154,7 @@ void qlinearWhere(KernelContext& ctx) {
 /// CDist: pairwise distances of A's rows [M, K] and B's rows [N, K], squared ("sqeuclidean",
 /// the default) or not ("euclidean").
 void cdist(KernelContext& ctx) {
-  const Tensor &a = ctx.tensor(0), &b = ctx.tensor(1);
+  const TensorData &a = ctx.tensor(0), &b = ctx.tensor(1);
   if (a.dims.size() != 2 || b.dims.size() != 2 || a.dims[1] != b.dims[1]) ctx.fail("A and B must be [M, K] and [N, K]");
   std::string metric = ctx.attrString("metric", "sqeuclidean");
   if (metric != "sqeuclidean" && metric != "euclidean") unsupported(ctx, fmt::format("metric '{}' is not supported", metric));
@@ -1174,7 +1174,7 @@ void cdist(KernelContext& ctx) {
 
 /// ExpandDims: X with a 1 inserted at `axis` (an int32 scalar input).
 void expandDims(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto rank = static_cast<int64_t>(x.dims.size());
   auto axis = static_cast<int64_t>(inputScalar(ctx, 1));
   int64_t a = axis < 0 ? axis + rank + 1 : axis;
@@ -1187,10 +1187,10 @@ void expandDims(KernelContext& ctx) {
 /// QLinearAveragePool (NCHW): AveragePool of the dequantized input, requantized.
 void qlinearAveragePool(KernelContext& ctx) {
   if (ctx.attrInt("channels_last", 0)) unsupported(ctx, "channels_last is not supported");
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   RtValue xf = RtValue::ofTensor(storeAll(DType::Float, x.dims, dequantizeScalar(ctx, 0)));
   std::vector<RtValue> outs = runOnnxKernelOn(ctx, "AveragePool", 19, {&xf}, 1);
-  const Tensor& y = *outs.at(0).tensor;
+  const TensorData& y = *outs.at(0).tensor;
   ctx.setOutput(0, requantize(ctx, 3, y.dims, loadAll(y), x.dtype()));
 }
 
@@ -1200,7 +1200,7 @@ void qlinearAveragePool(KernelContext& ctx) {
 /// by about one quantization step of them.
 void dynamicQuantizeLstm(KernelContext& ctx) {
   auto dequantizeT = [&](size_t wi, size_t si, size_t zi) {
-    const Tensor& w = ctx.tensor(wi);
+    const TensorData& w = ctx.tensor(wi);
     if (w.dims.size() != 3) ctx.fail(fmt::format("input {} must have rank 3", wi));
     int64_t D = w.dims[0], rows = w.dims[1], cols = w.dims[2];
     std::vector<double> q = loadAll(w), sc = loadAll(ctx.tensor(si)), zp = loadAll(ctx.tensor(zi));

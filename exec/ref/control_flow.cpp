@@ -23,7 +23,7 @@ namespace cf {
 /// Copies `count` elements of src starting at element srcOff into dst at element dstOff. Works
 /// for every element type: strings, byte-sized types, and packed sub-byte types (bit by bit).
 /// Precondition: same dtype, ranges in bounds, dst freshly made (not shared).
-void copyElements(const Tensor& src, int64_t srcOff, Tensor& dst, int64_t dstOff, int64_t count) {
+void copyElements(const TensorData& src, int64_t srcOff, Tensor& dst, int64_t dstOff, int64_t count) {
   if (count <= 0) return;
   DType t = src.dtype();
   if (t == DType::String) {
@@ -56,7 +56,7 @@ static int64_t prodDims(const std::vector<int64_t>& d, size_t from, size_t to) {
 
 /// The sub-tensor of t with indices [start, start+len) along `axis` (the axis is kept).
 /// Precondition: axis in [0, rank), 0 <= start, start + len <= dims[axis].
-Tensor sliceAxis(const Tensor& t, int64_t axis, int64_t start, int64_t len) {
+Tensor sliceAxis(const TensorData& t, int64_t axis, int64_t start, int64_t len) {
   std::vector<int64_t> dims = t.dims;
   size_t a = static_cast<size_t>(axis);
   int64_t outer = prodDims(t.dims, 0, a), inner = prodDims(t.dims, a + 1, t.dims.size()), axisLen = t.dims[a];
@@ -77,12 +77,12 @@ Tensor sliceAxis(const Tensor& t, int64_t axis, int64_t start, int64_t len) {
 /// Concatenation of `parts` along `axis` (numpy.concatenate). Fails naming the node when the
 /// parts differ in element type, rank, or a dimension other than `axis`.
 /// Precondition: parts non-empty, axis in [0, rank).
-Tensor concatAxis(const KernelContext& ctx, const std::vector<const Tensor*>& parts, int64_t axis) {
-  const Tensor& first = *parts.front();
+Tensor concatAxis(const KernelContext& ctx, const std::vector<const TensorData*>& parts, int64_t axis) {
+  const TensorData& first = *parts.front();
   size_t a = static_cast<size_t>(axis);
   std::vector<int64_t> dims = first.dims;
   dims[a] = 0;
-  for (const Tensor* p : parts) {
+  for (const TensorData* p : parts) {
     if (p->dataType != first.dataType)
       ctx.fail(fmt::format("cannot concatenate {} with {}", dtypeName(first.dtype()), dtypeName(p->dtype())));
     bool same = p->dims.size() == first.dims.size();
@@ -96,7 +96,7 @@ Tensor concatAxis(const KernelContext& ctx, const std::vector<const Tensor*>& pa
   int64_t outer = prodDims(dims, 0, a), inner = prodDims(dims, a + 1, dims.size());
   for (int64_t o = 0; o < outer; ++o) {
     int64_t at = o * dims[a] * inner;
-    for (const Tensor* p : parts) {
+    for (const TensorData* p : parts) {
       int64_t run = p->dims[a] * inner;
       copyElements(*p, o * run, out, at, run);
       at += run;
@@ -106,14 +106,14 @@ Tensor concatAxis(const KernelContext& ctx, const std::vector<const Tensor*>& pa
 }
 
 /// t with a new axis of size 1 at `axis` (in [0, rank]); shares the bytes.
-Tensor insertAxis(const Tensor& t, int64_t axis) {
+Tensor insertAxis(const TensorData& t, int64_t axis) {
   std::vector<int64_t> dims = t.dims;
   dims.insert(dims.begin() + axis, 1);
   return reshaped(t, std::move(dims));
 }
 
 /// t without `axis` (which must have size 1); shares the bytes.
-Tensor removeAxis(const Tensor& t, int64_t axis) {
+Tensor removeAxis(const TensorData& t, int64_t axis) {
   std::vector<int64_t> dims = t.dims;
   dims.erase(dims.begin() + axis);
   return reshaped(t, std::move(dims));
@@ -142,7 +142,7 @@ bool scalarTrue(const KernelContext& ctx, const RtValue& v, const char* what) {
 
 /// Stacks per-iteration tensors along a new axis `axis` (scan outputs). With no iterations the
 /// result is empty along the new axis, typed from the body output's declared type.
-Tensor stackIterations(const KernelContext& ctx, const std::vector<std::shared_ptr<const Tensor>>& items, int64_t axis,
+Tensor stackIterations(const KernelContext& ctx, const std::vector<std::shared_ptr<const RtTensor>>& items, int64_t axis,
                        const TypeInfo& declared, size_t index) {
   if (items.empty()) {
     if (!declared.isTensor() || declared.elemType == 0)
@@ -153,9 +153,9 @@ Tensor stackIterations(const KernelContext& ctx, const std::vector<std::shared_p
     dims.insert(dims.begin() + std::min<int64_t>(axis, static_cast<int64_t>(dims.size())), 0);
     return makeTensor(declared.dtype(), dims);
   }
-  const Tensor& first = *items.front();
+  const TensorData& first = *items.front();
   std::vector<Tensor> expanded;
-  std::vector<const Tensor*> parts;
+  std::vector<const TensorData*> parts;
   expanded.reserve(items.size());
   for (const auto& t : items) {
     if (t->dims != first.dims || t->dataType != first.dataType)
@@ -163,11 +163,11 @@ Tensor stackIterations(const KernelContext& ctx, const std::vector<std::shared_p
                            fmt::join(first.dims, ","), fmt::join(t->dims, ",")));
     expanded.push_back(insertAxis(*t, axis));
   }
-  for (const Tensor& t : expanded) parts.push_back(&t);
+  for (const TensorData& t : expanded) parts.push_back(&t);
   return concatAxis(ctx, parts, axis);
 }
 
-std::shared_ptr<const Tensor> scanElement(const KernelContext& ctx, const RtValue& v, size_t index) {
+std::shared_ptr<const RtTensor> scanElement(const KernelContext& ctx, const RtValue& v, size_t index) {
   if (!v.isTensor()) ctx.fail(fmt::format("body scan output {} is not a tensor", index));
   return v.tensor;
 }
@@ -203,7 +203,7 @@ void loopOp(KernelContext& ctx) {
 
   std::optional<int64_t> tripCount;
   if (ctx.hasInput(0)) {
-    const Tensor& m = ctx.tensor(0);
+    const TensorData& m = ctx.tensor(0);
     if (numel(m) != 1) ctx.fail("the trip count M must have exactly one element");
     tripCount = m.elementAsInt(0);
   }
@@ -212,7 +212,7 @@ void loopOp(KernelContext& ctx) {
 
   std::vector<RtValue> carried;
   for (size_t i = 0; i < n; ++i) carried.push_back(ctx.input(2 + i) ? *ctx.input(2 + i) : RtValue{});
-  std::vector<std::vector<std::shared_ptr<const Tensor>>> scans(k);
+  std::vector<std::vector<std::shared_ptr<const RtTensor>>> scans(k);
   for (int64_t it = 0; cond && (!tripCount || it < *tripCount); ++it) {
     std::vector<RtValue> in;
     in.reserve(n + 2);
@@ -243,15 +243,15 @@ void scan8(KernelContext& ctx) {
   std::vector<int64_t> directions = ctx.attrInts("directions", std::vector<int64_t>(nScan, 0));
   if (directions.size() != nScan) ctx.fail("directions must have one entry per scan input");
 
-  std::vector<const Tensor*> states, scanIns;
+  std::vector<const TensorData*> states, scanIns;
   for (size_t i = 0; i < n; ++i) states.push_back(&ctx.tensor(1 + i));
   for (size_t j = 0; j < nScan; ++j) scanIns.push_back(&ctx.tensor(1 + n + j));
-  for (const Tensor* t : scanIns)
+  for (const TensorData* t : scanIns)
     if (t->dims.size() < 2) ctx.fail("scan inputs must have a batch and a sequence axis");
   int64_t batch = scanIns[0]->dims[0], maxLen = scanIns[0]->dims[1];
-  for (const Tensor* t : scanIns)
+  for (const TensorData* t : scanIns)
     if (t->dims[0] != batch || t->dims[1] != maxLen) ctx.fail("scan inputs differ in batch size or sequence length");
-  for (const Tensor* t : states)
+  for (const TensorData* t : states)
     if (t->dims.empty() || t->dims[0] != batch) ctx.fail("state variables must have the batch size as dimension 0");
   std::vector<int64_t> lens(static_cast<size_t>(batch), maxLen);
   if (ctx.hasInput(0)) {
@@ -261,14 +261,14 @@ void scan8(KernelContext& ctx) {
       if (l < 0 || l > maxLen) ctx.fail(fmt::format("sequence length {} is outside [0, {}]", l, maxLen));
   }
 
-  using Items = std::vector<std::shared_ptr<const Tensor>>;
+  using Items = std::vector<std::shared_ptr<const RtTensor>>;
   std::vector<Items> finalStates(n);                         // [i][b]
   std::vector<std::vector<Items>> scanOuts(k, std::vector<Items>(static_cast<size_t>(batch)));  // [j][b][t]
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<RtValue> st;
-    for (const Tensor* s : states) st.push_back(RtValue::ofTensor(removeAxis(sliceAxis(*s, 0, b, 1), 0)));
+    for (const TensorData* s : states) st.push_back(RtValue::ofTensor(removeAxis(sliceAxis(*s, 0, b, 1), 0)));
     std::vector<Tensor> seqs;  // this batch's slice of each scan input: [maxLen, ...]
-    for (const Tensor* s : scanIns) seqs.push_back(removeAxis(sliceAxis(*s, 0, b, 1), 0));
+    for (const TensorData* s : scanIns) seqs.push_back(removeAxis(sliceAxis(*s, 0, b, 1), 0));
     int64_t len = lens[static_cast<size_t>(b)];
     for (int64_t t = 0; t < len; ++t) {
       std::vector<RtValue> in = st;
@@ -290,7 +290,7 @@ void scan8(KernelContext& ctx) {
                                 : RtValue::ofTensor(stackIterations(ctx, finalStates[i], 0, body.outputs()[i].type(), i)));
   for (size_t j = 0; j < k && n + j < ctx.numOutputs(); ++j) {
     // Element shape and type from any iteration that ran; padding stays zero.
-    const Tensor* sample = nullptr;
+    const TensorData* sample = nullptr;
     for (const auto& perBatch : scanOuts[j])
       if (!perBatch.empty()) sample = perBatch.front().get();
     if (!sample) {
@@ -334,10 +334,10 @@ void scan9(KernelContext& ctx) {
   if (inAxes.size() != nScan || inDirs.size() != nScan) ctx.fail("scan_input_axes/directions need one entry per scan input");
   if (outAxes.size() != k || outDirs.size() != k) ctx.fail("scan_output_axes/directions need one entry per scan output");
 
-  std::vector<const Tensor*> scanIns;
+  std::vector<const TensorData*> scanIns;
   int64_t seqLen = -1;
   for (size_t j = 0; j < nScan; ++j) {
-    const Tensor& t = ctx.tensor(n + j);
+    const TensorData& t = ctx.tensor(n + j);
     if (t.dims.empty()) ctx.fail(fmt::format("scan input {} is a scalar, it has no axis to scan", j));
     inAxes[j] = normalizeAxis(ctx, inAxes[j], static_cast<int64_t>(t.dims.size()));
     int64_t len = t.dims[static_cast<size_t>(inAxes[j])];
@@ -347,7 +347,7 @@ void scan9(KernelContext& ctx) {
   }
   std::vector<RtValue> st;
   for (size_t i = 0; i < n; ++i) st.push_back(ctx.input(i) ? *ctx.input(i) : RtValue{});
-  std::vector<std::vector<std::shared_ptr<const Tensor>>> scanOuts(k);
+  std::vector<std::vector<std::shared_ptr<const RtTensor>>> scanOuts(k);
   for (int64_t t = 0; t < seqLen; ++t) {
     std::vector<RtValue> in = st;
     for (size_t j = 0; j < nScan; ++j) {

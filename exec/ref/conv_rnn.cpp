@@ -22,7 +22,7 @@ void registerImageOps();  // image.cpp (kernel_util.h lists one function per fam
 
 namespace {
 
-void requireFloat(const KernelContext& ctx, const Tensor& t, const char* what) {
+void requireFloat(const KernelContext& ctx, const TensorData& t, const char* what) {
   if (!isFloatType(t.dtype()))
     ctx.fail(fmt::format("{} must be a float tensor, got {}", what, dtypeName(t.dtype())));
 }
@@ -180,15 +180,15 @@ std::vector<int64_t> outDims(int64_t n, int64_t c, const std::vector<int64_t>& s
   return d;
 }
 
-void checkConvInputs(const KernelContext& ctx, const Tensor& x, const Tensor& w) {
+void checkConvInputs(const KernelContext& ctx, const TensorData& x, const TensorData& w) {
   if (x.dims.size() < 3) ctx.fail(fmt::format("input must have rank >= 3 (N, C, spatial...), got rank {}", x.dims.size()));
   if (w.dims.size() != x.dims.size())
     ctx.fail(fmt::format("weights have rank {}, input has rank {}", w.dims.size(), x.dims.size()));
 }
 
 void conv(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
   requireFloat(ctx, x, "X");
   checkConvInputs(ctx, x, w);
   Geometry g = windowGeometry(ctx, spatialOf(x.dims), kernelShape(ctx, spatialOf(w.dims)), false);
@@ -218,8 +218,8 @@ void subtractZeroPoint(const KernelContext& ctx, std::vector<double>& v, const s
 }
 
 void convInteger(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
   checkConvInputs(ctx, x, w);
   std::vector<double> xv = toDoubles(ctx, x), wv = toDoubles(ctx, w);
   subtractZeroPoint(ctx, xv, x.dims, 2, false);
@@ -233,8 +233,8 @@ void convInteger(KernelContext& ctx) {
 }
 
 void qlinearConv(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(3);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(3);
   checkConvInputs(ctx, x, w);
   std::vector<double> xv = toDoubles(ctx, x), wv = toDoubles(ctx, w);
   subtractZeroPoint(ctx, xv, x.dims, 2, false);
@@ -292,8 +292,8 @@ void convolveTransposed(const KernelContext& ctx, const std::vector<double>& x, 
 }
 
 void convTranspose(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
   requireFloat(ctx, x, "X");
   checkConvInputs(ctx, x, w);
   std::vector<int64_t> in = spatialOf(x.dims);
@@ -378,9 +378,9 @@ double sampleLinearZeros(const double* img, const std::vector<int64_t>& dims, co
 }
 
 void deformConv(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
-  const Tensor& offset = ctx.tensor(2);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
+  const TensorData& offset = ctx.tensor(2);
   requireFloat(ctx, x, "X");
   checkConvInputs(ctx, x, w);
   Geometry g = windowGeometry(ctx, spatialOf(x.dims), kernelShape(ctx, spatialOf(w.dims)), false);
@@ -448,8 +448,8 @@ void deformConv(KernelContext& ctx) {
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
 void causalConvWithState(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
   requireFloat(ctx, x, "input");
   if (x.dims.size() != 3 || w.dims.size() != 3 || w.dims[1] != 1 || w.dims[0] != x.dims[1])
     ctx.fail("input must be [batch, channels, length] and weight [channels, 1, k]");
@@ -465,7 +465,7 @@ void causalConvWithState(KernelContext& ctx) {
     if (static_cast<int64_t>(bias.size()) != C) ctx.fail("bias length differs from the channels");
   }
   if (ctx.hasInput(3)) {
-    const Tensor& ps = ctx.tensor(3);
+    const TensorData& ps = ctx.tensor(3);
     if (ps.dims != std::vector<int64_t>{B, C, S}) ctx.fail("past_state must be [batch, channels, k - 1]");
     past = toDoubles(ctx, ps);
   }
@@ -511,7 +511,7 @@ double lpNorm(const KernelContext& ctx) {
 double lpFinish(double sum, double p) { return std::pow(sum, 1.0 / p); }
 
 void pool(KernelContext& ctx, PoolKind kind) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() < 3) ctx.fail(fmt::format("input must have rank >= 3 (N, C, spatial...), got rank {}", x.dims.size()));
   if (!ctx.hasAttr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
   std::vector<int64_t> kernel = ctx.attrInts("kernel_shape");
@@ -597,7 +597,7 @@ void maxPool(KernelContext& ctx) { pool(ctx, PoolKind::Max); }
 void lpPool(KernelContext& ctx) { pool(ctx, PoolKind::Lp); }
 
 void globalPool(KernelContext& ctx, PoolKind kind) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() < 2) ctx.fail(fmt::format("input must have rank >= 2 (N, C, spatial...), got rank {}", x.dims.size()));
   int64_t NC = x.dims[0] * x.dims[1];
   int64_t I = numel(spatialOf(x.dims));
@@ -626,8 +626,8 @@ void globalMaxPool(KernelContext& ctx) { globalPool(ctx, PoolKind::Max); }
 void globalLpPool(KernelContext& ctx) { globalPool(ctx, PoolKind::Lp); }
 
 void maxUnpool(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& idx = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& idx = ctx.tensor(1);
   if (x.dims.size() < 3) ctx.fail("input must have rank >= 3 (N, C, spatial...)");
   if (idx.dims != x.dims) ctx.fail("indices must have the shape of X");
   if (!ctx.hasAttr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
@@ -737,9 +737,9 @@ enum class Cell { Rnn, Gru, Lstm };
 /// R [dirs, G*H, H], B [dirs, 2*G*H], initial_h/c [dirs, batch, H], P [dirs, 3H];
 /// Y [seq, dirs, batch, H], Y_h/Y_c [dirs, batch, H]. Layout 1 swaps seq/dirs and batch.
 void recurrent(KernelContext& ctx, Cell cell) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& w = ctx.tensor(1);
-  const Tensor& rt = ctx.tensor(2);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& w = ctx.tensor(1);
+  const TensorData& rt = ctx.tensor(2);
   requireFloat(ctx, x, "X");
   int64_t G = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
   std::string direction = ctx.attrString("direction", "forward");

@@ -39,7 +39,7 @@ CalcT<T> calc(T v) {
 
 /// B's dims as numpy broadcasting should see them. Opset < 7 binary ops broadcast only with
 /// attribute broadcast=1, aligning B's dims at `axis` of A (default: trailing dims, as numpy).
-std::vector<int64_t> secondOperandDims(const KernelContext& ctx, const Tensor& a, const Tensor& b, bool legacy) {
+std::vector<int64_t> secondOperandDims(const KernelContext& ctx, const TensorData& a, const TensorData& b, bool legacy) {
   if (!legacy) return b.dims;
   if (ctx.attrInt("broadcast", 0) == 0) {
     if (a.dims != b.dims) ctx.fail("inputs must have the same shape when attribute broadcast is 0");
@@ -58,7 +58,7 @@ std::vector<int64_t> secondOperandDims(const KernelContext& ctx, const Tensor& a
 
 /// out[i] = f(a[bcast(i)], b[bcast(i)]) with numpy broadcasting of a.dims and bDims; output type R.
 template <typename T, typename R, typename U = T, typename F>
-Tensor binaryMap(const KernelContext& ctx, const Tensor& a, const Tensor& b, const std::vector<int64_t>& bDims,
+Tensor binaryMap(const KernelContext& ctx, const TensorData& a, const TensorData& b, const std::vector<int64_t>& bDims,
                  DType outType, F&& f) {
   std::vector<int64_t> dims = broadcastShapes(ctx, {a.dims, bDims});
   Tensor out = makeTensor(outType, dims);
@@ -108,7 +108,7 @@ T fromDouble(double v) {
 /// Element-wise f(double) -> double over input 0 of a float type.
 template <typename F>
 void mapFloat(KernelContext& ctx, F&& f) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   dispatchFloat(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Tensor out = makeTensor(x.dtype(), x.dims);
@@ -123,7 +123,7 @@ void mapFloat(KernelContext& ctx, F&& f) {
 /// integers through fInt(T).
 template <typename FF, typename FI>
 void mapNumeric(KernelContext& ctx, FF&& fFloat, FI&& fInt) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   dispatchArith(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Tensor out = makeTensor(x.dtype(), x.dims);
@@ -166,8 +166,8 @@ T arith(T x, T y) {
 
 template <Arith op, bool legacy>
 void arithKernel(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != b.dtype()) ctx.fail("inputs must have the same element type");
   std::vector<int64_t> bDims = secondOperandDims(ctx, a, b, legacy);
   dispatchArith(ctx, a.dtype(), [&](auto tag) {
@@ -178,8 +178,8 @@ void arithKernel(KernelContext& ctx) {
 
 /// Mod: fmod=0 takes the sign of the divisor (numpy mod), fmod=1 the sign of the dividend (C fmod).
 void mod(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   bool cStyle = ctx.attrInt("fmod", 0) != 0;
   dispatchArith(ctx, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -226,8 +226,8 @@ T integerPow(T base, int64_t n) {
 /// Pow: base and exponent may have different types; the result has the base's type.
 template <bool legacy>
 void pow(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   std::vector<int64_t> bDims = secondOperandDims(ctx, a, b, legacy);
   dispatchArith(ctx, a.dtype(), [&](auto baseTag) {
     using T = decltype(baseTag);
@@ -266,8 +266,8 @@ bool compare(V a, V b) {
 
 template <Cmp op, bool legacy>
 void compareKernel(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != b.dtype()) ctx.fail("inputs must have the same element type");
   std::vector<int64_t> bDims = secondOperandDims(ctx, a, b, legacy);
   if (a.dtype() == DType::String) {
@@ -291,8 +291,8 @@ enum class Logic { And, Or, Xor };
 
 template <Logic op, bool legacy>
 void logicKernel(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != DType::Bool || b.dtype() != DType::Bool) ctx.fail("inputs must be bool");
   std::vector<int64_t> bDims = secondOperandDims(ctx, a, b, legacy);
   ctx.setOutput(0, binaryMap<uint8_t, bool>(ctx, a, b, bDims, DType::Bool, [](uint8_t x, uint8_t y) {
@@ -304,7 +304,7 @@ void logicKernel(KernelContext& ctx) {
 }
 
 void notKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() != DType::Bool) ctx.fail("input must be bool");
   Tensor out = makeTensor(DType::Bool, x.dims);
   const uint8_t* px = data<uint8_t>(x);
@@ -315,8 +315,8 @@ void notKernel(KernelContext& ctx) {
 
 template <Logic op>
 void bitwiseKernel(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != b.dtype()) ctx.fail("inputs must have the same element type");
   dispatchInteger(ctx, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -329,7 +329,7 @@ void bitwiseKernel(KernelContext& ctx) {
 }
 
 void bitwiseNot(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   dispatchInteger(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Tensor out = makeTensor(x.dtype(), x.dims);
@@ -343,8 +343,8 @@ void bitwiseNot(KernelContext& ctx) {
 /// BitShift: right shifts of signed types are arithmetic; shifts by a negative amount or by the
 /// width or more give what sign extension alone gives (-1 or 0).
 void bitShift(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   std::string direction = ctx.attrString("direction", "");
   if (direction != "LEFT" && direction != "RIGHT") ctx.fail(fmt::format("direction must be LEFT or RIGHT, got '{}'", direction));
   bool left = direction == "LEFT";
@@ -422,7 +422,7 @@ void signKernel(KernelContext& ctx) {
 }
 
 void relu(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   dispatchNumeric(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Tensor out = makeTensor(x.dtype(), x.dims);
@@ -493,7 +493,7 @@ void gelu(KernelContext& ctx) {
 void shrink(KernelContext& ctx) {
   double lambd = ctx.attrFloat("lambd", 0.5f);
   double bias = ctx.attrFloat("bias", 0.0f);
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() == DType::Bool || !(dtypeIsFloat(x.dtype()) || dtypeIsInteger(x.dtype())))
     ctx.fail(fmt::format("unsupported element type {}", dtypeName(x.dtype())));
   Tensor out = makeTensor(x.dtype(), x.dims);
@@ -507,8 +507,8 @@ void shrink(KernelContext& ctx) {
 
 /// PRelu: slope broadcasts to X (unidirectionally from opset 7; same shape or one element before).
 void prelu(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& slope = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& slope = ctx.tensor(1);
   if (x.dtype() != slope.dtype()) ctx.fail("X and slope must have the same element type");
   std::vector<int64_t> slopeDims = slope.dims;
   // Opset 1..6 allowed a 1-D slope of X's channel count for (N, C, ...) inputs.
@@ -529,7 +529,7 @@ void prelu(KernelContext& ctx) {
 }
 
 void isNan(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (!dtypeIsFloat(x.dtype())) ctx.fail(fmt::format("unsupported element type {}", dtypeName(x.dtype())));
   Tensor out = makeTensor(DType::Bool, x.dims);
   bool* po = mutableData<bool>(out);
@@ -538,7 +538,7 @@ void isNan(KernelContext& ctx) {
 }
 
 void isInf(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (!dtypeIsFloat(x.dtype())) ctx.fail(fmt::format("unsupported element type {}", dtypeName(x.dtype())));
   bool negative = ctx.attrInt("detect_negative", 1) != 0;
   bool positive = ctx.attrInt("detect_positive", 1) != 0;
@@ -553,8 +553,8 @@ void isInf(KernelContext& ctx) {
 
 /// SwiGLU: Swish_alpha(A) * B.
 void swiglu(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != b.dtype()) ctx.fail("A and B must have the same element type");
   if (a.dims != b.dims) ctx.fail("A and B must have the same shape");
   double alpha = ctx.attrFloat("alpha", 1.0f);
@@ -608,7 +608,7 @@ void foldKernel(KernelContext& ctx) {
       T* po = mutableData<T>(out);
       int64_t count = numel(dims);
       for (size_t k = 0; k < n; ++k) {
-        const Tensor& in = ctx.tensor(k);
+        const TensorData& in = ctx.tensor(k);
         Broadcaster bc(dims, in.dims);
         const T* pi = data<T>(in);
         for (int64_t i = 0; i < count; ++i) po[i] = k == 0 ? pi[bc.offset(i)] : foldStep<op, T>(po[i], pi[bc.offset(i)]);
@@ -624,7 +624,7 @@ void foldKernel(KernelContext& ctx) {
 /// numpy's clip, NaN stays NaN and min > max gives max everywhere.
 template <bool boundsAsAttributes>
 void clip(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   dispatchArith(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = CalcT<T>;
@@ -639,7 +639,7 @@ void clip(KernelContext& ctx) {
     } else {
       auto bound = [&](size_t i, C& b) {
         if (!ctx.hasInput(i)) return;
-        const Tensor& t = ctx.tensor(i);
+        const TensorData& t = ctx.tensor(i);
         if (t.dtype() != x.dtype()) ctx.fail(fmt::format("input {} must have the element type of the input", i));
         if (numel(t) != 1) ctx.fail(fmt::format("input {} must be a scalar", i));
         b = calc(data<T>(t)[0]);
@@ -662,9 +662,9 @@ void clip(KernelContext& ctx) {
 
 /// Where: any element type (strings and sub-byte types too), three-way broadcasting.
 void where(KernelContext& ctx) {
-  const Tensor& cond = ctx.tensor(0);
-  const Tensor& x = ctx.tensor(1);
-  const Tensor& y = ctx.tensor(2);
+  const TensorData& cond = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(1);
+  const TensorData& y = ctx.tensor(2);
   if (cond.dtype() != DType::Bool) ctx.fail("condition must be bool");
   if (x.dtype() != y.dtype()) ctx.fail("X and Y must have the same element type");
   std::vector<int64_t> dims = broadcastShapes(ctx, {cond.dims, x.dims, y.dims});
@@ -674,7 +674,7 @@ void where(KernelContext& ctx) {
   int bits = dtypeBits(x.dtype());
   for (int64_t i = 0, n = numel(dims); i < n; ++i) {
     bool pick = pc[bc.offset(i)] != 0;
-    const Tensor& src = pick ? x : y;
+    const TensorData& src = pick ? x : y;
     int64_t j = pick ? bx.offset(i) : by.offset(i);
     if (x.dtype() == DType::String) {
       out.strings[static_cast<size_t>(i)] = src.strings[static_cast<size_t>(j)];
@@ -745,7 +745,7 @@ std::string formatFloat(double v, DType t) {
   return sign + d.substr(0, intDigits) + "." + d.substr(intDigits);
 }
 
-std::string formatElement(const Tensor& t, int64_t i) {
+std::string formatElement(const TensorData& t, int64_t i) {
   if (t.dtype() == DType::Bool) return data<uint8_t>(t)[i] ? "True" : "False";
   Scalar s = loadElement(t, i);
   switch (s.kind) {
@@ -790,7 +790,7 @@ Scalar parseElement(const std::string& s, DType to) {
 }
 
 /// Cast x to `to` with Cast's rules (see float_formats.h).
-Tensor castTensor(const KernelContext& ctx, const Tensor& x, DType to, const ConvertOptions& o) {
+Tensor castTensor(const KernelContext& ctx, const TensorData& x, DType to, const ConvertOptions& o) {
   if (!isValidDType(static_cast<int32_t>(to)) || to == DType::Complex64 || to == DType::Complex128)
     ctx.fail(fmt::format("cannot cast to {}", dtypeName(to)));
   if (x.dtype() == to) return reshaped(x, x.dims);
@@ -848,7 +848,7 @@ void castLike(KernelContext& ctx) {
 
 /// BitCast: the same bytes read as another type of the same width.
 void bitCast(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto to = static_cast<DType>(ctx.attrInt("to", 0));
   if (!isValidDType(static_cast<int32_t>(to)) || to == DType::String || x.dtype() == DType::String)
     ctx.fail(fmt::format("cannot bitcast {} to {}", dtypeName(x.dtype()), dtypeName(to)));

@@ -261,7 +261,7 @@ double Scalar::toDouble() const {
   return 0;
 }
 
-Scalar loadElement(const Tensor& t, int64_t i) {
+Scalar loadElement(const TensorData& t, int64_t i) {
   const uint8_t* p = t.raw.data();
   auto k = static_cast<size_t>(i);
   switch (t.dtype()) {

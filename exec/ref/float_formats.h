@@ -76,9 +76,9 @@ struct ConvertOptions {
 };
 
 /// Element i of t as a Scalar. Precondition: t is not a string tensor and i is in range.
-Scalar loadElement(const Tensor& t, int64_t i);
+Scalar loadElement(const TensorData& t, int64_t i);
 /// Element i of t as a double.
-inline double loadDouble(const Tensor& t, int64_t i) { return loadElement(t, i).toDouble(); }
+inline double loadDouble(const TensorData& t, int64_t i) { return loadElement(t, i).toDouble(); }
 
 /// Converts v to t's dtype and stores it as element i, with Cast's rules: float -> integer
 /// truncates toward zero and then wraps like integer -> integer (two's complement, low bits kept);

@@ -21,7 +21,7 @@ namespace onnxtool::ref {
 namespace {
 
 /// Copies element `from` of `src` to element `to` of `dst` (same dtype, whole bytes or strings).
-void copyElement(const Tensor& src, int64_t from, Tensor& dst, int64_t to, size_t esize) {
+void copyElement(const TensorData& src, int64_t from, Tensor& dst, int64_t to, size_t esize) {
   if (src.dtype() == DType::String) {
     dst.strings[static_cast<size_t>(to)] = src.strings[static_cast<size_t>(from)];
     return;
@@ -143,7 +143,7 @@ bool identityAxis(const ResizeSpec& s, size_t axis, int64_t inLen) {
   return std::fabs(s.scales[axis] - 1) < 1e-9 && s.outDims[axis] == inLen && roiIdentity;
 }
 
-Tensor resizeNearest(const KernelContext& ctx, const Tensor& x, const ResizeSpec& s) {
+Tensor resizeNearest(const KernelContext& ctx, const TensorData& x, const ResizeSpec& s) {
   size_t r = x.dims.size();
   if (x.dtype() != DType::String && (dtypeBits(x.dtype()) < 8 || dtypeBits(x.dtype()) % 8))
     ctx.fail(fmt::format("Resize does not take {}", dtypeName(x.dtype())));
@@ -181,7 +181,7 @@ Tensor resizeNearest(const KernelContext& ctx, const Tensor& x, const ResizeSpec
   return out;
 }
 
-Tensor resizeInterpolate(const KernelContext& ctx, const Tensor& x, const ResizeSpec& s) {
+Tensor resizeInterpolate(const KernelContext& ctx, const TensorData& x, const ResizeSpec& s) {
   std::vector<double> cur = toDoubles(ctx, x);
   std::vector<int64_t> dims = x.dims;
   for (int64_t axis : s.axes) {
@@ -218,7 +218,7 @@ Tensor resizeInterpolate(const KernelContext& ctx, const Tensor& x, const Resize
   return fromDoublesRounded(ctx, x.dtype(), s.outDims, cur);
 }
 
-void runResize(KernelContext& ctx, const Tensor& x, ResizeSpec& s) {
+void runResize(KernelContext& ctx, const TensorData& x, ResizeSpec& s) {
   if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic") ctx.fail(fmt::format("unknown mode '{}'", s.mode));
   static const char* coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
                                  "half_pixel_symmetric", "tf_crop_and_resize"};
@@ -251,7 +251,7 @@ void sizesFromScales(const KernelContext& ctx, ResizeSpec& s, const std::vector<
 }
 
 void resize11(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   size_t r = x.dims.size();
   ResizeSpec s;
   s.mode = ctx.attrString("mode", "nearest");
@@ -322,7 +322,7 @@ void resize11(KernelContext& ctx) {
 
 /// Resize-10 and Upsample: scales only, asymmetric coordinates, nearest rounds down when
 /// upsampling and up when downsampling.
-void resizeAsymmetric(KernelContext& ctx, const Tensor& x, std::vector<double> scales, std::string mode) {
+void resizeAsymmetric(KernelContext& ctx, const TensorData& x, std::vector<double> scales, std::string mode) {
   if (mode == "bilinear" || mode == "trilinear") mode = "linear";
   if (scales.size() != x.dims.size())
     ctx.fail(fmt::format("scales has {} values, expected {}", scales.size(), x.dims.size()));
@@ -344,7 +344,7 @@ void resize10(KernelContext& ctx) {
 }
 
 void upsample1(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 4) ctx.fail("Upsample-1 takes a 4-D input");
   resizeAsymmetric(ctx, x, {1.0, 1.0, ctx.attrFloat("height_scale", 1.0f), ctx.attrFloat("width_scale", 1.0f)},
                    ctx.attrString("mode", "nearest"));
@@ -382,8 +382,8 @@ double reflectInto(double x, double lo, double hi) {
 }
 
 void gridSample(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& grid = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& grid = ctx.tensor(1);
   size_t r = x.dims.size() < 2 ? 0 : x.dims.size() - 2;
   if (r < 1 || grid.dims.size() != r + 2 || grid.dims[0] != x.dims[0] || grid.dims.back() != static_cast<int64_t>(r))
     ctx.fail("grid must have shape [N, out..., rank] matching X [N, C, in...]");
@@ -476,7 +476,7 @@ void gridSample(KernelContext& ctx) {
 }
 
 void affineGrid(KernelContext& ctx) {
-  const Tensor& theta = ctx.tensor(0);
+  const TensorData& theta = ctx.tensor(0);
   std::vector<int64_t> size = inputInts(ctx, 1);
   bool align = ctx.attrInt("align_corners", 0) != 0;
   if (size.size() != 4 && size.size() != 5) ctx.fail("size must be [N, C, H, W] or [N, C, D, H, W]");
@@ -515,7 +515,7 @@ void affineGrid(KernelContext& ctx) {
 // Col2Im
 
 void col2Im(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> image = inputInts(ctx, 1), block = inputInts(ctx, 2);
   size_t r = image.size();
   if (block.size() != r) ctx.fail("image_shape and block_shape differ in length");
@@ -599,8 +599,8 @@ BilinearSample bilinearSample(double y, double x, int64_t H, int64_t W) {
 }
 
 void roiAlign(KernelContext& ctx, bool halfPixelDefault) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& rois = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& rois = ctx.tensor(1);
   std::vector<int64_t> batch = inputInts(ctx, 2);
   if (x.dims.size() != 4) ctx.fail("X must have shape [N, C, H, W]");
   int64_t R = static_cast<int64_t>(batch.size());
@@ -672,8 +672,8 @@ void roiAlign10(KernelContext& ctx) { roiAlign(ctx, false); }
 void roiAlign16(KernelContext& ctx) { roiAlign(ctx, true); }
 
 void maxRoiPool(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& rois = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& rois = ctx.tensor(1);
   if (x.dims.size() != 4) ctx.fail("X must have shape [N, C, H, W]");
   if (rois.dims.size() != 2 || rois.dims[1] != 5) ctx.fail("rois must have shape [num_rois, 5]");
   std::vector<int64_t> pooled = ctx.attrInts("pooled_shape", {});
@@ -739,8 +739,8 @@ bool suppresses(const float* a, const float* b, bool centerPoint, float threshol
 }
 
 void nonMaxSuppression(KernelContext& ctx) {
-  const Tensor& boxes = ctx.tensor(0);
-  const Tensor& scores = ctx.tensor(1);
+  const TensorData& boxes = ctx.tensor(0);
+  const TensorData& scores = ctx.tensor(1);
   if (boxes.dims.size() != 3 || boxes.dims[2] != 4) ctx.fail("boxes must have shape [batches, boxes, 4]");
   if (scores.dims.size() != 3 || scores.dims[0] != boxes.dims[0] || scores.dims[2] != boxes.dims[1])
     ctx.fail("scores must have shape [batches, classes, boxes]");

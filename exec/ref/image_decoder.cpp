@@ -669,7 +669,7 @@ Image decodeAny(Bytes in) {
 }
 
 void imageDecoder(KernelContext& ctx) {
-  const Tensor& encoded = ctx.tensor(0);
+  const TensorData& encoded = ctx.tensor(0);
   if (encoded.dtype() != DType::UInt8)
     ctx.fail(fmt::format("encoded_stream has type {}, expected uint8", dtypeName(encoded.dtype())));
   if (encoded.dims.size() != 1)

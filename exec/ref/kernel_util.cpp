@@ -144,19 +144,19 @@ int64_t axisIn(const KernelContext& ctx, int64_t axis, int64_t rank) {
 }
 
 std::vector<int64_t> inputInts(const KernelContext& ctx, size_t i) {
-  const Tensor& t = ctx.tensor(i);
+  const TensorData& t = ctx.tensor(i);
   if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)
     ctx.fail(fmt::format("input {} must be int32 or int64, got {}", i, dtypeName(t.dtype())));
   return t.toInt64s();
 }
 
 double inputScalar(const KernelContext& ctx, size_t i) {
-  const Tensor& t = ctx.tensor(i);
+  const TensorData& t = ctx.tensor(i);
   if (numel(t) != 1) ctx.fail(fmt::format("input {} must have one element", i));
   return t.elementAsDouble(0);
 }
 
-Tensor reshaped(const Tensor& t, std::vector<int64_t> dims) {
+Tensor reshaped(const TensorData& t, std::vector<int64_t> dims) {
   Tensor out;
   out.dataType = t.dataType;
   out.dims = std::move(dims);

@@ -53,7 +53,7 @@ constexpr bool isFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Fl
 
 /// Product of dims (0 for any zero dim). Precondition: dims non-negative and no overflow.
 int64_t numel(const std::vector<int64_t>& dims);
-inline int64_t numel(const Tensor& t) { return numel(t.dims); }
+inline int64_t numel(const TensorData& t) { return numel(t.dims); }
 
 /// A fresh tensor of `dtype` and `dims`, zero-filled (strings: empty strings). Throws
 /// Error(InvalidInput) on negative dims or sizes over 2^40 bytes instead of allocating.
@@ -67,7 +67,7 @@ void checkFitsInMemory(const KernelContext& ctx, uint64_t bytes, const std::stri
 /// Typed element pointers. Preconditions: t's dtype matches T's size; mutable access only on
 /// tensors made by makeTensor (not yet shared).
 template <typename T>
-const T* data(const Tensor& t) {
+const T* data(const TensorData& t) {
   return reinterpret_cast<const T*>(t.raw.data());
 }
 template <typename T>
@@ -149,7 +149,7 @@ void dispatchFloat(const KernelContext& ctx, DType t, F&& f) {
 }
 
 /// Copies a tensor's bytes into a new tensor of other dims (same element count): Reshape & co.
-Tensor reshaped(const Tensor& t, std::vector<int64_t> dims);
+Tensor reshaped(const TensorData& t, std::vector<int64_t> dims);
 
 /// Registers a reference kernel. Use from a family's register function.
 void addRef(std::string_view domain, std::string_view opType, int sinceVersion, std::string_view name, KernelFn fn);

@@ -30,7 +30,7 @@ constexpr const char* kMl = "ai.onnx.ml";
 // Shared helpers.
 
 /// All elements of a numeric tensor as double (ML ops compute in float/double whatever the input).
-std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
+std::vector<double> toDoubles(const KernelContext& ctx, const TensorData& t) {
   DType d = t.dtype();
   if (d == DType::String) ctx.fail("expected a numeric tensor, got strings");
   std::vector<double> v(static_cast<size_t>(numel(t)));
@@ -39,7 +39,7 @@ std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
 }
 
 /// Rows and columns of an ML input: [N, C] as is, [C] as one row, [N, d1, d2...] as [N, d1*d2*...].
-std::pair<int64_t, int64_t> rowsCols(const Tensor& t) {
+std::pair<int64_t, int64_t> rowsCols(const TensorData& t) {
   if (t.dims.empty()) return {1, 1};
   if (t.dims.size() == 1) return {1, t.dims[0]};
   int64_t c = 1;
@@ -185,7 +185,7 @@ Tensor labelTensor(const ClassLabels& labels, const std::vector<int64_t>& idx) {
 }
 
 /// Writes element `src` of `from` into element `dst` of `to` (same dtype; any element size).
-void copyElement(const Tensor& from, size_t src, Tensor& to, size_t dst) {
+void copyElement(const TensorData& from, size_t src, Tensor& to, size_t dst) {
   if (to.dtype() == DType::String) {
     to.strings[dst] = from.strings[src];
     return;
@@ -198,7 +198,7 @@ void copyElement(const Tensor& from, size_t src, Tensor& to, size_t dst) {
 // Simple element-wise and reshaping ops.
 
 void arrayFeatureExtractor(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> idx = inputInts(ctx, 1);
   if (x.dims.empty()) ctx.fail("X must have at least one dimension");
   int64_t last = x.dims.back();
@@ -217,7 +217,7 @@ void arrayFeatureExtractor(KernelContext& ctx) {
 }
 
 void binarizer(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   double th = ctx.attrFloat("threshold", 0.0f);
   dispatchNumeric(ctx, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -236,9 +236,9 @@ void binarizer(KernelContext& ctx) {
 
 /// Keys and values of a map input, values as one tensor per entry.
 struct MapView {
-  const Tensor* keys = nullptr;
+  const TensorData* keys = nullptr;
   std::vector<Tensor> owned;  // scalar copies when the map holds its values as one tensor
-  std::vector<const Tensor*> values;
+  std::vector<const TensorData*> values;
   DType valueType = DType::Float;
   double valueAsDouble(size_t i) const { return values[i]->elementAsDouble(0); }
 };
@@ -257,7 +257,7 @@ MapView readMap(const KernelContext& ctx, size_t i) {
       m.owned.push_back(makeTensor(v->mapValues->dtype(), {}));
       copyElement(*v->mapValues, k, m.owned.back(), 0);
     }
-    for (const Tensor& s : m.owned) m.values.push_back(&s);
+    for (const TensorData& s : m.owned) m.values.push_back(&s);
     m.valueType = v->mapValues->dtype();
   } else {
     if (v->elements.size() != n) ctx.fail("map has different numbers of keys and values");
@@ -293,7 +293,7 @@ void castMap(KernelContext& ctx) {
     size_t k = order[j];
     int64_t pos = sparse ? keys[k] : static_cast<int64_t>(j);
     if (pos < 0 || pos >= n) ctx.fail(fmt::format("key {} is out of range for max_map {}", keys[k], maxMap));
-    const Tensor& v = *m.values[k];
+    const TensorData& v = *m.values[k];
     if (outType == DType::String) {
       out.strings[pos] = strValues ? v.strings[0] : fmt::format("{}", v.elementAsDouble(0));
     } else if (outType == DType::Float) {
@@ -314,7 +314,7 @@ void castMap(KernelContext& ctx) {
 }
 
 void categoryMapper(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> ints = ctx.attrInts("cats_int64s");
   std::vector<std::string> strs = ctx.attrStrings("cats_strings");
   if (ints.size() != strs.size()) ctx.fail("cats_int64s and cats_strings must have the same length");
@@ -383,7 +383,7 @@ void featureVectorizer(KernelContext& ctx) {
   float* po = mutableData<float>(out);
   int64_t off = 0;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     auto [r, c] = rowsCols(t);
     std::vector<double> v = toDoubles(ctx, t);
     // Inputs wider than their declared dimension are cut, narrower ones padded with zeros.
@@ -395,7 +395,7 @@ void featureVectorizer(KernelContext& ctx) {
 }
 
 void imputer(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<float> fVals = ctx.attrFloats("imputed_value_floats");
   std::vector<int64_t> iVals = ctx.attrInts("imputed_value_int64s");
   int64_t f = x.dims.empty() ? 1 : x.dims.back();
@@ -433,7 +433,7 @@ void imputer(KernelContext& ctx) {
 // LabelEncoder.
 
 void labelEncoder1(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<std::string> classes = ctx.attrStrings("classes_strings");
   if (x.dtype() == DType::String) {
     std::map<std::string, int64_t> m;
@@ -475,14 +475,14 @@ struct KeyIndex {
 };
 
 void labelEncoder2(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   // Keys.
   KeyIndex keys;
   size_t nKeys = 0;
   DType keyType = DType::Undefined;
   const Attribute* kt = ctx.attr("keys_tensor");
   if (kt && kt->t) {
-    const Tensor& t = *kt->t;
+    const TensorData& t = *kt->t;
     keyType = t.dtype();
     nKeys = static_cast<size_t>(numel(t));
     for (size_t i = 0; i < nKeys; ++i) {
@@ -569,7 +569,7 @@ void labelEncoder2(KernelContext& ctx) {
 // Linear models, normalisation, encoding, scaling.
 
 void linearClassifier(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   std::vector<float> coef = ctx.attrFloats("coefficients");
@@ -615,7 +615,7 @@ void linearClassifier(KernelContext& ctx) {
 }
 
 void linearRegressor(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   std::vector<float> coef = ctx.attrFloats("coefficients");
@@ -639,7 +639,7 @@ void linearRegressor(KernelContext& ctx) {
 }
 
 void normalizer(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::string norm = ctx.attrString("norm", "MAX");
   if (norm != "MAX" && norm != "L1" && norm != "L2") ctx.fail(fmt::format("unknown norm '{}', expected MAX, L1 or L2", norm));
   std::vector<double> v = toDoubles(ctx, x);
@@ -664,7 +664,7 @@ void normalizer(KernelContext& ctx) {
 }
 
 void oneHotEncoder(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> ci = ctx.attrInts("cats_int64s");
   std::vector<std::string> cs = ctx.attrStrings("cats_strings");
   bool zeros = ctx.attrInt("zeros", 1) != 0;
@@ -700,7 +700,7 @@ void oneHotEncoder(KernelContext& ctx) {
 }
 
 void scaler(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<float> scale = ctx.attrFloats("scale");
   std::vector<float> offset = ctx.attrFloats("offset");
   int64_t f = x.dims.empty() ? 1 : x.dims.back();
@@ -723,7 +723,7 @@ void scaler(KernelContext& ctx) {
 }
 
 void zipMap(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> ki = ctx.attrInts("classlabels_int64s");
   std::vector<std::string> ks = ctx.attrStrings("classlabels_strings");
   bool str = !ks.empty();
@@ -739,7 +739,7 @@ void zipMap(KernelContext& ctx) {
   } else {
     keys = Tensor::fromInt64s("", {k}, ki);
   }
-  auto sharedKeys = std::make_shared<const Tensor>(std::move(keys));
+  auto sharedKeys = std::make_shared<const RtTensor>(std::move(keys));
   const float* px = data<float>(x);
   std::vector<RtValue> maps;
   for (int64_t r = 0; r < n; ++r) {
@@ -790,7 +790,7 @@ SvmKernel readSvmKernel(const KernelContext& ctx) {
 }
 
 void svmRegressor(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   SvmKernel kern = readSvmKernel(ctx);
@@ -863,7 +863,7 @@ std::vector<double> multiclassProbability(int64_t k, const std::vector<double>& 
 }
 
 void svmClassifier(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   SvmKernel kern = readSvmKernel(ctx);
@@ -1109,7 +1109,7 @@ struct Accumulator {
 };
 
 /// Whether a legacy tree model computes in float: float/int input and no *_as_tensor attributes.
-bool singlePrecisionTrees(const KernelContext& ctx, const Tensor& x, const char* weights) {
+bool singlePrecisionTrees(const KernelContext& ctx, const TensorData& x, const char* weights) {
   return x.dtype() != DType::Double && !ctx.hasAttr("nodes_values_as_tensor") &&
          !ctx.hasAttr(std::string(weights) + "_weights_as_tensor") && !ctx.hasAttr("base_values_as_tensor");
 }
@@ -1123,7 +1123,7 @@ Aggregate parseAggregate(const KernelContext& ctx, const std::string& s) {
 }
 
 void treeEnsembleRegressor(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   LegacyForest f = readLegacyForest(ctx, "target");
@@ -1147,7 +1147,7 @@ void treeEnsembleRegressor(KernelContext& ctx) {
 }
 
 void treeEnsembleClassifier(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   LegacyForest f = readLegacyForest(ctx, "class");
@@ -1196,7 +1196,7 @@ void treeEnsembleClassifier(KernelContext& ctx) {
 
 /// TreeEnsemble-5: interior nodes and leaves in separate tables.
 void treeEnsemble(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [n, c] = rowsCols(x);
   std::vector<double> xv = toDoubles(ctx, x);
   std::vector<int64_t> feats = ctx.attrInts("nodes_featureids"), trues = ctx.attrInts("nodes_truenodeids"),

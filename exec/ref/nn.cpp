@@ -23,7 +23,7 @@ void registerReduceOps();  // reduce.cpp
 
 namespace {
 
-void requireFloat(const KernelContext& ctx, const Tensor& t) {
+void requireFloat(const KernelContext& ctx, const TensorData& t) {
   switch (t.dtype()) {
     case DType::Float: case DType::Double: case DType::Float16: case DType::BFloat16: return;
     default: ctx.fail(fmt::format("unsupported element type {}, expected a float type", dtypeName(t.dtype())));
@@ -61,8 +61,8 @@ MatMulShape matMulShape(const KernelContext& ctx, const std::vector<int64_t>& aD
 }
 
 void matMul(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != b.dtype()) ctx.fail("MatMul inputs must have the same element type");
   MatMulShape s = matMulShape(ctx, a.dims, b.dims);
   Tensor out = makeTensor(a.dtype(), s.outDims);
@@ -116,7 +116,7 @@ struct QuantParam {
 QuantParam quantParam(const KernelContext& ctx, size_t input, int64_t len) {
   QuantParam q;
   if (!ctx.hasInput(input)) return q;
-  const Tensor& t = ctx.tensor(input);
+  const TensorData& t = ctx.tensor(input);
   q.values = toDoubles(ctx, t);
   q.perTensor = q.values.size() == 1;
   q.nd = !q.perTensor && t.dims.size() > 1;
@@ -127,7 +127,7 @@ QuantParam quantParam(const KernelContext& ctx, size_t input, int64_t len) {
 
 /// sum_p (A - azp) * (B - bzp) for every output element, as int64; A and B are 8-bit integers.
 template <typename F>
-void integerMatMul(KernelContext& ctx, const Tensor& a, const Tensor& b, const QuantParam& azp, const QuantParam& bzp,
+void integerMatMul(KernelContext& ctx, const TensorData& a, const TensorData& b, const QuantParam& azp, const QuantParam& bzp,
                    const MatMulShape& s, F&& emit) {
   std::vector<int64_t> av = toInts(ctx, a), bv = toInts(ctx, b);
   Broadcaster ba(s.batch, s.aBatch), bb(s.batch, s.bBatch);
@@ -149,8 +149,8 @@ void integerMatMul(KernelContext& ctx, const Tensor& a, const Tensor& b, const Q
 }
 
 void matMulInteger(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   MatMulShape s = matMulShape(ctx, a.dims, b.dims);
   QuantParam azp = quantParam(ctx, 2, s.m), bzp = quantParam(ctx, 3, s.n);
   Tensor out = makeTensor(DType::Int32, s.outDims);
@@ -162,7 +162,7 @@ void matMulInteger(KernelContext& ctx) {
 }
 
 /// Values of a float8 tensor (one byte per element) as doubles.
-std::vector<double> float8Values(const Tensor& t) {
+std::vector<double> float8Values(const TensorData& t) {
   std::vector<double> v(static_cast<size_t>(numel(t)));
   const auto* p = data<uint8_t>(t);
   for (size_t i = 0; i < v.size(); ++i) v[i] = decodeNarrowFloat(t.dtype(), p[i]);
@@ -172,15 +172,15 @@ std::vector<double> float8Values(const Tensor& t) {
 /// QLinearMatMul 21 on float8 operands: the same formula in real arithmetic, the result
 /// encoded with saturation (round to nearest even).
 void qLinearMatMulFloat8(KernelContext& ctx, const MatMulShape& s, DType outType) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(3);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(3);
   for (size_t i : {size_t{0}, size_t{2}, size_t{3}, size_t{5}, size_t{7}})
     if (ctx.hasInput(i) && !isSaturableFloat8(ctx.tensor(i).dtype()))
       ctx.fail("QLinearMatMul cannot mix float8 and integer operands");
   auto param = [&](size_t i, int64_t len) {
     QuantParam q;
     if (!ctx.hasInput(i)) return q;
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     q.values = isSaturableFloat8(t.dtype()) ? float8Values(t) : toDoubles(ctx, t);
     q.perTensor = q.values.size() == 1;
     q.nd = !q.perTensor && t.dims.size() > 1;
@@ -213,8 +213,8 @@ void qLinearMatMulFloat8(KernelContext& ctx, const MatMulShape& s, DType outType
 }
 
 void qLinearMatMul(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(3);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(3);
   MatMulShape s = matMulShape(ctx, a.dims, b.dims);
   if (isSaturableFloat8(a.dtype()) || isSaturableFloat8(b.dtype()))
     return qLinearMatMulFloat8(ctx, s, ctx.hasInput(7) ? ctx.tensor(7).dtype() : a.dtype());
@@ -244,15 +244,15 @@ void qLinearMatMul(KernelContext& ctx) {
 
 /// Gemm, every version: Y = alpha * A' * B' + beta * C, C broadcast to (M, N) and optional from 11.
 void gemm(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dims.size() != 2 || b.dims.size() != 2) ctx.fail("Gemm inputs A and B must be 2-D");
   bool ta = ctx.attrInt("transA", 0) != 0, tb = ctx.attrInt("transB", 0) != 0;
   double alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
   int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
   int64_t kb = tb ? b.dims[1] : b.dims[0], n = tb ? b.dims[0] : b.dims[1];
   if (k != kb) ctx.fail(fmt::format("inner dimensions differ, {} vs {}", k, kb));
-  const Tensor* c = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
+  const TensorData* c = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
   std::vector<int64_t> outDims{m, n};
   if (c) {
     std::vector<int64_t> bd = broadcastShapes(ctx, {outDims, c->dims});
@@ -457,7 +457,7 @@ void einsum(KernelContext& ctx) {
 
 /// Det: LU decomposition with partial pivoting per trailing [M, M] matrix.
 void det(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   size_t r = x.dims.size();
   if (r < 2 || x.dims[r - 1] != x.dims[r - 2]) ctx.fail("Det input must have shape [*, M, M]");
@@ -501,7 +501,7 @@ int64_t dimProduct(const std::vector<int64_t>& dims, size_t from, size_t to) {
 /// (14+) or, before 14, when the node asks for the running statistics outputs; `spatial=0`
 /// (before 9) takes per-activation parameters of shape (C, D1, ..., Dn).
 void batchNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   int64_t v = ctx.opsetVersion();
   std::vector<int64_t> xd = x.dims;
@@ -574,7 +574,7 @@ void normalizeBlocks(std::vector<double>& xv, int64_t groups, int64_t blockLen, 
 }
 
 void instanceNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   if (x.dims.size() < 2) ctx.fail("InstanceNormalization input must have rank >= 2");
   int64_t n = x.dims[0], c = x.dims[1], sp = dimProduct(x.dims, 2, x.dims.size());
@@ -591,7 +591,7 @@ void instanceNorm(KernelContext& ctx) {
 
 /// Applies `scale` (and `bias` when given) broadcast unidirectionally to x's shape.
 void scaleShift(const KernelContext& ctx, std::vector<double>& xv, const std::vector<int64_t>& dims, size_t scaleIn, int biasIn) {
-  const Tensor& s = ctx.tensor(scaleIn);
+  const TensorData& s = ctx.tensor(scaleIn);
   std::vector<double> sv = toDoubles(ctx, s);
   if (broadcastShapes(ctx, {dims, s.dims}) != dims) ctx.fail("Scale cannot be broadcast to the input shape");
   Broadcaster bs(dims, s.dims);
@@ -599,7 +599,7 @@ void scaleShift(const KernelContext& ctx, std::vector<double>& xv, const std::ve
   std::vector<int64_t> bDims;
   bool hasBias = biasIn >= 0 && ctx.hasInput(static_cast<size_t>(biasIn));
   if (hasBias) {
-    const Tensor& b = ctx.tensor(static_cast<size_t>(biasIn));
+    const TensorData& b = ctx.tensor(static_cast<size_t>(biasIn));
     bv = toDoubles(ctx, b);
     bDims = b.dims;
     if (broadcastShapes(ctx, {dims, b.dims}) != dims) ctx.fail("B cannot be broadcast to the input shape");
@@ -613,7 +613,7 @@ void scaleShift(const KernelContext& ctx, std::vector<double>& xv, const std::ve
 }
 
 void layerNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank);
@@ -633,7 +633,7 @@ void layerNorm(KernelContext& ctx) {
 
 template <bool PerChannel>
 void groupNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   if (x.dims.size() < 2) ctx.fail("GroupNormalization input must have rank >= 2");
   int64_t groups = ctx.attrInt("num_groups", 0);
@@ -653,7 +653,7 @@ void groupNorm(KernelContext& ctx) {
 }
 
 void rmsNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank);
@@ -674,7 +674,7 @@ void rmsNorm(KernelContext& ctx) {
 /// SimplifiedLayerNormalization (ONNX Runtime's ai.onnx extension): RMSNormalization over the
 /// axes from `axis` on, with the per-row 1/rms as the optional output 1 (of the stash type).
 void simplifiedLayerNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank);
@@ -698,7 +698,7 @@ void simplifiedLayerNorm(KernelContext& ctx) {
 }
 
 void lrn(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   if (x.dims.size() < 2) ctx.fail("LRN input must have rank >= 2");
   int64_t size = ctx.attrInt("size", 0);
@@ -722,7 +722,7 @@ void lrn(KernelContext& ctx) {
 }
 
 void lpNorm(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank);
@@ -750,7 +750,7 @@ void lpNorm(KernelContext& ctx) {
 /// MeanVarianceNormalization: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9) over `axes`, as the
 /// op's function body computes it.
 void mvn(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   auto rank = static_cast<int64_t>(x.dims.size());
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
@@ -780,7 +780,7 @@ void mvn(KernelContext& ctx) {
 /// when training_mode is true. With a `seed`, the mask reproduces numpy's RandomState(seed).uniform
 /// (MT19937 with 53-bit doubles), the generator the spec's reference and tests use.
 void dropout(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t v = ctx.opsetVersion();
   double ratio = v >= 12 ? (ctx.hasInput(1) ? inputScalar(ctx, 1) : 0.5) : ctx.attrFloat("ratio", 0.5f);
   bool training = v >= 12 && ctx.hasInput(2) && inputScalar(ctx, 2) != 0;
@@ -834,9 +834,9 @@ std::vector<double> toHeadMajor(const std::vector<double>& v, bool is3d, int64_t
 /// masks, offset-aware causal masking, sliding windows (25), softcap and the qk debug output.
 /// Intermediates are rounded to the input type where the spec's reference computes in it.
 void attention(KernelContext& ctx) {
-  const Tensor& q = ctx.tensor(0);
-  const Tensor& k = ctx.tensor(1);
-  const Tensor& v = ctx.tensor(2);
+  const TensorData& q = ctx.tensor(0);
+  const TensorData& k = ctx.tensor(1);
+  const TensorData& v = ctx.tensor(2);
   requireFloat(ctx, q);
   size_t rank = q.dims.size();
   if ((rank != 3 && rank != 4) || k.dims.size() != rank || v.dims.size() != rank)
@@ -882,8 +882,8 @@ void attention(KernelContext& ctx) {
   if (hasPast != ctx.hasInput(5)) ctx.fail("past_key and past_value must be given together");
   int64_t past = 0;
   if (hasPast) {
-    const Tensor& pk = ctx.tensor(4);
-    const Tensor& pv = ctx.tensor(5);
+    const TensorData& pk = ctx.tensor(4);
+    const TensorData& pv = ctx.tensor(5);
     if (pk.dims.size() != 4 || pk.dims[0] != nb || pk.dims[1] != hkv || pk.dims[3] != dh || pv.dims.size() != 4 ||
         pv.dims[2] != pk.dims[2] || pv.dims[3] != dv)
       ctx.fail("past_key/past_value must have shape (B, kv_num_heads, P, head_size)");
@@ -921,7 +921,7 @@ void attention(KernelContext& ctx) {
   int64_t maskLen = 0;
   std::vector<int64_t> maskStride(4, 0);
   if (hasMask) {
-    const Tensor& m = ctx.tensor(3);
+    const TensorData& m = ctx.tensor(3);
     if (m.dims.empty() || m.dims.size() > 4) ctx.fail("attn_mask must have rank 1 to 4");
     boolMask = m.dtype() == DType::Bool;
     maskV = toDoubles(ctx, m);
@@ -1029,7 +1029,7 @@ void attention(KernelContext& ctx) {
 /// RotaryEmbedding 23: X is (B, H, S, D) or (B, S, H*D) with num_heads; caches are indexed by
 /// position_ids (B, S) when given, else are (B, S, rotary_dim/2).
 void rotaryEmbedding(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   requireFloat(ctx, x);
   bool is3d = x.dims.size() == 3;
   if (!is3d && x.dims.size() != 4) ctx.fail("RotaryEmbedding input must be 3-D or 4-D");
@@ -1049,8 +1049,8 @@ void rotaryEmbedding(KernelContext& ctx) {
   if (rd > dh || rd % 2) ctx.fail(fmt::format("rotary_embedding_dim {} must be even and at most the head size {}", rd, dh));
   int64_t half = rd / 2;
   bool interleaved = ctx.attrInt("interleaved", 0) != 0;
-  const Tensor& cosT = ctx.tensor(1);
-  const Tensor& sinT = ctx.tensor(2);
+  const TensorData& cosT = ctx.tensor(1);
+  const TensorData& sinT = ctx.tensor(2);
   if (cosT.dims.empty() || cosT.dims.back() != half || sinT.dims != cosT.dims)
     ctx.fail(fmt::format("cos_cache and sin_cache must have last dimension rotary_embedding_dim/2 = {}", half));
   std::vector<double> cosV = toDoubles(ctx, cosT), sinV = toDoubles(ctx, sinT), xv = toDoubles(ctx, x), y = xv;
@@ -1084,9 +1084,9 @@ void rotaryEmbedding(KernelContext& ctx) {
 /// LinearAttention 27: the recurrent form, token by token, of the linear / gated / delta /
 /// gated_delta update rules; state (B, H_kv, d_k, d_v) shared by q_num_heads/kv_num_heads heads.
 void linearAttention(KernelContext& ctx) {
-  const Tensor& q = ctx.tensor(0);
-  const Tensor& k = ctx.tensor(1);
-  const Tensor& v = ctx.tensor(2);
+  const TensorData& q = ctx.tensor(0);
+  const TensorData& k = ctx.tensor(1);
+  const TensorData& v = ctx.tensor(2);
   requireFloat(ctx, q);
   if (q.dims.size() != 3 || k.dims.size() != 3 || v.dims.size() != 3) ctx.fail("query, key and value must be 3-D (B, T, H*D)");
   std::string rule = ctx.attrString("update_rule", "gated_delta");
@@ -1106,13 +1106,13 @@ void linearAttention(KernelContext& ctx) {
   std::vector<double> decay, beta;
   int64_t decayLast = 0, betaLast = 0;
   if (gated) {
-    const Tensor& g = ctx.tensor(4);
+    const TensorData& g = ctx.tensor(4);
     decayLast = g.dims.size() == 3 ? g.dims[2] : -1;
     if (decayLast != hkv && decayLast != hkv * dk) ctx.fail("decay must have shape (B, T, kv_num_heads) or (B, T, kv_num_heads*d_k)");
     decay = toDoubles(ctx, g);
   }
   if (delta) {
-    const Tensor& bt = ctx.tensor(5);
+    const TensorData& bt = ctx.tensor(5);
     betaLast = bt.dims.size() == 3 ? bt.dims[2] : -1;
     if (betaLast != hkv && betaLast != 1) ctx.fail("beta must have shape (B, T, kv_num_heads) or (B, T, 1)");
     beta = toDoubles(ctx, bt);
@@ -1121,7 +1121,7 @@ void linearAttention(KernelContext& ctx) {
   std::vector<double> state(static_cast<size_t>(numel(stateDims)), 0.0);
   DType stateType = q.dtype();
   if (ctx.hasInput(3)) {
-    const Tensor& ps = ctx.tensor(3);
+    const TensorData& ps = ctx.tensor(3);
     if (ps.dims != stateDims) ctx.fail("past_state must have shape (B, kv_num_heads, d_k, d_v)");
     state = toDoubles(ctx, ps);
     stateType = ps.dtype();

@@ -58,7 +58,7 @@ T castRounded(double d) {
 }
 
 /// All elements of a numeric tensor as doubles.
-inline std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
+inline std::vector<double> toDoubles(const KernelContext& ctx, const TensorData& t) {
   std::vector<double> v(static_cast<size_t>(numel(t)));
   dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -69,7 +69,7 @@ inline std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) 
 }
 
 /// All elements of an integer tensor as int64 (exact, unlike toDoubles for big values).
-inline std::vector<int64_t> toInts(const KernelContext& ctx, const Tensor& t) {
+inline std::vector<int64_t> toInts(const KernelContext& ctx, const TensorData& t) {
   std::vector<int64_t> v(static_cast<size_t>(numel(t)));
   dispatchNumeric(ctx, t.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -22,7 +22,7 @@ namespace onnxtool::ref {
 namespace {
 
 /// Every element of a float tensor (float, double, float16, bfloat16) as double.
-std::vector<double> toDoubles(const KernelContext& ctx, const Tensor& t) {
+std::vector<double> toDoubles(const KernelContext& ctx, const TensorData& t) {
   std::vector<double> out(static_cast<size_t>(numel(t)));
   dispatchFloat(ctx, t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -78,8 +78,8 @@ OptimizerInputs readOptimizerInputs(const KernelContext& ctx, size_t perGroup, c
   if (ctx.numOutputs() != (perGroup - 1) * in.groups)
     ctx.fail(fmt::format("has {} outputs, expected {} for {} optimized tensors", ctx.numOutputs(),
                          (perGroup - 1) * in.groups, in.groups));
-  const Tensor& r = ctx.tensor(0);
-  const Tensor& t = ctx.tensor(1);
+  const TensorData& r = ctx.tensor(0);
+  const TensorData& t = ctx.tensor(1);
   if (numel(r) != 1) ctx.fail("R must be a scalar");
   if (numel(t) != 1 || t.dtype() != DType::Int64) ctx.fail("T must be an int64 scalar");
   in.rate = toDoubles(ctx, r)[0];
@@ -96,7 +96,7 @@ struct StateGroup {
 StateGroup readGroup(const KernelContext& ctx, const std::vector<size_t>& inputs) {
   std::vector<std::vector<int64_t>> shapes;
   for (size_t i : inputs) {
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     if (t.dtype() != DType::Float && t.dtype() != DType::Double)
       ctx.fail(fmt::format("input {} has type {}, expected float or double", i, dtypeName(t.dtype())));
     shapes.push_back(t.dims);
@@ -105,7 +105,7 @@ StateGroup readGroup(const KernelContext& ctx, const std::vector<size_t>& inputs
   g.dims = broadcastShapes(ctx, shapes);
   int64_t n = numel(g.dims);
   for (size_t i : inputs) {
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     std::vector<double> raw = toDoubles(ctx, t);
     Broadcaster b(g.dims, t.dims);
     std::vector<double> v(static_cast<size_t>(n));
@@ -234,7 +234,7 @@ std::vector<double> runModifier(KernelContext& ctx, const char* name, DType dt, 
   std::vector<RtValue> outs = ctx.runSubgraph(g, {RtValue::ofTensor(fromDoubles(ctx, dt, dims, values))});
   if (outs.size() != 1 || !outs[0].isTensor())
     ctx.fail(fmt::format("the {} graph must produce exactly one tensor", name));
-  const Tensor& out = *outs[0].tensor;
+  const TensorData& out = *outs[0].tensor;
   if (out.dims != dims)
     ctx.fail(fmt::format("the {} graph output has shape [{}], expected [{}]", name, fmt::join(out.dims, ","),
                          fmt::join(dims, ",")));
@@ -248,9 +248,9 @@ std::vector<double> runModifier(KernelContext& ctx, const char* name, DType dt, 
 /// pre-multiplied by sqrt(scale) in the input type and Q K^T is rounded to it; the modifiers,
 /// softmax and the product with V run in the softmax type; Y is rounded back to the input type.
 void flexAttention(KernelContext& ctx) {
-  const Tensor& q = ctx.tensor(0);
-  const Tensor& k = ctx.tensor(1);
-  const Tensor& v = ctx.tensor(2);
+  const TensorData& q = ctx.tensor(0);
+  const TensorData& k = ctx.tensor(1);
+  const TensorData& v = ctx.tensor(2);
   if (q.dims.size() != 4 || k.dims.size() != 4 || v.dims.size() != 4)
     ctx.fail(fmt::format("Q, K and V must be rank 4, got [{}], [{}] and [{}]", fmt::join(q.dims, ","),
                          fmt::join(k.dims, ","), fmt::join(v.dims, ",")));

@@ -19,7 +19,7 @@ namespace {
 /// `blockSize` consecutive indices along `axis` (scale of x's rank).
 class ParamIndexer {
  public:
-  ParamIndexer(const KernelContext& ctx, const std::vector<int64_t>& xDims, const Tensor& param, int64_t axis,
+  ParamIndexer(const KernelContext& ctx, const std::vector<int64_t>& xDims, const TensorData& param, int64_t axis,
                int64_t blockSize)
       : xDims_(xDims), xStrides_(stridesOf(xDims)) {
     auto rank = static_cast<int64_t>(xDims.size());
@@ -99,9 +99,9 @@ bool integerRange(DType t, double& lo, double& hi) {
 }
 
 void quantizeLinear(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& scale = ctx.tensor(1);
-  const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& scale = ctx.tensor(1);
+  const TensorData* zeroPoint = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
   auto outputDtype = static_cast<DType>(ctx.attrInt("output_dtype", 0));
   DType outType = DType::UInt8;
   if (zeroPoint) {
@@ -150,9 +150,9 @@ void quantizeLinear(KernelContext& ctx) {
 }
 
 void dequantizeLinear(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& scale = ctx.tensor(1);
-  const Tensor* zeroPoint = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& scale = ctx.tensor(1);
+  const TensorData* zeroPoint = ctx.hasInput(2) ? &ctx.tensor(2) : nullptr;
   if (zeroPoint && zeroPoint->dtype() != x.dtype()) ctx.fail("the zero point must have the input's type");
   if (x.dtype() == DType::String) ctx.fail("string inputs are not supported");
   auto outType = static_cast<DType>(ctx.attrInt("output_dtype", 0));
@@ -179,7 +179,7 @@ void dequantizeLinear(KernelContext& ctx) {
 /// DynamicQuantizeLinear: uint8 with scale (max(0, max x) - min(0, min x)) / 255 and the zero
 /// point that maps min(0, min x) to 0, all in float arithmetic like the reference.
 void dynamicQuantizeLinear(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() != DType::Float) ctx.fail("input must be float");
   const float* px = data<float>(x);
   int64_t n = numel(x);

@@ -33,7 +33,7 @@ enum class Red { L1, L2, LogSum, LogSumExp, Max, Min, Mean, Prod, Sum, SumSquare
 /// Exp, Abs), as the spec says. Empty reductions give the identity of the combining operation.
 template <Red K, bool AxesInput>
 void reduce(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   size_t rank = x.dims.size();
   std::vector<int64_t> axes;
   bool noop = false;
@@ -160,7 +160,7 @@ enum class Smx { Soft, Log, Hard };
 /// [prod(dims[:axis]), prod(dims[axis:])] and each row normalised; from 13 a single axis.
 template <Smx K, bool Coerce2D>
 void softmaxLike(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto rank = static_cast<int64_t>(x.dims.size());
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", Coerce2D ? 1 : -1), rank);
   auto ax = static_cast<size_t>(axis);
@@ -220,7 +220,7 @@ void softmaxLike(KernelContext& ctx) {
 /// mean divides by the sum of the applied weights (ignored targets weigh 0).
 Tensor nllLoss(const KernelContext& ctx, const std::vector<double>& logp, const std::vector<int64_t>& xDims, DType dt) {
   if (xDims.size() < 2) ctx.fail("input must have shape (N, C, d1, ..., dk)");
-  const Tensor& target = ctx.tensor(1);
+  const TensorData& target = ctx.tensor(1);
   int64_t nN = xDims[0], c = xDims[1], d = dimProduct(xDims, 2, xDims.size());
   std::vector<int64_t> tDims{nN};
   tDims.insert(tDims.end(), xDims.begin() + 2, xDims.end());
@@ -257,12 +257,12 @@ Tensor nllLoss(const KernelContext& ctx, const std::vector<double>& logp, const 
 }
 
 void negativeLogLikelihoodLoss(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   ctx.setOutput(0, nllLoss(ctx, toDoubles(ctx, x), x.dims, x.dtype()));
 }
 
 void softmaxCrossEntropyLoss(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() < 2) ctx.fail("scores must have shape (N, C, d1, ..., dk)");
   std::vector<double> v = toDoubles(ctx, x);
   int64_t nN = x.dims[0], c = x.dims[1], d = dimProduct(x.dims, 2, x.dims.size());

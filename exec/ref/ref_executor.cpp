@@ -74,9 +74,6 @@ GraphSchedule schedule(const Graph& g) {
   return s;
 }
 
-std::shared_ptr<const Tensor> borrowTensor(const Tensor* t) {
-  return std::shared_ptr<const Tensor>(std::shared_ptr<const Tensor>(), t);  // aliasing, no ownership
-}
 
 /// Kernels read elements through typed pointers, so tensor bytes must be aligned; bytes borrowed
 /// from a model file sit at whatever offset the writer chose.
@@ -87,9 +84,9 @@ std::atomic<uint64_t> alignedCopyBytes{0};
 RtValue initializerValue(const Value* v) {
   if (v->initializer()) {
     const Tensor* t = v->initializer();
-    if (t->raw.empty() || t->raw.isAligned(kKernelAlignment)) return RtValue::ofTensor(borrowTensor(t));
+    if (t->raw.empty() || t->raw.isAligned(kKernelAlignment)) return RtValue::viewOf(*t);  // bytes shared
     alignedCopyBytes += t->raw.size();
-    Tensor copy = *t;
+    RtTensor copy = RtTensor::viewOf(*t);
     copy.setRaw(Buffer::copyOf(t->raw.bytes()));  // heap allocations are 16-byte aligned
     t->raw.dropMappedPages();                      // the copy replaces them for this run
     return RtValue::ofTensor(std::move(copy));
@@ -170,8 +167,10 @@ uint64_t initializerCopyBytes() { return alignedCopyBytes.load(); }
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();
   const std::string& name = e.value->name();
+  if (v.isTensor() && !v.tensor->device.isCpu())  // every executor of this build takes host inputs
+    fail(ErrorKind::InvalidInput, "input '{}' is on {}; this executor takes host tensors", name, v.tensor->device.str());
   if (v.isTensor()) {  // whatever the model declares, kernels index the data by its dims
-    const Tensor& x = *v.tensor;
+    const TensorData& x = *v.tensor;
     auto n = x.numElements();
     auto bytes = x.expectedBytes();
     bool sized = x.dtype() == DType::String ? n && x.strings.size() == static_cast<uint64_t>(*n)

@@ -59,8 +59,8 @@ RtValue runtimeInitializer(const Value* v);
 /// kernels that read the model's bytes at any address must not cost a copy).
 uint64_t initializerCopyBytes();
 
-/// Checks a run-time value given for graph input `e` (kind, element type, rank and static dims,
-/// data size); throws Error(InvalidInput) naming the input.
+/// Checks a run-time value given for graph input `e` (on the host, kind, element type, rank and
+/// static dims, data size); throws Error(InvalidInput) naming the input.
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v);
 
 }  // namespace onnxtool

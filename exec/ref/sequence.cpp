@@ -15,10 +15,10 @@ void registerSequenceOps();
 
 // Axis-wise tensor copies, defined (with their contracts) in control_flow.cpp.
 namespace cf {
-Tensor sliceAxis(const Tensor& t, int64_t axis, int64_t start, int64_t len);
-Tensor concatAxis(const KernelContext& ctx, const std::vector<const Tensor*>& parts, int64_t axis);
-Tensor insertAxis(const Tensor& t, int64_t axis);
-Tensor removeAxis(const Tensor& t, int64_t axis);
+Tensor sliceAxis(const TensorData& t, int64_t axis, int64_t start, int64_t len);
+Tensor concatAxis(const KernelContext& ctx, const std::vector<const TensorData*>& parts, int64_t axis);
+Tensor insertAxis(const TensorData& t, int64_t axis);
+Tensor removeAxis(const TensorData& t, int64_t axis);
 }  // namespace cf
 
 namespace {
@@ -46,7 +46,7 @@ RtValue tensorSequence(std::vector<RtValue> items) {
 /// A position input (int32/int64 scalar) normalised against [-n, hi] where hi is n - 1 for
 /// existing elements (At, Erase) and n for insertion points (Insert).
 int64_t positionInput(const KernelContext& ctx, size_t i, int64_t n, int64_t hi) {
-  const Tensor& t = ctx.tensor(i);
+  const TensorData& t = ctx.tensor(i);
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) ctx.fail("position must be int32 or int64");
   if (numel(t) != 1) ctx.fail("position must be a scalar");
   int64_t p = t.elementAsInt(0);
@@ -57,7 +57,7 @@ int64_t positionInput(const KernelContext& ctx, size_t i, int64_t n, int64_t hi)
 void sequenceConstruct(KernelContext& ctx) {
   std::vector<RtValue> items;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    const Tensor& t = ctx.tensor(i);
+    const TensorData& t = ctx.tensor(i);
     if (t.dataType != ctx.tensor(0).dataType)
       ctx.fail(fmt::format("input {} is {}, input 0 is {}: a sequence holds one element type", i, dtypeName(t.dtype()),
                            dtypeName(ctx.tensor(0).dtype())));
@@ -86,7 +86,7 @@ void sequenceErase(KernelContext& ctx) {
 
 void sequenceInsert(KernelContext& ctx) {
   const RtValue& seq = sequenceInput(ctx, 0);
-  const Tensor& t = ctx.tensor(1);
+  const TensorData& t = ctx.tensor(1);
   int64_t n = static_cast<int64_t>(seq.elements.size());
   if (n > 0 && seq.elements[0].isTensor() && seq.elements[0].tensor->dataType != t.dataType)
     ctx.fail(fmt::format("cannot insert a {} tensor into a sequence of {}", dtypeName(t.dtype()),
@@ -108,7 +108,7 @@ void concatFromSequence(KernelContext& ctx) {
   if (!ctx.hasAttr("axis")) ctx.fail("the attribute 'axis' is required");
   bool newAxis = ctx.attrInt("new_axis", 0) != 0;
   std::vector<Tensor> expanded;
-  std::vector<const Tensor*> parts;
+  std::vector<const TensorData*> parts;
   for (const RtValue& e : seq.elements) {
     if (!e.isTensor()) ctx.fail("the sequence holds a non-tensor element");
     parts.push_back(e.tensor.get());
@@ -117,7 +117,7 @@ void concatFromSequence(KernelContext& ctx) {
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), newAxis ? rank + 1 : rank);
   if (newAxis) {
     expanded.reserve(parts.size());
-    for (const Tensor* p : parts) {
+    for (const TensorData* p : parts) {
       if (p->dims != parts.front()->dims)
         ctx.fail(fmt::format("cannot stack tensors of shapes [{}] and [{}]", fmt::join(parts.front()->dims, ","),
                              fmt::join(p->dims, ",")));
@@ -129,7 +129,7 @@ void concatFromSequence(KernelContext& ctx) {
 }
 
 void splitToSequence(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t rank = static_cast<int64_t>(x.dims.size());
   if (rank == 0) ctx.fail("cannot split a scalar");
   int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), rank);
@@ -140,7 +140,7 @@ void splitToSequence(KernelContext& ctx) {
     lengths.assign(static_cast<size_t>(dim), 1);
     squeeze = ctx.attrInt("keepdims", 1) == 0;
   } else {
-    const Tensor& s = ctx.tensor(1);
+    const TensorData& s = ctx.tensor(1);
     std::vector<int64_t> split = inputInts(ctx, 1);
     if (s.dims.empty()) {
       int64_t len = split.at(0);

@@ -30,8 +30,8 @@ constexpr double kPi = 3.14159265358979323846;
 // Strings.
 
 void stringConcat(KernelContext& ctx) {
-  const Tensor& a = ctx.tensor(0);
-  const Tensor& b = ctx.tensor(1);
+  const TensorData& a = ctx.tensor(0);
+  const TensorData& b = ctx.tensor(1);
   if (a.dtype() != DType::String || b.dtype() != DType::String) ctx.fail("StringConcat takes string tensors");
   std::vector<int64_t> dims = broadcastShapes(ctx, {a.dims, b.dims});
   Tensor out = makeTensor(DType::String, dims);
@@ -128,7 +128,7 @@ std::string changeCase(const std::string& s, bool upper) {
 }
 
 void stringNormalizer(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() != DType::String) ctx.fail("StringNormalizer takes a string tensor");
   bool twoDim = x.dims.size() == 2;
   if (!(x.dims.size() == 1 || (twoDim && x.dims[0] == 1)))
@@ -189,7 +189,7 @@ std::vector<std::string> splitString(const std::string& s, const std::string& de
 }
 
 void stringSplit(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() != DType::String) ctx.fail("StringSplit takes a string tensor");
   std::string delim = ctx.attrString("delimiter", "");
   int64_t maxsplit = ctx.hasAttr("maxsplit") ? ctx.attrInt("maxsplit", -1) : -1;
@@ -261,7 +261,7 @@ std::regex compileRe2(const KernelContext& ctx, std::string pattern) {
 }
 
 void regexFullMatch(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dtype() != DType::String) ctx.fail("RegexFullMatch takes a string tensor");
   std::regex re = compileRe2(ctx, ctx.attrString("pattern", ""));
   Tensor out = makeTensor(DType::Bool, x.dims);
@@ -274,7 +274,7 @@ void regexFullMatch(KernelContext& ctx) {
 using Gram = std::vector<std::string>;
 
 void tfIdfVectorizer(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::string mode = ctx.attrString("mode", "");
   if (mode != "TF" && mode != "IDF" && mode != "TFIDF") ctx.fail(fmt::format("unknown mode '{}', expected TF, IDF or TFIDF", mode));
   int64_t minN = ctx.attrInt("min_gram_length", 1), maxN = ctx.attrInt("max_gram_length", 1);
@@ -426,7 +426,7 @@ void randomUniform(KernelContext& ctx) {
 }
 
 void bernoulli(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   RandomSource rs(ctx);
   DType dt = randomDtype(ctx, x.dtype());
   Tensor out = makeTensor(dt, x.dims);
@@ -445,7 +445,7 @@ void bernoulli(KernelContext& ctx) {
 }
 
 void multinomial(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 2) ctx.fail("Multinomial takes a [batch_size, class_size] input");
   RandomSource rs(ctx);
   int64_t samples = ctx.attrInt("sample_size", 1);
@@ -503,7 +503,7 @@ void storeFloat(const KernelContext& ctx, Tensor& t, size_t i, double v) {
 }
 
 void dftImpl(KernelContext& ctx, int64_t axis) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t rank = static_cast<int64_t>(x.dims.size());
   if (rank < 2) ctx.fail("DFT input needs a signal axis and a trailing [1] or [2] axis");
   int64_t comps = x.dims.back();
@@ -565,7 +565,7 @@ void dft20(KernelContext& ctx) {
 }
 
 void stft(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 3 || (x.dims[2] != 1 && x.dims[2] != 2))
     ctx.fail("STFT signal must be [batch, signal_length, 1] or [batch, signal_length, 2]");
   int64_t batch = x.dims[0], sigLen = x.dims[1], comps = x.dims[2];
@@ -573,7 +573,7 @@ void stft(KernelContext& ctx) {
   bool haveWindow = ctx.hasInput(2);
   std::vector<double> window;
   if (haveWindow) {
-    const Tensor& w = ctx.tensor(2);
+    const TensorData& w = ctx.tensor(2);
     if (w.dims.size() != 1) ctx.fail("window must be 1-D");
     for (int64_t i = 0; i < w.dims[0]; ++i) window.push_back(w.elementAsDouble(static_cast<size_t>(i)));
   }

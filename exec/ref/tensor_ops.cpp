@@ -49,7 +49,7 @@ void setPacked(uint8_t* p, int64_t i, int bits, uint8_t v) {
 
 }  // namespace
 
-void copyRun(const Tensor& src, int64_t si, Tensor& dst, int64_t di, int64_t n, int bits) {
+void copyRun(const TensorData& src, int64_t si, Tensor& dst, int64_t di, int64_t n, int bits) {
   if (n <= 0) return;
   if (bits == 0) {
     std::copy_n(src.strings.begin() + si, n, dst.strings.begin() + di);
@@ -62,8 +62,8 @@ void copyRun(const Tensor& src, int64_t si, Tensor& dst, int64_t di, int64_t n, 
   }
 }
 
-Tensor takeFlat(const KernelContext& ctx, const Tensor& src, std::vector<int64_t> dims, const std::vector<int64_t>& map,
-                const Tensor* fill) {
+Tensor takeFlat(const KernelContext& ctx, const TensorData& src, std::vector<int64_t> dims, const std::vector<int64_t>& map,
+                const TensorData* fill) {
   int bits = movableBits(ctx, src.dtype());
   Tensor out = makeTensor(src.dtype(), std::move(dims));
   for (size_t i = 0; i < map.size(); ++i) {
@@ -73,7 +73,7 @@ Tensor takeFlat(const KernelContext& ctx, const Tensor& src, std::vector<int64_t
   return out;
 }
 
-Tensor cloneTensor(const Tensor& t) {
+Tensor cloneTensor(const TensorData& t) {
   Tensor out = makeTensor(t.dtype(), t.dims);
   if (t.dtype() == DType::String) out.strings = t.strings;
   else if (!t.raw.empty()) std::memcpy(out.raw.mutableData(), t.raw.data(), std::min(t.raw.size(), out.raw.size()));
@@ -110,7 +110,7 @@ void checkOutputElements(const KernelContext& ctx, const std::vector<int64_t>& d
   checkFitsInMemory(ctx, n * sizeof(int64_t), fmt::format("output dims [{}]", fmt::join(dims, ", ")));
 }
 
-int64_t rankOf(const Tensor& t) { return static_cast<int64_t>(t.dims.size()); }
+int64_t rankOf(const TensorData& t) { return static_cast<int64_t>(t.dims.size()); }
 
 int64_t product(const std::vector<int64_t>& dims, size_t from, size_t to) {
   int64_t p = 1;
@@ -135,8 +135,8 @@ void forEachIndex(const std::vector<int64_t>& dims, F&& f) {
 /// Output element (i0, i1, ...) takes input element (axisMaps[0][i0], axisMaps[1][i1], ...);
 /// a -1 on any axis takes `fill` (or zero / "" when fill is null). Slice, Pad, Tile, Expand and
 /// CenterCropPad are all this with different per-axis maps.
-Tensor axisGather(const KernelContext& ctx, const Tensor& x, const std::vector<std::vector<int64_t>>& axisMaps,
-                  const Tensor* fill = nullptr) {
+Tensor axisGather(const KernelContext& ctx, const TensorData& x, const std::vector<std::vector<int64_t>>& axisMaps,
+                  const TensorData* fill = nullptr) {
   std::vector<int64_t> outDims;
   for (const auto& m : axisMaps) outDims.push_back(static_cast<int64_t>(m.size()));
   checkOutputElements(ctx, outDims);
@@ -169,7 +169,7 @@ std::vector<std::vector<int64_t>> identityMaps(const std::vector<int64_t>& dims)
 }
 
 /// np.transpose(x.reshape(viewDims), perm) as a fresh tensor of the permuted view dims.
-Tensor permuted(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& viewDims,
+Tensor permuted(const KernelContext& ctx, const TensorData& x, const std::vector<int64_t>& viewDims,
                 const std::vector<int64_t>& perm) {
   if (perm.size() != viewDims.size()) ctx.fail(fmt::format("perm has {} entries, expected {}", perm.size(), viewDims.size()));
   std::vector<bool> seen(perm.size(), false);
@@ -239,7 +239,7 @@ Tensor densify(const KernelContext& ctx, const SparseTensor& s) {
 void constant(KernelContext& ctx) {
   const Attribute* a = ctx.attr("value");
   if (a && a->t) {
-    ctx.setOutput(0, RtValue::ofTensor(std::shared_ptr<const Tensor>(a->t)));
+    ctx.setOutput(0, RtValue::viewOf(*a->t));
     return;
   }
   if ((a = ctx.attr("sparse_value")) && a->sparseTensor) return ctx.setOutput(0, densify(ctx, *a->sparseTensor));
@@ -263,7 +263,7 @@ void constant(KernelContext& ctx) {
 void constantOfShape(KernelContext& ctx) {
   std::vector<int64_t> dims = inputInts(ctx, 0);
   Tensor zero = Tensor::fromFloats("", {1}, {0.0f});
-  const Tensor* value = &zero;
+  const TensorData* value = &zero;
   if (const Attribute* a = ctx.attr("value"); a && a->t) {
     value = a->t.get();
     if (numel(*value) != 1) ctx.fail(fmt::format("value has {} elements, expected 1", numel(*value)));
@@ -277,7 +277,7 @@ void constantOfShape(KernelContext& ctx) {
 }
 
 void shape(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t r = rankOf(x);
   auto clampAxis = [r](int64_t a) { return std::clamp(a < 0 ? a + r : a, int64_t{0}, r); };
   int64_t start = clampAxis(ctx.attrInt("start", 0));
@@ -292,7 +292,7 @@ void size(KernelContext& ctx) { ctx.setOutput(0, Tensor::fromInt64s("", {}, {num
 // ---------------------------------------------------------------------------------------------
 // Reshape, Flatten, Squeeze, Unsqueeze (outputs share the input's bytes)
 
-Tensor reshapeTo(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& spec, bool allowZero) {
+Tensor reshapeTo(const KernelContext& ctx, const TensorData& x, const std::vector<int64_t>& spec, bool allowZero) {
   std::vector<int64_t> dims(spec.size());
   int inferAt = -1;
   int64_t known = 1;
@@ -330,7 +330,7 @@ void reshape5(KernelContext& ctx) {
 }
 
 void flatten(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t r = rankOf(x);
   int64_t axis = ctx.attrInt("axis", 1);
   if (axis < -r || axis > r) ctx.fail(fmt::format("axis {} is out of range, expected [{}, {}]", axis, -r, r));
@@ -340,7 +340,7 @@ void flatten(KernelContext& ctx) {
 }
 
 void squeezeWith(KernelContext& ctx, const std::vector<int64_t>* axesIn) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<bool> drop(x.dims.size(), false);
   if (axesIn) {
     for (int64_t a : normalizeAxes(ctx, *axesIn, rankOf(x))) {
@@ -370,7 +370,7 @@ void squeeze13(KernelContext& ctx) {
 }
 
 void unsqueezeWith(KernelContext& ctx, const std::vector<int64_t>& axes) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t outRank = rankOf(x) + static_cast<int64_t>(axes.size());
   std::vector<int64_t> norm = normalizeAxes(ctx, axes, outRank);
   std::vector<int64_t> dims;
@@ -389,7 +389,7 @@ void unsqueeze13(KernelContext& ctx) { unsqueezeWith(ctx, inputInts(ctx, 1)); }
 // Expand, Tile, Transpose, DepthToSpace, SpaceToDepth
 
 void expand(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> dims = broadcastShapes(ctx, {x.dims, inputInts(ctx, 1)});
   checkOutputElements(ctx, dims);
   std::vector<std::vector<int64_t>> maps(dims.size());
@@ -404,7 +404,7 @@ void expand(KernelContext& ctx) {
   ctx.setOutput(0, axisGather(ctx, reshaped(x, viewDims), maps));
 }
 
-Tensor tileBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& repeats) {
+Tensor tileBy(const KernelContext& ctx, const TensorData& x, const std::vector<int64_t>& repeats) {
   if (repeats.size() != x.dims.size())
     ctx.fail(fmt::format("repeats has {} entries, expected one per input axis ({})", repeats.size(), x.dims.size()));
   std::vector<int64_t> outDims(x.dims.size());
@@ -427,7 +427,7 @@ Tensor tileBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64
 }
 
 void tile1(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t tiles = static_cast<int64_t>(inputScalar(ctx, 1));
   int64_t axis = axisIn(ctx, static_cast<int64_t>(inputScalar(ctx, 2)), rankOf(x));
   std::vector<int64_t> repeats(x.dims.size(), 1);
@@ -438,7 +438,7 @@ void tile1(KernelContext& ctx) {
 void tile6(KernelContext& ctx) { ctx.setOutput(0, tileBy(ctx, ctx.tensor(0), inputInts(ctx, 1))); }
 
 void transpose(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> perm = ctx.attrInts("perm");
   if (!ctx.hasAttr("perm"))
     for (int64_t i = rankOf(x); i-- > 0;) perm.push_back(i);
@@ -446,7 +446,7 @@ void transpose(KernelContext& ctx) {
 }
 
 /// Checks a 4-D input and a positive block size; returns {blocksize, mode is DCR}.
-std::pair<int64_t, bool> blockParams(const KernelContext& ctx, const Tensor& x) {
+std::pair<int64_t, bool> blockParams(const KernelContext& ctx, const TensorData& x) {
   if (x.dims.size() != 4) ctx.fail(fmt::format("input has rank {}, expected 4 (N, C, H, W)", x.dims.size()));
   int64_t bs = ctx.attrInt("blocksize", 0);
   if (bs <= 0) ctx.fail(fmt::format("blocksize is {}, expected a positive value", bs));
@@ -456,7 +456,7 @@ std::pair<int64_t, bool> blockParams(const KernelContext& ctx, const Tensor& x) 
 }
 
 void depthToSpace(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [bs, dcr] = blockParams(ctx, x);
   int64_t b = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
   int64_t bs2 = checkedMul(ctx, bs, bs);
@@ -470,7 +470,7 @@ void depthToSpace(KernelContext& ctx) {
 }
 
 void spaceToDepth(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   auto [bs, dcr] = blockParams(ctx, x);
   int64_t b = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
   if (h % bs != 0 || w % bs != 0) ctx.fail(fmt::format("H {} and W {} must be divisible by blocksize {}", h, w, bs));
@@ -484,16 +484,16 @@ void spaceToDepth(KernelContext& ctx) {
 // Concat, Split
 
 void concat(KernelContext& ctx) {
-  std::vector<const Tensor*> xs;
+  std::vector<const TensorData*> xs;
   for (size_t i = 0; i < ctx.numInputs(); ++i) xs.push_back(&ctx.tensor(i));
   if (xs.empty()) ctx.fail("no inputs, expected at least one");
-  const Tensor& first = *xs[0];
+  const TensorData& first = *xs[0];
   int64_t r = rankOf(first);
   int64_t axis = axisIn(ctx, ctx.attrInt("axis", 1), r);  // Concat-1 defaulted to axis 1
   size_t ax = static_cast<size_t>(axis);
   std::vector<int64_t> dims = first.dims;
   dims[ax] = 0;
-  for (const Tensor* t : xs) {
+  for (const TensorData* t : xs) {
     if (t->dtype() != first.dtype()) ctx.fail("inputs differ in element type, expected one type");
     if (rankOf(*t) != r) ctx.fail(fmt::format("inputs have ranks {} and {}, expected equal ranks", r, rankOf(*t)));
     for (size_t d = 0; d < dims.size(); ++d)
@@ -506,7 +506,7 @@ void concat(KernelContext& ctx) {
   Tensor out = makeTensor(first.dtype(), dims);
   int64_t outer = product(dims, 0, ax), inner = product(dims, ax + 1, dims.size());
   int64_t outRow = dims[ax] * inner, pos = 0;
-  for (const Tensor* t : xs) {
+  for (const TensorData* t : xs) {
     int64_t row = t->dims[ax] * inner;
     for (int64_t o = 0; o < outer; ++o) copyRun(*t, o * row, out, o * outRow + pos, row, bits);
     pos += row;
@@ -515,7 +515,7 @@ void concat(KernelContext& ctx) {
 }
 
 void splitInto(KernelContext& ctx, int64_t axisAttr, std::vector<int64_t> sizes, int64_t numOutputs) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   size_t ax = static_cast<size_t>(axisIn(ctx, axisAttr, rankOf(x)));
   int64_t dim = x.dims[ax];
   if (sizes.empty()) {
@@ -557,7 +557,7 @@ void splitInto(KernelContext& ctx, int64_t axisAttr, std::vector<int64_t> sizes,
 void split1(KernelContext& ctx) {
   std::vector<int64_t> sizes = ctx.attrInts("split");
   if (sizes.empty() && ctx.hasInput(1)) {
-    const Tensor& s = ctx.tensor(1);
+    const TensorData& s = ctx.tensor(1);
     for (int64_t i = 0, n = numel(s); i < n; ++i) sizes.push_back(static_cast<int64_t>(s.elementAsDouble(static_cast<size_t>(i))));
   }
   splitInto(ctx, ctx.attrInt("axis", 0), sizes, static_cast<int64_t>(ctx.numOutputs()));
@@ -578,7 +578,7 @@ void split13(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Slice, Pad, CenterCropPad
 
-Tensor sliceBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& starts,
+Tensor sliceBy(const KernelContext& ctx, const TensorData& x, const std::vector<int64_t>& starts,
                const std::vector<int64_t>& ends, std::vector<int64_t> axes, std::vector<int64_t> steps) {
   int64_t r = rankOf(x);
   if (ends.size() != starts.size()) ctx.fail("starts and ends differ in length, expected equal lengths");
@@ -641,8 +641,8 @@ int64_t padSource(int64_t j, int64_t n, const std::string& mode) {
   return k < n ? k : period - k;
 }
 
-Tensor padBy(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& pads, std::vector<int64_t> axes,
-             const std::string& mode, const Tensor* fill) {
+Tensor padBy(const KernelContext& ctx, const TensorData& x, const std::vector<int64_t>& pads, std::vector<int64_t> axes,
+             const std::string& mode, const TensorData* fill) {
   int64_t r = rankOf(x);
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     ctx.fail(fmt::format("mode is '{}', expected constant, reflect, edge or wrap", mode));
@@ -697,20 +697,20 @@ Tensor floatFill(const KernelContext& ctx, DType t, float v) {
 }
 
 void pad1(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   Tensor fill = floatFill(ctx, x.dtype(), ctx.attrFloat("value", 0.0f));
   ctx.setOutput(0, padBy(ctx, x, ctx.attrInts("paddings"), {}, ctx.attrString("mode", "constant"), &fill));
 }
 
 void pad2(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   Tensor fill = floatFill(ctx, x.dtype(), ctx.attrFloat("value", 0.0f));
   ctx.setOutput(0, padBy(ctx, x, ctx.attrInts("pads"), {}, ctx.attrString("mode", "constant"), &fill));
 }
 
 void pad11(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor* fill = nullptr;
+  const TensorData& x = ctx.tensor(0);
+  const TensorData* fill = nullptr;
   if (ctx.hasInput(2)) {
     fill = &ctx.tensor(2);
     if (fill->dtype() != x.dtype()) ctx.fail("constant_value differs in type from data, expected the same type");
@@ -722,7 +722,7 @@ void pad11(KernelContext& ctx) {
 }
 
 void centerCropPad(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> target = inputInts(ctx, 1);
   std::vector<int64_t> axes = ctx.attrInts("axes");
   if (!ctx.hasAttr("axes"))
@@ -757,8 +757,8 @@ void centerCropPad(KernelContext& ctx) {
 // Gather, GatherElements, GatherND, Compress
 
 void gather(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& indT = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& indT = ctx.tensor(1);
   std::vector<int64_t> ind = inputInts(ctx, 1);
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", 0), rankOf(x)));
   int64_t dim = x.dims[ax];
@@ -777,8 +777,8 @@ void gather(KernelContext& ctx) {
 }
 
 void gatherElements(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& indT = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& indT = ctx.tensor(1);
   std::vector<int64_t> ind = inputInts(ctx, 1);
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", 0), rankOf(x)));
   if (indT.dims.size() != x.dims.size())
@@ -800,8 +800,8 @@ void gatherElements(KernelContext& ctx) {
 }
 
 void gatherND(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& indT = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& indT = ctx.tensor(1);
   std::vector<int64_t> ind = inputInts(ctx, 1);
   int64_t b = ctx.attrInt("batch_dims", 0);
   int64_t r = rankOf(x), q = rankOf(indT);
@@ -835,8 +835,8 @@ void gatherND(KernelContext& ctx) {
 }
 
 void compress(KernelContext& ctx) {
-  const Tensor& x0 = ctx.tensor(0);
-  const Tensor& cond = ctx.tensor(1);
+  const TensorData& x0 = ctx.tensor(0);
+  const TensorData& cond = ctx.tensor(1);
   if (cond.dims.size() != 1) ctx.fail(fmt::format("condition has rank {}, expected 1", cond.dims.size()));
   bool hasAxis = ctx.hasAttr("axis");
   Tensor x = hasAxis ? reshaped(x0, x0.dims) : reshaped(x0, {numel(x0)});
@@ -853,7 +853,7 @@ void compress(KernelContext& ctx) {
 // EyeLike, Trilu, ReverseSequence, Range
 
 void eyeLike(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() != 2) ctx.fail(fmt::format("input has rank {}, expected 2", x.dims.size()));
   DType t = ctx.hasAttr("dtype") ? static_cast<DType>(ctx.attrInt("dtype", 1)) : x.dtype();
   int64_t k = ctx.attrInt("k", 0);
@@ -870,7 +870,7 @@ void eyeLike(KernelContext& ctx) {
 }
 
 void trilu(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   if (x.dims.size() < 2) ctx.fail(fmt::format("input has rank {}, expected >= 2", x.dims.size()));
   int64_t k = ctx.hasInput(1) ? static_cast<int64_t>(inputScalar(ctx, 1)) : 0;
   bool upper = ctx.attrInt("upper", 1) != 0;
@@ -885,7 +885,7 @@ void trilu(KernelContext& ctx) {
 }
 
 void reverseSequence(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   std::vector<int64_t> lens = inputInts(ctx, 1);
   int64_t r = rankOf(x);
   if (r < 2) ctx.fail(fmt::format("input has rank {}, expected >= 2", r));
@@ -906,7 +906,7 @@ void reverseSequence(KernelContext& ctx) {
 }
 
 void range(KernelContext& ctx) {
-  const Tensor& st = ctx.tensor(0);
+  const TensorData& st = ctx.tensor(0);
   DType t = st.dtype();
   for (size_t i = 0; i < 3; ++i) {
     if (ctx.tensor(i).dtype() != t) ctx.fail("start, limit and delta differ in type, expected one type");

@@ -20,12 +20,12 @@ namespace moves {
 /// Bits per element (0 for strings); fails for types that cannot be moved element-wise.
 int movableBits(const KernelContext& ctx, DType t);
 /// Copies n consecutive elements src[si..] to dst[di..]; bits from movableBits.
-void copyRun(const Tensor& src, int64_t si, Tensor& dst, int64_t di, int64_t n, int bits);
+void copyRun(const TensorData& src, int64_t si, Tensor& dst, int64_t di, int64_t n, int bits);
 /// out[i] = src[map[i]], or fill[0] (zero when null) where map[i] < 0.
-Tensor takeFlat(const KernelContext& ctx, const Tensor& src, std::vector<int64_t> dims, const std::vector<int64_t>& map,
-                const Tensor* fill);
+Tensor takeFlat(const KernelContext& ctx, const TensorData& src, std::vector<int64_t> dims, const std::vector<int64_t>& map,
+                const TensorData* fill);
 /// A fresh, writable copy of t.
-Tensor cloneTensor(const Tensor& t);
+Tensor cloneTensor(const TensorData& t);
 }  // namespace moves
 
 namespace {
@@ -72,7 +72,7 @@ void dispatchOrdered(const KernelContext& ctx, DType t, F&& f) {
 
 template <bool Max>
 void argExtreme(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t r = static_cast<int64_t>(x.dims.size());
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", 0), r));
   bool keepDims = ctx.attrInt("keepdims", 1) != 0;
@@ -112,7 +112,7 @@ void argExtreme(KernelContext& ctx) {
 // TopK
 
 void topKWith(KernelContext& ctx, int64_t k) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t r = static_cast<int64_t>(x.dims.size());
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", -1), r));
   bool largest = ctx.attrInt("largest", 1) != 0;
@@ -159,7 +159,7 @@ void topK10(KernelContext& ctx) {
 // Unique
 
 /// Three-way comparison of elements i and j of t (numpy order; NaNs equal, above numbers).
-int compareElems(const KernelContext& ctx, const Tensor& t, int64_t i, int64_t j) {
+int compareElems(const KernelContext& ctx, const TensorData& t, int64_t i, int64_t j) {
   if (t.dtype() == DType::String) {
     int c = t.strings[static_cast<size_t>(i)].compare(t.strings[static_cast<size_t>(j)]);
     return c < 0 ? -1 : c > 0 ? 1 : 0;
@@ -174,7 +174,7 @@ int compareElems(const KernelContext& ctx, const Tensor& t, int64_t i, int64_t j
 }
 
 void unique(KernelContext& ctx) {
-  const Tensor& x0 = ctx.tensor(0);
+  const TensorData& x0 = ctx.tensor(0);
   bool hasAxis = ctx.hasAttr("axis");
   Tensor x = reshaped(x0, hasAxis ? x0.dims : std::vector<int64_t>{numel(x0)});
   size_t ax = static_cast<size_t>(hasAxis ? axisIn(ctx, ctx.attrInt("axis", 0), int64_t(x.dims.size())) : 0);
@@ -235,7 +235,7 @@ void unique(KernelContext& ctx) {
 // NonZero, OneHot
 
 void nonZero(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
+  const TensorData& x = ctx.tensor(0);
   int64_t n = numel(x);
   std::vector<bool> nz(static_cast<size_t>(n));
   if (x.dtype() == DType::String) {
@@ -278,8 +278,8 @@ void nonZero(KernelContext& ctx) {
 }
 
 void oneHot(KernelContext& ctx) {
-  const Tensor& ind = ctx.tensor(0);
-  const Tensor& values = ctx.tensor(2);
+  const TensorData& ind = ctx.tensor(0);
+  const TensorData& values = ctx.tensor(2);
   if (numel(ctx.tensor(1)) != 1) ctx.fail("depth has several elements, expected a scalar");
   if (numel(values) != 2) ctx.fail(fmt::format("values has {} elements, expected 2 (off, on)", numel(values)));
   double depthD = ctx.tensor(1).elementAsDouble(0);
@@ -310,8 +310,8 @@ void oneHot(KernelContext& ctx) {
 
 template <bool Product>
 void cumulative(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& axisT = ctx.tensor(1);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& axisT = ctx.tensor(1);
   if (numel(axisT) != 1) ctx.fail("axis has several elements, expected a scalar");
   int64_t r = static_cast<int64_t>(x.dims.size());
   size_t ax = static_cast<size_t>(normalizeAxis(ctx, inputInts(ctx, 1)[0], r));
@@ -401,7 +401,7 @@ T reduce(Reduction red, T a, T b) {
 }
 
 /// Writes updates[ui..ui+n) into out[oi..oi+n), combining with `red`.
-void scatterRun(const KernelContext& ctx, Reduction red, const Tensor& updates, int64_t ui, Tensor& out, int64_t oi,
+void scatterRun(const KernelContext& ctx, Reduction red, const TensorData& updates, int64_t ui, Tensor& out, int64_t oi,
                 int64_t n, int bits) {
   if (red == Reduction::None) return copyRun(updates, ui, out, oi, n, bits);
   dispatchNumeric(ctx, out.dtype(), [&](auto tag) {
@@ -413,9 +413,9 @@ void scatterRun(const KernelContext& ctx, Reduction red, const Tensor& updates, 
 }
 
 void scatterElementsWith(KernelContext& ctx, Reduction red) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& indT = ctx.tensor(1);
-  const Tensor& upd = ctx.tensor(2);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& indT = ctx.tensor(1);
+  const TensorData& upd = ctx.tensor(2);
   std::vector<int64_t> ind = inputInts(ctx, 1);
   size_t r = x.dims.size();
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", 0), static_cast<int64_t>(r)));
@@ -456,9 +456,9 @@ void scatterElements(KernelContext& ctx) { scatterElementsWith(ctx, reductionOf(
 void scatterElementsNoReduction(KernelContext& ctx) { scatterElementsWith(ctx, Reduction::None); }
 
 void scatterND(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(0);
-  const Tensor& indT = ctx.tensor(1);
-  const Tensor& upd = ctx.tensor(2);
+  const TensorData& x = ctx.tensor(0);
+  const TensorData& indT = ctx.tensor(1);
+  const TensorData& upd = ctx.tensor(2);
   Reduction red = reductionOf(ctx);  // absent before opset 16: "none"
   std::vector<int64_t> ind = inputInts(ctx, 1);
   if (upd.dtype() != x.dtype()) ctx.fail("updates differ in type from data, expected the same type");
@@ -489,8 +489,8 @@ void scatterND(KernelContext& ctx) {
 }
 
 void tensorScatter(KernelContext& ctx) {
-  const Tensor& cache = ctx.tensor(0);
-  const Tensor& upd = ctx.tensor(1);
+  const TensorData& cache = ctx.tensor(0);
+  const TensorData& upd = ctx.tensor(1);
   int64_t r = static_cast<int64_t>(cache.dims.size());
   if (r < 2) ctx.fail(fmt::format("past_cache has rank {}, expected >= 2", r));
   size_t ax = static_cast<size_t>(axisIn(ctx, ctx.attrInt("axis", -2), r));

@@ -57,7 +57,7 @@ inline RtValue T(Tensor t) { return RtValue::ofTensor(std::move(t)); }
 template <typename E>
 std::vector<E> values(const RtValue& v) {
   REQUIRE(v.isTensor());
-  const Tensor& t = *v.tensor;
+  const RtTensor& t = *v.tensor;
   std::vector<E> out(t.raw.size() / sizeof(E));
   if (!out.empty()) std::memcpy(out.data(), t.raw.data(), out.size() * sizeof(E));
   return out;

@@ -1567,7 +1567,7 @@ TEST_CASE("cpu Winograd F(4x4,3x3) Conv matches a direct double-precision sum", 
     Builder b = convModel(k, rng, bias, false);
     const int64_t oh = k.h + k.pt + k.pb - 2, ow = k.w + k.pl + k.pr - 2;
     auto floats = [&](const std::string& name) {
-      const Tensor& t = name == "x" ? *b.feeds.at("x").tensor : *b.vals.at(name)->initializer();
+      const TensorData& t = name == "x" ? static_cast<const TensorData&>(*b.feeds.at("x").tensor) : *b.vals.at(name)->initializer();
       std::vector<float> v(t.raw.size() / sizeof(float));
       std::memcpy(v.data(), t.raw.data(), v.size() * sizeof(float));
       return v;
@@ -1583,7 +1583,7 @@ TEST_CASE("cpu Winograd F(4x4,3x3) Conv matches a direct double-precision sum", 
       INFO("case " << ci << " threads " << threads);
       REQUIRE(prof.nodes.size() == 1);
       CHECK(prof.nodes[0].kernel.rfind("cpu.conv.f32.winograd", 0) == 0);
-      const Tensor& y = *got[0].tensor;
+      const RtTensor& y = *got[0].tensor;
       REQUIRE(y.raw.size() == want.size() * sizeof(float));
       const float* p = reinterpret_cast<const float*>(y.raw.data());
       // The scale of an output's error is that of its 4x4 tile (the transforms mix the tile's

@@ -305,7 +305,7 @@ TEST_CASE("SplitToSequence copies packed 4-bit elements", "[ref]") {
   u4.setRaw(Buffer::copyOf(std::span<const uint8_t>(bytes, 3)));
   auto outs = mb.run({{"x", T(u4)}, {"split", T(i64({2}, {1, 2}))}});
   REQUIRE(outs[0].elements.size() == 2);
-  const Tensor& right = *outs[0].elements[1].tensor;
+  const RtTensor& right = *outs[0].elements[1].tensor;
   CHECK(right.dims == std::vector<int64_t>{2, 2});
   REQUIRE(right.raw.size() == 2);
   CHECK(right.raw.data()[0] == 0x32);  // 2, 3

@@ -54,7 +54,7 @@ TEST_CASE("initializers borrowed at unaligned file offsets reach kernels aligned
   auto outs = makeExecutor("ref")->prepare(*model, {})->run({});
   REQUIRE(outs.size() == 4);
   for (size_t k = 0; k < 4; ++k) {
-    const Tensor& t = *outs[k].tensor;
+    const RtTensor& t = *outs[k].tensor;
     CHECK(t.raw.isAligned(16));
     CHECK(t.elementAsDouble(255) == 255.0 + 0.5 * static_cast<double>(k));
   }

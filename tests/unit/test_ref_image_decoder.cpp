@@ -51,7 +51,7 @@ Tensor decodeTensor(Tensor input, const std::string& pixelFormat = "RGB") {
   auto out = makeExecutor("ref")->prepare(m, {})->run({{"data", RtValue::ofTensor(std::move(input))}});
   REQUIRE(out.at(0).isTensor());
   REQUIRE(out[0].tensor->dtype() == DType::UInt8);
-  return *out[0].tensor;
+  return Tensor(*out[0].tensor);
 }
 
 /// Decoded pixels (HWC) of `encoded`; `dims` receives the output shape.

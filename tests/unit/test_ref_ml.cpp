@@ -49,7 +49,7 @@ TEST_CASE("ZipMap outputs one map per row; DictVectorizer and CastMap read maps"
 
   RtValue map;
   map.kind = RtValue::Kind::Map;
-  map.mapKeys = std::make_shared<const Tensor>(i64({3}, {7, 2, 4}));
+  map.mapKeys = std::make_shared<const RtTensor>(i64({3}, {7, 2, 4}));
   for (float f : {7.5f, 2.5f, 4.5f}) map.elements.push_back(T(f32({}, {f})));
   auto d = runOp("DictVectorizer", kMl, {map}, {Attribute::ofInts("int64_vocabulary", {4, 9, 7})});
   CHECK(d[0].tensor->dims == std::vector<int64_t>{1, 3});
