@@ -30,6 +30,9 @@ void Tensor::setRaw(Buffer bytes) {
   storage = external ? Storage::External : Storage::Raw;
 }
 
+/// " 'name'" for messages (nothing without a name); built only when one is thrown.
+static std::string quoted(std::string_view name) { return name.empty() ? std::string() : " '" + std::string(name) + "'"; }
+
 template <typename T>
 static T load(const uint8_t* p) {
   T v;
@@ -37,7 +40,7 @@ static T load(const uint8_t* p) {
   return v;
 }
 
-double TensorData::elementAsDouble(size_t i, std::string_view what) const {
+double TensorData::elementAsDouble(size_t i, std::string_view name) const {
   const uint8_t* p = raw.data();
   switch (dtype()) {
     case DType::Float: return load<float>(p + 4 * i);
@@ -53,30 +56,30 @@ double TensorData::elementAsDouble(size_t i, std::string_view what) const {
     case DType::UInt32: return load<uint32_t>(p + 4 * i);
     case DType::Int64: return static_cast<double>(load<int64_t>(p + 8 * i));
     case DType::UInt64: return static_cast<double>(load<uint64_t>(p + 8 * i));
-    default: fail(ErrorKind::Unsupported, "{}: cannot read {} elements as numbers", what, dtypeName(dtype()));
+    default: fail(ErrorKind::Unsupported, "tensor{}: cannot read {} elements as numbers", quoted(name), dtypeName(dtype()));
   }
 }
 
-int64_t TensorData::elementAsInt(size_t i, std::string_view what) const {
+int64_t TensorData::elementAsInt(size_t i, std::string_view name) const {
   const uint8_t* p = raw.data();
   switch (dtype()) {
     case DType::Int64: return load<int64_t>(p + 8 * i);
     case DType::UInt64: return static_cast<int64_t>(load<uint64_t>(p + 8 * i));
     case DType::Int32: return load<int32_t>(p + 4 * i);
     case DType::UInt32: return load<uint32_t>(p + 4 * i);
-    default: return static_cast<int64_t>(elementAsDouble(i, what));
+    default: return static_cast<int64_t>(elementAsDouble(i, name));
   }
 }
 
-std::vector<int64_t> TensorData::toInt64s(std::string_view what) const {
+std::vector<int64_t> TensorData::toInt64s(std::string_view name) const {
   if (!dtypeIsInteger(dtype()) || dtypeBits(dtype()) < 8)
-    fail(ErrorKind::InvalidInput, "{}: expected integer data, got {}", what, dtypeName(dtype()));
+    fail(ErrorKind::InvalidInput, "tensor{}: expected integer data, got {}", quoted(name), dtypeName(dtype()));
   auto n = numElements();
   auto bytes = expectedBytes();
   if (!n || !bytes || raw.size() != *bytes)
-    fail(ErrorKind::InvalidInput, "{}: data size does not match its dims", what);
+    fail(ErrorKind::InvalidInput, "tensor{}: data size does not match its dims", quoted(name));
   std::vector<int64_t> out(static_cast<size_t>(*n));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = elementAsInt(i, what);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = elementAsInt(i, name);
   return out;
 }
 

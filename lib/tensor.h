@@ -44,11 +44,11 @@ struct TensorData {
   std::optional<uint64_t> expectedBytes() const;
   /// Element i as double (for small integer/float tensors: shapes, axes, scalars). Supports
   /// float32/64, float16, bfloat16, every integer width >= 8 bits and bool. Precondition: i in
-  /// range. `what` names the tensor in errors.
-  double elementAsDouble(size_t i, std::string_view what = "tensor") const;
-  int64_t elementAsInt(size_t i, std::string_view what = "tensor") const;
+  /// range. Errors say "tensor '<name>'" (just "tensor" without a name).
+  double elementAsDouble(size_t i, std::string_view name = {}) const;
+  int64_t elementAsInt(size_t i, std::string_view name = {}) const;
   /// All elements as int64 (int32/int64/uint8...); throws Error(InvalidInput) otherwise.
-  std::vector<int64_t> toInt64s(std::string_view what = "tensor") const;
+  std::vector<int64_t> toInt64s(std::string_view name = {}) const;
 };
 
 class Tensor : public TensorData {
@@ -77,15 +77,13 @@ class Tensor : public TensorData {
   /// Replaces the data with raw bytes (marks it modified: saved as raw_data or external data).
   void setRaw(Buffer bytes);
   /// TensorData's readers, naming this tensor in their errors.
-  double elementAsDouble(size_t i) const { return TensorData::elementAsDouble(i, label()); }
-  int64_t elementAsInt(size_t i) const { return TensorData::elementAsInt(i, label()); }
-  std::vector<int64_t> toInt64s() const { return TensorData::toInt64s(label()); }
+  double elementAsDouble(size_t i) const { return TensorData::elementAsDouble(i, name); }
+  int64_t elementAsInt(size_t i) const { return TensorData::elementAsInt(i, name); }
+  std::vector<int64_t> toInt64s() const { return TensorData::toInt64s(name); }
 
   static Tensor fromFloats(std::string name, std::vector<int64_t> dims, const std::vector<float>& v);
   static Tensor fromInt64s(std::string name, std::vector<int64_t> dims, const std::vector<int64_t>& v);
 
- private:
-  std::string label() const { return "tensor '" + name + "'"; }
 };
 
 /// SparseTensorProto: `values` holds the non-zero values (its name is the value's name),

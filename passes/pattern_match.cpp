@@ -99,6 +99,49 @@ Value* matchRelu6OfXPlus3(const Node& n, int64_t opset) {
   return operandBesideScalar(add, 3.0);
 }
 
+namespace {
+
+bool isDefaultOp(const Node* n, const char* op) { return n && n->opType == op && n->isDomain(""); }
+
+/// Whether `n` divides `v` by 6 (Div(v, 6) or Mul(v, 1/6)).
+bool isDivBySix(const Node* n, const Value* v) {
+  if (isDefaultOp(n, "Div")) return n->input(0) == v && isNearScalar(n->input(1), 6.0);
+  return isDefaultOp(n, "Mul") && operandBesideScalar(n, 1.0 / 6.0) == v;
+}
+
+}  // namespace
+
+Value* matchHardSwish(const Node& n, int64_t opset, std::vector<Node*>& pattern) {
+  if (isDefaultOp(&n, "HardSigmoid")) {
+    if (std::fabs(n.attrFloat("alpha", 0.2f) - 1.0 / 6.0) > 1e-6 || std::fabs(n.attrFloat("beta", 0.5f) - 0.5) > 1e-6)
+      return nullptr;
+    Value* x = n.input(0);
+    Node* mul = soleUser(n.output(0));
+    if (!isDefaultOp(mul, "Mul") || otherOperand(mul, n.output(0)) != x) return nullptr;
+    pattern = {const_cast<Node*>(&n), mul};
+    return x;
+  }
+  Value* x = matchRelu6OfXPlus3(n, opset);
+  if (!x) return nullptr;
+  Value* r = n.output(0);
+  Node* u = soleUser(r);
+  if (!u) return nullptr;
+  Node* add = n.input(0)->producer();
+  if (isDefaultOp(u, "Mul") && otherOperand(u, r) == x) {  // (x * r) / 6
+    Node* div = soleUser(u->output(0));
+    if (!isDivBySix(div, u->output(0))) return nullptr;
+    pattern = {add, const_cast<Node*>(&n), u, div};
+    return x;
+  }
+  if (isDivBySix(u, r)) {  // x * (r / 6)
+    Node* mul = soleUser(u->output(0));
+    if (!isDefaultOp(mul, "Mul") || otherOperand(mul, u->output(0)) != x) return nullptr;
+    pattern = {add, const_cast<Node*>(&n), u, mul};
+    return x;
+  }
+  return nullptr;
+}
+
 bool sameDim(const Dim& a, const Dim& b) {
   if (a.isValue() && b.isValue()) return a.value == b.value;
   // Names shape inference invented (unk__N) prove nothing: a saved model's value_info may reuse one

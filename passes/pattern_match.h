@@ -41,6 +41,12 @@ bool clipBounds(const Node& clip, int64_t opset, double& lo, double& hi);
 /// Whether `n` is Clip(x + 3, 0, 6), PyTorch's Relu6(x + 3) of hardsigmoid/hardswish, with the Add
 /// read only by the Clip; returns x, or nullptr.
 Value* matchRelu6OfXPlus3(const Node& n, int64_t opset);
+/// Whether `n` starts a decomposed HardSwish: `n` is HardSigmoid<alpha=1/6, beta=0.5>(x) read
+/// only by Mul(x, it), or the Clip of Relu6(x + 3) (matchRelu6OfXPlus3) in Div(Mul(x, r), 6) or
+/// Mul(x, Div(r, 6)) (* 1/6 for / 6), each intermediate read only by the next node. Returns x
+/// and sets `pattern` to the nodes in order (the Add first, when there is one; the node whose
+/// output is HardSwish(x) last), or nullptr.
+Value* matchHardSwish(const Node& n, int64_t opset, std::vector<Node*>& pattern);
 
 /// Whether two dims are known to be equal (the same value, or the same symbol not invented by
 /// shape inference).

@@ -54,6 +54,7 @@
 #include "lib/input_shapes.h"
 #include "lib/shape_inference.h"
 #include "passes/pass_manager.h"
+#include "passes/pattern_match.h"
 
 namespace onnxtool {
 
@@ -982,6 +983,27 @@ class Specialization {
       bool pair = (mul->input(0) == v && mul->input(1) == sig->output(0)) || (mul->input(1) == v && mul->input(0) == sig->output(0));
       return pair ? mul : nullptr;
     };
+    // v read by exactly the nodes of a decomposed HardSwish of v (x * Relu6(x + 3) / 6 in its
+    // spellings, or x * HardSigmoid(x): passes/pattern_match.h matchHardSwish), all in v's graph,
+    // the intermediates read by nothing else: those nodes in order, else empty. (-O3 writes
+    // HardSwish for these at opset 14 and later; exporters at older opsets leave them, as
+    // PaddleOCR's PP-OCRv4 recogniser at opset 12 does after 28 of its convolutions.)
+    auto hardSwishOf = [&](const Value* v) -> std::vector<const Node*> {
+      if (!v || v->isGraphOutput() || v->uses().size() != 2) return {};
+      for (const Use& u : v->uses()) {
+        const Node* r = u.node;
+        if (!r || r->graph() != v->graph()) return {};
+        const Node* start = r->opType == "HardSigmoid" ? r : r->opType == "Add" ? soleUser(r->output(0)) : nullptr;
+        if (!start) continue;
+        std::vector<Node*> pattern;
+        if (matchHardSwish(*start, opsetFor(*model_, *start), pattern) != v) continue;
+        bool covered = true;  // v's two readers are in the pattern, and the pattern is in v's graph
+        for (const Use& w : v->uses()) covered = covered && std::find(pattern.begin(), pattern.end(), w.node) != pattern.end();
+        for (const Node* p : pattern) covered = covered && p->graph() == v->graph() && p->outputs().size() == 1;
+        if (covered) return {pattern.begin(), pattern.end()};
+      }
+      return {};
+    };
     // The conv's input x * s with s of one element per (image, channel) (a squeeze-and-excitation
     // block's channel scale) read only by a pointwise conv (1x1, stride 1, no pads, one group)
     // whose map is at least twice as large as its output channels: the Mul, else nullptr. The
@@ -1128,6 +1150,10 @@ class Specialization {
         epi.suffix += "+silu";
         chain.push_back(mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer());
         chain.push_back(mul);
+      } else if (std::vector<const Node*> hs = !next ? hardSwishOf(cur) : std::vector<const Node*>{}; !hs.empty()) {
+        epi.act = VecUnary::HardSwish;
+        epi.suffix += "+hardswish";
+        chain.insert(chain.end(), hs.begin(), hs.end());
       }
       if ((chain.empty() && !pre && !preRelu) || int8Fused(&conv)) continue;
       bool int8 = false;
@@ -1865,8 +1891,7 @@ class RunState : public cpu::OutputAllocator {
     RtValue& v = vals_[static_cast<size_t>(s)];
     const Slot& sl = sp_.slots_[static_cast<size_t>(s)];
     if (sl.kind == SlotKind::Held || !v.isEmpty()) return v;
-    Tensor t;
-    t.name = sl.value->name();
+    RtTensor t;
     t.dataType = static_cast<int32_t>(sl.type->dtype);
     t.dims = sl.type->dims;
     std::shared_ptr<const void> owner = arena_;
@@ -1930,8 +1955,7 @@ class RunState : public cpu::OutputAllocator {
            st.node->opType, sl.value->name(), dtypeName(dtype), dimsStr(d), dtypeName(sl.type->dtype), dimsStr(sl.type->dims));
     size_t n = static_cast<size_t>(dtypeBits(dtype) / 8);
     for (int64_t x : d) n *= static_cast<size_t>(x);
-    Tensor t;
-    t.name = sl.value->name();
+    RtTensor t;
     t.dataType = static_cast<int32_t>(dtype);
     t.dims = std::move(d);
     t.setRaw(Buffer::zeros(n));
@@ -1966,15 +1990,14 @@ class RunState : public cpu::OutputAllocator {
     for (size_t k = 0; k < ins.size(); ++k)
       if (ins[k]) inp[k] = ins[k]->tensor->raw.data();
     std::vector<void*> outp(st.out.size(), nullptr);
-    std::vector<std::optional<Tensor>> made(st.out.size());
+    std::vector<std::optional<RtTensor>> made(st.out.size());
     bool anyBytes = e.def->reuse == OutputReuse::Dynamic;
     for (size_t k = 0; k < st.out.size(); ++k) {
       if (st.out[k] < 0 || k >= e.outTypes.size() || !e.outTypes[k]) continue;
       const StaticTensorType& type = *e.outTypes[k];
       const size_t bytes = static_cast<size_t>(type.numElements()) * static_cast<size_t>(dtypeBits(type.dtype) / 8);
       anyBytes = anyBytes || bytes > 0;
-      Tensor& t = made[k].emplace();
-      t.name = sp_.slots_[static_cast<size_t>(st.out[k])].value->name();
+      RtTensor& t = made[k].emplace();
       t.dataType = static_cast<int32_t>(type.dtype);
       t.dims = type.dims;
       if (e.def->reuse == OutputReuse::View && k == 0) {  // input 0's bytes, which it keeps alive

@@ -164,11 +164,26 @@ RtValue runtimeInitializer(const Value* v) { return initializerValue(v); }
 
 uint64_t initializerCopyBytes() { return alignedCopyBytes.load(); }
 
+namespace {
+
+/// The first tensor of `v` (itself, or inside a sequence, optional or map) that is not on the
+/// host, or nullptr.
+const RtTensor* offHostTensor(const RtValue& v) {
+  for (const RtTensor* t : {v.tensor.get(), v.mapKeys.get(), v.mapValues.get()})
+    if (t && !t->device.isCpu()) return t;
+  for (const RtValue& e : v.elements)
+    if (const RtTensor* t = offHostTensor(e)) return t;
+  return nullptr;
+}
+
+}  // namespace
+
 void checkGraphInput(const ValueInfoEntry& e, const RtValue& v) {
   const TypeInfo& t = e.type();
   const std::string& name = e.value->name();
-  if (v.isTensor() && !v.tensor->device.isCpu())  // every executor of this build takes host inputs
-    fail(ErrorKind::InvalidInput, "input '{}' is on {}; this executor takes host tensors", name, v.tensor->device.str());
+  if (const RtTensor* off = offHostTensor(v))  // every executor of this build takes host inputs
+    fail(ErrorKind::InvalidInput, "input '{}'{} is on {}; this executor takes host tensors", name,
+         v.isTensor() ? "" : " holds a tensor that", off->device.str());
   if (v.isTensor()) {  // whatever the model declares, kernels index the data by its dims
     const TensorData& x = *v.tensor;
     auto n = x.numElements();

@@ -797,6 +797,61 @@ TEST_CASE("cpu executor fuses Conv + Add/Sum + Relu/Clip into the convolution's 
       CHECK(kernels[0] == "cpu.conv.f32.depthwise+clip");
     }
   }
+  SECTION("Conv + a decomposed HardSwish at opsets without the op (x * Relu6(x + 3) / 6 and its spellings)") {
+    // PaddleOCR's PP-OCRv4 recogniser (opset 12) writes Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)
+    // after 28 convolutions; -O3 cannot write HardSwish before opset 14, the executor fuses it.
+    for (int spelling = 0; spelling < 5; ++spelling) {
+      Builder b(12);
+      b.input("x", randomTensor({1, 6, 8, 8}, rng, true));
+      conv(b, "x", "c", 6, 8);
+      b.constant("three", f32({}, {3.f}));
+      b.constant("zero", f32({}, {0.f}));
+      b.constant("six", f32({}, {6.f}));
+      b.constant("sixth", f32({1}, {1.f / 6.f}));
+      if (spelling == 4) {
+        b.node("HardSigmoid", {"c"}, "r", {Attribute::ofFloat("alpha", 1.f / 6.f), Attribute::ofFloat("beta", 0.5f)});
+        b.node("Mul", {"r", "c"}, "y");
+      } else {
+        b.node("Add", spelling == 1 ? std::vector<std::string>{"three", "c"} : std::vector<std::string>{"c", "three"}, "a");
+        b.node("Clip", {"a", "zero", "six"}, "r");
+        if (spelling == 2) {
+          b.node("Div", {"r", "six"}, "d");
+          b.node("Mul", {"c", "d"}, "y");
+        } else {
+          b.node("Mul", {"c", "r"}, "m");
+          if (spelling == 3) b.node("Mul", {"sixth", "m"}, "y");
+          else b.node("Div", {"m", "six"}, "y");
+        }
+      }
+      b.output("y");
+      INFO("spelling " << spelling);
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      REQUIRE(kernels.size() == 1);
+      CHECK(kernels[0].starts_with("cpu.conv.f32."));
+      CHECK(kernels[0].ends_with("+hardswish"));
+    }
+    // Not fused: the conv's output read by a third node; a Clip to 5; a division by 3.
+    for (int variant = 0; variant < 3; ++variant) {
+      Builder b(12);
+      b.input("x", randomTensor({1, 6, 8, 8}, rng, true));
+      conv(b, "x", "c", 6, 8);
+      b.constant("three", f32({}, {3.f}));
+      b.constant("zero", f32({}, {0.f}));
+      b.constant("hi", f32({}, {variant == 1 ? 5.f : 6.f}));
+      b.constant("div", f32({}, {variant == 2 ? 3.f : 6.f}));
+      b.node("Add", {"c", "three"}, "a");
+      b.node("Clip", {"a", "zero", "hi"}, "r");
+      b.node("Mul", {"c", "r"}, "m");
+      b.node("Div", {"m", "div"}, variant == 0 ? "h" : "y");
+      if (variant == 0) b.node("Add", {"h", "c"}, "y");
+      b.output("y");
+      INFO("variant " << variant);
+      auto kernels = checkAgainstRef(*b.m, b.feeds);
+      INFO(joined(kernels));
+      for (const auto& k : kernels) CHECK(k.find("hardswish") == std::string::npos);
+    }
+  }
   SECTION("not fused: the Conv output read twice, a graph output, a broadcast Add, Clip bounds from an input") {
     Builder b(13);
     b.input("x", randomTensor({1, 4, 5, 5}, rng));

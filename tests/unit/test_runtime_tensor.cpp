@@ -81,10 +81,11 @@ TEST_CASE("runtime tensors view IR tensors' bytes and convert back without copie
   CHECK(sir.strings == std::vector<std::string>{"a", "b"});
   CHECK(sir.storage == Tensor::Storage::Typed);
 
-  // Errors of the data readers name what the caller says (an IR tensor: its name).
+  // Errors of the data readers name the tensor (an IR tensor: its own name).
   Tensor i = floats("shape", {1}, {1});
   CHECK_THROWS_WITH(i.toInt64s(), Contains("tensor 'shape'") && Contains("expected integer data"));
-  CHECK_THROWS_WITH(view.toInt64s("input 2"), Contains("input 2"));
+  CHECK_THROWS_WITH(view.toInt64s("x"), Contains("tensor 'x'"));
+  CHECK_THROWS_WITH(view.toInt64s(), Contains("tensor: expected integer data"));
 }
 
 TEST_CASE("executors refuse inputs that are not on the host, naming the input and the device", "[value]") {
@@ -105,6 +106,25 @@ TEST_CASE("executors refuse inputs that are not on the host, naming the input an
       CHECK(e.kind() == ErrorKind::InvalidInput);
       CHECK_THAT(e.what(), Contains("input 'x'") && Contains("cuda:0"));
     }
+  }
+}
+
+TEST_CASE("executors refuse a sequence holding a tensor on a device", "[value]") {
+  auto m = parseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[2]) s) => (int64 n) {
+  n = SequenceLength (s)
+}
+)",
+                          "seq.onnxtxt");
+  Tensor a = floats("a", {2}, {1, 2});
+  for (const std::string& name : executorNames()) {
+    if (name == "cuda") continue;
+    INFO("executor " << name);
+    auto plan = makeExecutor(name)->prepare(*m, {});
+    auto host = plan->run({{"s", RtValue::sequence({RtValue::viewOf(a), RtValue::viewOf(a)})}});
+    CHECK(host.at(0).tensor->elementAsInt(0) == 2);
+    CHECK_THROWS_WITH(plan->run({{"s", RtValue::sequence({RtValue::viewOf(a), onDevice(a)})}}),
+                      Contains("input 's' holds a tensor that is on cuda:0"));
   }
 }
 
