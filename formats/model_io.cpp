@@ -254,6 +254,9 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
       else if (span) ctx.mainGraphRaw.push_back(Buffer::borrow(owner, data + span->offset, span->length));
       else ctx.mainGraphRaw.push_back(std::nullopt);
     }
+    for (const auto& s : spliced->nodeRaw)
+      ctx.mainGraphNodeRaw.emplace(std::make_pair(s.node, s.attribute), mapped ? mapped->buffer(mapped, s.raw.offset, s.raw.length)
+                                                                                : Buffer::borrow(owner, data + s.raw.offset, s.raw.length));
   }
   if (options.loadExternalData) ctx.bindExternal = [&](Tensor& t, const std::string& where) { resolver.bind(t, where); };
   protoconv::fromProto(p, *model, ctx);

@@ -588,6 +588,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
   }
   // Nodes in file order; outputs define values. A use of a value defined by a later node
   // (invalid order) binds to a placeholder that the later definition adopts.
+  size_t nodeIndex = 0;  // for ctx.mainGraphNodeRaw
   for (auto& np : *p.mutable_node()) {
     std::vector<Value*> ins;
     ins.reserve(static_cast<size_t>(np.input_size()));
@@ -606,7 +607,17 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
     n->docString = np.doc_string();
     n->metadata = pairsFrom(np.metadata_props());
     std::string nodeWhere = fmt::format("node '{}' ({})", n->name, n->opType);
-    for (auto& ap : *np.mutable_attribute()) n->attributes.push_back(attrFromProto(ap, ctx, &g, n, nodeWhere));
+    for (auto& ap : *np.mutable_attribute()) {
+      n->attributes.push_back(attrFromProto(ap, ctx, &g, n, nodeWhere));
+      // A tensor attribute whose raw_data was cut before parsing (wire_splice.h) borrows it.
+      Attribute& a = n->attributes.back();
+      auto cut = mainGraph ? ctx.mainGraphNodeRaw.find({nodeIndex, n->attributes.size() - 1}) : ctx.mainGraphNodeRaw.end();
+      if (cut != ctx.mainGraphNodeRaw.end() && a.t && a.t->storage != Tensor::Storage::External && a.t->dtype() != DType::String) {
+        a.t->raw = cut->second;
+        a.t->storage = Tensor::Storage::Raw;
+      }
+    }
+    ++nodeIndex;
     n->residual = residualOf(np, {3, 4, 7, 8, 6}, {1, 2, 5, 9});
   }
   for (auto& vp : *p.mutable_output()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct FromCtx {
   /// Bytes of main-graph initializers whose raw_data was cut from the message before parsing
   /// (see wire_splice.h), by initializer index; such tensors borrow these buffers.
   std::vector<std::optional<Buffer>> mainGraphRaw;
+  /// Likewise for tensor attributes of main-graph nodes (Constant values), keyed by (node index,
+  /// attribute index).
+  std::map<std::pair<size_t, size_t>, Buffer> mainGraphNodeRaw;
 };
 
 void fromProto(pb::ModelProto& p, Model& m, FromCtx& ctx);

@@ -178,6 +178,98 @@ std::optional<std::string> checkNodeLimits(const uint8_t* data, size_t size, uin
   return census.problem;
 }
 
+namespace {
+
+constexpr uint32_t kAttributeTensor = 5;
+
+/// The single raw_data field of the TensorProto [begin, end) when it holds at least `minBytes`;
+/// nullopt when there is none, it is small or there are two (protobuf keeps the last: left to
+/// it, uncut). False on malformed input.
+bool findRaw(const uint8_t* data, size_t begin, size_t end, size_t minBytes, std::optional<Field>& raw) {
+  int count = 0;
+  if (!walk(data, begin, end, [&](const Field& t) {
+        if (t.number == kTensorRawData) {
+          if (t.wireType != 2) return false;
+          raw = t;
+          ++count;
+        }
+        return true;
+      }))
+    return false;
+  if (count > 1 || (raw && raw->end - raw->payloadStart < minBytes)) raw.reset();
+  return true;
+}
+
+/// Appends [from, to) of data.
+void copy(std::string& out, const uint8_t* data, size_t from, size_t to) { out.append(reinterpret_cast<const char*>(data + from), to - from); }
+
+/// Appends LEN field `number` holding `payload`.
+void appendLen(std::string& out, uint32_t number, const std::string& payload) {
+  appendTag(out, number);
+  appendVarint(out, payload.size());
+  out += payload;
+}
+
+/// The payload of message [begin, end) with the fields in `cuts` (sorted, non-overlapping, whole
+/// fields of it) replaced by `with` (the same count).
+std::string rebuild(const uint8_t* data, size_t begin, size_t end, const std::vector<Field>& cuts, const std::vector<std::string>& with) {
+  std::string out;
+  size_t pos = begin;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    copy(out, data, pos, cuts[i].start);
+    out += with[i];
+    pos = cuts[i].end;
+  }
+  copy(out, data, pos, end);
+  return out;
+}
+
+/// A main-graph node [nf]: with the raw_data of its tensor attributes of at least `minBytes` cut,
+/// recorded in `spans` (node index `index`); the rebuilt node field, or "" when nothing was cut.
+/// False on malformed input.
+bool spliceNode(const uint8_t* data, const Field& nf, size_t index, size_t minBytes, std::vector<NodeSpan>& spans, std::string& out) {
+  std::vector<Field> attrCuts;
+  std::vector<std::string> attrs;
+  size_t attrIndex = 0;
+  if (!walk(data, nf.payloadStart, nf.end, [&](const Field& a) {
+        if (a.number != kNodeAttribute) return true;
+        if (a.wireType != 2) return false;
+        std::optional<Field> tensor, raw;
+        int tensors = 0;
+        if (!walk(data, a.payloadStart, a.end, [&](const Field& f) {
+              if (f.number == kAttributeTensor) {
+                if (f.wireType != 2) return false;
+                tensor = f;
+                ++tensors;
+              }
+              return true;
+            }))
+          return false;
+        if (tensors > 1) tensor.reset();  // protobuf merges them: left to it, uncut
+        if (tensor && !findRaw(data, tensor->payloadStart, tensor->end, minBytes, raw)) return false;
+        if (raw) {
+          std::string t = rebuild(data, tensor->payloadStart, tensor->end, {*raw}, {std::string()});
+          std::string tensorField;
+          appendLen(tensorField, kAttributeTensor, t);
+          std::string attr;
+          appendLen(attr, kNodeAttribute, rebuild(data, a.payloadStart, a.end, {*tensor}, {tensorField}));
+          attrCuts.push_back(a);
+          attrs.push_back(std::move(attr));
+          spans.push_back({index, attrIndex, Span{raw->payloadStart, raw->end - raw->payloadStart}});
+        }
+        ++attrIndex;
+        return true;
+      }))
+    return false;
+  if (!attrCuts.empty()) {
+    out.clear();
+    appendLen(out, kGraphNode, rebuild(data, nf.payloadStart, nf.end, attrCuts, attrs));
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, size_t minBytes) {
   std::optional<Field> graph;
   int graphCount = 0;
@@ -192,28 +284,32 @@ std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, s
     return std::nullopt;
   if (graphCount != 1) return std::nullopt;
 
-  struct Cut {
-    Field tensor;
-    Field raw;
-  };
-  std::vector<Cut> cuts;
+  // The graph's fields to replace (initializers and nodes that lose payloads), with their new bytes.
+  std::vector<Field> cuts;
+  std::vector<std::string> with;
   std::vector<std::optional<Span>> raw;
+  std::vector<NodeSpan> nodeRaw;
+  size_t nodeIndex = 0;
   bool ok = walk(data, graph->payloadStart, graph->end, [&](const Field& f) {
+    if (f.number == kGraphNode) {
+      if (f.wireType != 2) return false;
+      std::string node;
+      if (!spliceNode(data, f, nodeIndex++, minBytes, nodeRaw, node)) return false;
+      if (!node.empty()) {
+        cuts.push_back(f);
+        with.push_back(std::move(node));
+      }
+      return true;
+    }
     if (f.number != kGraphInitializer) return true;
     if (f.wireType != 2) return false;
     std::optional<Field> rawField;
-    int rawCount = 0;
-    if (!walk(data, f.payloadStart, f.end, [&](const Field& t) {
-          if (t.number == kTensorRawData) {
-            if (t.wireType != 2) return false;
-            rawField = t;
-            ++rawCount;
-          }
-          return true;
-        }))
-      return false;
-    if (rawCount == 1 && rawField->end - rawField->payloadStart >= minBytes) {
-      cuts.push_back({f, *rawField});
+    if (!findRaw(data, f.payloadStart, f.end, minBytes, rawField)) return false;
+    if (rawField) {
+      std::string tensor;
+      appendLen(tensor, kGraphInitializer, rebuild(data, f.payloadStart, f.end, {*rawField}, {std::string()}));
+      cuts.push_back(f);
+      with.push_back(std::move(tensor));
       raw.push_back(Span{rawField->payloadStart, rawField->end - rawField->payloadStart});
     } else {
       raw.push_back(std::nullopt);
@@ -222,28 +318,15 @@ std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, s
   });
   if (!ok || cuts.empty()) return std::nullopt;
 
-  // Rebuild: [model before graph] graph-tag len' [graph content with cut tensors] [model after graph]
-  std::string graphBody;
-  size_t pos = graph->payloadStart;
-  for (const Cut& c : cuts) {
-    graphBody.append(reinterpret_cast<const char*>(data + pos), c.tensor.start - pos);
-    size_t tensorLen = (c.tensor.end - c.tensor.payloadStart) - (c.raw.end - c.raw.start);
-    appendTag(graphBody, kGraphInitializer);
-    appendVarint(graphBody, tensorLen);
-    graphBody.append(reinterpret_cast<const char*>(data + c.tensor.payloadStart), c.raw.start - c.tensor.payloadStart);
-    graphBody.append(reinterpret_cast<const char*>(data + c.raw.end), c.tensor.end - c.raw.end);
-    pos = c.tensor.end;
-  }
-  graphBody.append(reinterpret_cast<const char*>(data + pos), graph->end - pos);
-
+  // Rebuild: [model before graph] graph-tag len' [graph content with the cuts] [model after graph]
+  std::string graphBody = rebuild(data, graph->payloadStart, graph->end, cuts, with);
   Spliced out;
   out.message.reserve(size - (graph->end - graph->start) + graphBody.size() + 16);
-  out.message.append(reinterpret_cast<const char*>(data), graph->start);
-  appendTag(out.message, kModelGraph);
-  appendVarint(out.message, graphBody.size());
-  out.message += graphBody;
-  out.message.append(reinterpret_cast<const char*>(data + graph->end), size - graph->end);
+  copy(out.message, data, 0, graph->start);
+  appendLen(out.message, kModelGraph, graphBody);
+  copy(out.message, data, graph->end, size);
   out.raw = std::move(raw);
+  out.nodeRaw = std::move(nodeRaw);
   return out;
 }
 
