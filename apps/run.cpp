@@ -229,7 +229,7 @@ std::function<int()> addRun(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed for --random and for random ops without their own seed (default 0)")
       ->check(nonNegative());
   addShapeOption(sub, o->shapes);
-  sub->add_option("-O,--output-dir", o->outputDir, "Write each output to DIR/<output name>.<ext>");
+  sub->add_option("-O,--output-dir", o->outputDir, "Write each output to DIR/<output name>.<ext> (characters other than letters, digits, -_.: become _)");
   sub->add_option("--output-format", o->outputFormat, "Format of -O files: npy (default), pb or json")
       ->check(CLI::IsMember({"npy", "pb", "json"}));
   sub->add_option("--compare", o->compareDir,

@@ -37,7 +37,7 @@ class FuseConvAddPass : public Pass {
         std::vector<double> bias(static_cast<size_t>(channels), 0.0);
         if (auto b = floatConstantOf(conv->input(2))) bias = b->values;
         for (size_t c = 0; c < bias.size(); ++c) bias[c] += (*perOut)[c];
-        setConvWeights(g, *conv, nullptr, ct->dtype(), &bias);
+        setConvWeights(g, *conv, std::nullopt, ct->dtype(), &bias);
         Value* y = add->output(0);
         Value* x = conv->output(0);
         x->setType(y->type());

@@ -22,16 +22,16 @@ class FuseConvBnPass : public Pass {
       int64_t channels = convOutChannels(*conv, constantOf(conv->input(1))->dims);
       auto affine = bnAffine(*bn, ctx.opset(""), channels);
       if (!affine) continue;
-      auto w = floatConstantOf(conv->input(1));
+      auto w = scaledConvWeights(*conv, affine->scale);
       if (!w) continue;
+      const DType wType = w->dtype();
       if (!ctx.tryRewrite("fuse " + conv->opType + " '" + conv->displayName() + "' + BatchNormalization '" +
                           bn->displayName() + "'"))
         break;
       std::vector<double> bias(static_cast<size_t>(channels), 0.0);
       if (auto b = floatConstantOf(conv->input(2))) bias = b->values;
       for (size_t c = 0; c < bias.size(); ++c) bias[c] = bias[c] * affine->scale[c] + affine->shift[c];
-      scaleConvWeights(*conv, *w, affine->scale);
-      setConvWeights(g, *conv, &*w, w->dtype, &bias);
+      setConvWeights(g, *conv, std::move(w), wType, &bias);
       Value* y = bn->output(0);
       Value* x = conv->output(0);
       x->setType(y->type());

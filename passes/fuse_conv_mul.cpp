@@ -32,16 +32,16 @@ class FuseConvMulPass : public Pass {
         // The Conv output has the weights' rank, channels on axis 1.
         auto perOut = perChannel(m->dims, m->values, wDims.size(), 1, channels);
         if (!perOut) continue;
-        auto w = floatConstantOf(conv->input(1));
+        auto w = scaledConvWeights(*conv, *perOut);
         if (!w) continue;
+        const DType wType = w->dtype();
         if (!ctx.tryRewrite("fuse " + conv->opType + " '" + conv->displayName() + "' + Mul '" + mul->displayName() + "'"))
           return changed;
         // Without a bias there is nothing to scale: 0 * m stays 0.
         auto bias = floatConstantOf(conv->input(2));
         if (bias)
           for (size_t c = 0; c < bias->values.size(); ++c) bias->values[c] *= (*perOut)[c];
-        scaleConvWeights(*conv, *w, *perOut);
-        setConvWeights(g, *conv, &*w, w->dtype, bias ? &bias->values : nullptr);
+        setConvWeights(g, *conv, std::move(w), wType, bias ? &bias->values : nullptr);
         Value* y = mul->output(0);
         Value* x = conv->output(0);
         x->setType(y->type());

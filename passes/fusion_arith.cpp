@@ -109,24 +109,50 @@ int64_t convOutChannels(const Node& conv, const std::vector<int64_t>& wDims) {
   return conv.opType == "Conv" ? wDims[0] : wDims[1] * group;  // ConvTranspose: [Cin, Cout/group, k...]
 }
 
-void scaleConvWeights(const Node& conv, FloatConstant& w, const std::vector<double>& perOut) {
+std::optional<Tensor> scaledConvWeights(const Node& conv, const std::vector<double>& perOut) {
+  const Tensor* t = constantOf(conv.input(1));
+  if (!t || t->dims.size() < 2) return std::nullopt;
   size_t inner = 1;
-  for (size_t i = 2; i < w.dims.size(); ++i) inner *= static_cast<size_t>(w.dims[i]);
-  size_t d0 = static_cast<size_t>(w.dims[0]), d1 = static_cast<size_t>(w.dims[1]);
+  for (size_t i = 2; i < t->dims.size(); ++i) inner *= static_cast<size_t>(t->dims[i]);
+  size_t d0 = static_cast<size_t>(t->dims[0]), d1 = static_cast<size_t>(t->dims[1]);
   size_t group = static_cast<size_t>(conv.attrInt("group", 1));
+  // Conv: [Cout, Cin/group, k...]; ConvTranspose: input channel a of group a/(Cin/group).
+  auto factor = [&](size_t a, size_t b) { return perOut[conv.opType == "Conv" ? a : (a / (d0 / group)) * d1 + b]; };
+  if (t->dtype() == DType::Float) {
+    auto n = t->numElements();
+    if (!n || t->raw.size() != static_cast<size_t>(*n) * 4) return std::nullopt;
+    Buffer out = Buffer::zeros(t->raw.size());
+    const uint8_t* src = t->raw.data();
+    uint8_t* dst = out.mutableData();
+    std::vector<float> row(inner);
+    for (size_t a = 0; a < d0; ++a)
+      for (size_t b = 0; b < d1; ++b) {
+        const double s = factor(a, b);
+        const size_t at = (a * d1 + b) * inner * 4;
+        std::memcpy(row.data(), src + at, inner * 4);  // the model's bytes may sit at any offset
+        for (float& v : row) v = static_cast<float>(static_cast<double>(v) * s);
+        std::memcpy(dst + at, row.data(), inner * 4);
+      }
+    Tensor r;
+    r.dataType = t->dataType;
+    r.dims = t->dims;
+    r.setRaw(std::move(out));
+    return r;
+  }
+  auto w = floatConstantOf(conv.input(1));
+  if (!w) return std::nullopt;
   for (size_t a = 0; a < d0; ++a)
     for (size_t b = 0; b < d1; ++b) {
-      // Conv: [Cout, Cin/group, k...]; ConvTranspose: input channel a of group a/(Cin/group).
-      size_t oc = conv.opType == "Conv" ? a : (a / (d0 / group)) * d1 + b;
-      double s = perOut[oc];
-      double* p = w.values.data() + (a * d1 + b) * inner;
+      const double s = factor(a, b);
+      double* p = w->values.data() + (a * d1 + b) * inner;
       for (size_t k = 0; k < inner; ++k) p[k] *= s;
     }
+  return tensorFromDoubles(w->dtype, w->dims, w->values);
 }
 
-void setConvWeights(Graph& g, Node& conv, const FloatConstant* w, DType dtype, const std::vector<double>* bias) {
+void setConvWeights(Graph& g, Node& conv, std::optional<Tensor> w, DType dtype, const std::vector<double>* bias) {
   const Value* oldW = conv.input(1);
-  if (w) conv.setInput(1, addInitializer(g, tensorFromDoubles(w->dtype, w->dims, w->values), oldW->name()));
+  if (w) conv.setInput(1, addInitializer(g, std::move(*w), oldW->name()));
   if (!bias) return;
   const Value* oldB = conv.input(2);
   std::string biasName = oldB ? oldB->name() : (conv.name.empty() ? oldW->name() : conv.name) + "_bias";

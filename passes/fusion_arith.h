@@ -52,12 +52,15 @@ bool isFloatDType(DType d);
 /// when the layout does not fit (rank < 3, group not dividing).
 int64_t convOutChannels(const Node& conv, const std::vector<int64_t>& wDims);
 
-/// Multiplies Conv / ConvTranspose weights by one factor per output channel, in place.
-void scaleConvWeights(const Node& conv, FloatConstant& w, const std::vector<double>& perOut);
+/// Conv / ConvTranspose `conv`'s constant weights multiplied by one factor per output channel
+/// (each product in double, rounded once to the weights' dtype; float32 weights are read and
+/// written directly, without a copy in doubles: they run to millions of elements), or nullopt
+/// when the weights are not a float constant with consistent data.
+std::optional<Tensor> scaledConvWeights(const Node& conv, const std::vector<double>& perOut);
 
 /// Gives Conv / ConvTranspose `conv` new weights `w` and a new bias of `dtype` (each kept when
-/// nullptr), as new initializers named after the old ones (the bias after the weights when absent).
-void setConvWeights(Graph& g, Node& conv, const FloatConstant* w, DType dtype, const std::vector<double>* bias);
+/// absent), as new initializers named after the old ones (the bias after the weights when absent).
+void setConvWeights(Graph& g, Node& conv, std::optional<Tensor> w, DType dtype, const std::vector<double>* bias);
 
 /// The Conv / ConvTranspose producing `v` when its weights are a floating constant, its bias
 /// (if any) a constant of the same dtype, `v` read only by one node of `g` and not a graph output.
