@@ -160,7 +160,11 @@ bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pix
 /// 128 -> 128 to 28x28 1.86 -> 1.67 ms, 256 -> 256 to 14x14 1.81 -> 1.55, 512 -> 512 to 7x7
 /// 1.72 -> 1.55, 3x3/1 512 at 7x7 1.74 -> 1.50, 64 at 56x56 1.84 -> 1.53, 128 at 28x28 1.64
 /// -> 1.51, 16 -> 32 at 112x112 1.10 -> 0.81; slower for 1x1/2 (the padded copy is 4x the
-/// input read: +25-45%).
+/// input read: +25-45%). Not for few output channels: its tiles are 32 channels wide, so 8
+/// use a quarter of each (YOLOv8n's 8 -> 8 3x3 at 80x80: 0.31 ms direct, 0.18 channel-major;
+/// 64 -> 8 at 40x40 0.56 vs 0.39), and 16 half, which only a deep K (>= 256) pays for (16 -> 16
+/// 3x3/2 to 80x80 0.159 vs 0.141, 8 -> 16 at 80x80 0.32 vs 0.24; 128 -> 16 at 14x14 0.14 vs
+/// 0.18: direct). Zen 4, 1 thread, min latency of the Conv alone.
 /// ONNXTOOL_CONV_LAYOUT=direct forces it wherever it runs; channel, pixel, implicit or gemm
 /// turn it off.
 bool directPixels(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pointwise, bool inputScale) {
@@ -169,6 +173,8 @@ bool directPixels(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool poi
   const std::string mode = env ? env : "";
   if (mode == "direct") return true;
   if (!mode.empty()) return false;
+  const int64_t mg = g.m / std::max<int64_t>(g.group, 1), k = g.c / std::max<int64_t>(g.group, 1) * g.kh * g.kw;
+  if (mg <= 8 || (mg <= 16 && k < 256)) return false;
   return g.kh * g.kw > 1 && (g.ow >= 14 || g.ow == 7);
 }
 
@@ -1371,7 +1377,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights, suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
-  } else if (ep.act == VecUnary::Count && !ep.inputScale && ep.inScale.empty() && winogradApplies(g)) {
+  } else if (!ep.inputScale && ep.inScale.empty() && winogradApplies(g)) {
     k = makeWinogradConv(g, ep, weights, reinterpret_cast<const uint8_t*>(wt.raw.data()),
                          info.fused ? info.fused->scale : std::vector<float>{}, ownBias, suffix, info.threads);
   }

@@ -3,7 +3,8 @@
 // Weights are transformed once at prepare (in double, rounded once to float) and packed into
 // the GEMM's row panels. A run goes over blocks of tiles (4x4 output pixels, numbered image by
 // image, row by row): transform the block's input (V), 36 GEMMs (M = U V), transform M back into
-// output rows with the fused epilogue (bias, a folded BatchNormalization, residual, Relu/Clip).
+// output rows with the fused epilogue (bias, a folded BatchNormalization, residual, Relu/Clip,
+// then an activation: SiLU, HardSwish, ...).
 // A block's V and M are sized to stay in L2. Threads take whole ranges of tiles when there are
 // enough of them (no barrier inside), else split each phase of each block: channels, (xi,
 // row panel) pairs, output channels.
@@ -54,6 +55,7 @@ class WinogradConvKernel : public CpuKernel {
       : g_(g), ep_(ep), ops_(winogradOps()), ownBias_(std::move(ownBias)),
         variant_(".winograd." + std::string(isaName(ops_.isa)) + suffix), threads_(std::max(threads, 1)),
         rawWeights_(rawWeights), scale_(std::move(scale)) {
+    if (ep.act != VecUnary::Count) act_ = vecKernels().unary[static_cast<int>(ep.act)];
     const int64_t wd = ops_.width, mr = ops_.mr, nr = ops_.nr;
     tx_ = (g.ow + 3) / 4;
     ty_ = (g.oh + 3) / 4;
@@ -165,6 +167,7 @@ class WinogradConvKernel : public CpuKernel {
         for (int64_t r = 0; r < g_.oh; ++r) {
           const int64_t off = ((img * g_.m + k) * g_.oh + r) * g_.ow;
           ops_.epilogueRow(y + off, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, g_.ow, ep_.clamp, ep_.lo, ep_.hi);
+          if (act_) act_(y + off, y + off, g_.ow);
         }
       }
   }
@@ -267,6 +270,7 @@ class WinogradConvKernel : public CpuKernel {
         for (int64_t r = 0; r < 4 && ty * 4 + r < g_.oh; ++r) {
           const int64_t off = ((img * g_.m + k) * g_.oh + ty * 4 + r) * g_.ow + ox;
           ops_.epilogueRow(rows + r * ldo_, bias ? bias[k] : 0.f, res ? res + off : nullptr, y + off, n, ep_.clamp, ep_.lo, ep_.hi);
+          if (act_) act_(y + off, y + off, n);  // the fused activation (SiLU, HardSwish) on the row just stored
         }
       });
     }
@@ -282,6 +286,8 @@ class WinogradConvKernel : public CpuKernel {
   int64_t tx_, ty_, tilesPerImage_, tiles_, kPanels_, kpad_, qs_, ldo_, tbPhase_, tcols_;
   const uint8_t* rawWeights_;  ///< the initializer's bytes (the direct fallback's weights)
   std::vector<float> scale_;    ///< a folded BatchNormalization's per-channel scale, or empty
+  /// The fused activation after the clamp (SiLU, HardSwish: ConvEpilogue::act), or null.
+  void (*act_)(const float*, float*, int64_t) = nullptr;
   PackedFloats u_;
 };
 

@@ -509,7 +509,11 @@ TEST_CASE("cpu Conv takes the direct pixel-major path for rows of 7 or 14+ pixel
     bool direct;
   };
   const Pick picks[] = {
-      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/2 to 16x16
+      {{1, 16, 32, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/2 to 16x16
+      // Few outputs: 8 fill a quarter of its 32-channel tiles, 16 half, paid for by K >= 256 only.
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},   // 16 outputs, K 144
+      {{1, 64, 20, 20, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false},    // 8 outputs, K 576
+      {{1, 32, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 16 outputs, K 288
       {{1, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},  // 3x3/1 at 14x14
       {{1, 32, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false},   // 13-pixel rows
       {{1, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},    // 7-pixel rows: in pairs
@@ -1698,6 +1702,36 @@ TEST_CASE("cpu Winograd Conv applies the fused epilogues and keeps NaN/Inf where
     CHECK(kernels[0].ends_with("+bn+relu"));
     CHECK(kernels[1].ends_with("+add+clip"));
     CHECK(kernels[2].rfind("cpu.conv.f32.winograd", 0) == 0);
+  }
+  for (bool specials : {false, true}) {
+    // Conv + SiLU (x * Sigmoid(x): YOLOv5-v8's every conv), Conv + BatchNormalization + residual
+    // Add + HardSwish: the activation on each output row after the rest (NaN/Inf inputs: the
+    // direct fallback applies it too).
+    Builder b(15);
+    b.input("x", randomTensor({2, 5, 9, 10}, rng, specials));
+    b.constant("w1", randomTensor({6, 5, 3, 3}, rng));
+    b.constant("b1", randomTensor({6}, rng));
+    b.node("Conv", {"x", "w1", "b1"}, "c1", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1})});
+    b.node("Sigmoid", {"c1"}, "g1");
+    b.node("Mul", {"c1", "g1"}, "s1");
+    b.constant("w2", randomTensor({5, 6, 3, 3}, rng));
+    b.node("Conv", {"s1", "w2"}, "c2", {testutil::ints("kernel_shape", {3, 3}), testutil::ints("pads", {1, 1, 1, 1})});
+    auto var = randomFloats(5, rng);
+    for (float& v : var) v = std::fabs(v) + 0.1f;
+    b.constant("s", randomTensor({5}, rng));
+    b.constant("o", randomTensor({5}, rng));
+    b.constant("mu", randomTensor({5}, rng));
+    b.constant("var", f32({5}, var));
+    b.node("BatchNormalization", {"c2", "s", "o", "mu", "var"}, "n2");
+    b.node("Add", {"n2", "x"}, "a2");
+    b.node("HardSwish", {"a2"}, "y");
+    b.output("y");
+    INFO("specials " << specials);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+    INFO(joined(kernels));
+    REQUIRE(kernels.size() == 2);
+    CHECK(kernels[0] == "cpu.conv.f32.winograd." + std::string(cpu::isaName(cpu::activeIsa())) + "+silu");
+    CHECK(kernels[1] == "cpu.conv.f32.winograd." + std::string(cpu::isaName(cpu::activeIsa())) + "+bn+add+hardswish");
   }
   SECTION("a weight too large for the transforms: the packed GEMM instead") {
     Builder b(13);
