@@ -124,14 +124,18 @@ std::optional<Tensor> scaledConvWeights(const Node& conv, const std::vector<doub
     Buffer out = Buffer::zeros(t->raw.size());
     const uint8_t* src = t->raw.data();
     uint8_t* dst = out.mutableData();
-    std::vector<float> row(inner);
+    // Conv: one factor per output channel, a run of d1 * inner weights; ConvTranspose: per
+    // (input channel, output channel in group), a run of inner.
+    const bool isConv = conv.opType == "Conv";
+    const size_t run = isConv ? d1 * inner : inner;
+    std::vector<float> row(run);
     for (size_t a = 0; a < d0; ++a)
-      for (size_t b = 0; b < d1; ++b) {
+      for (size_t b = 0; b < (isConv ? 1 : d1); ++b) {
         const double s = factor(a, b);
         const size_t at = (a * d1 + b) * inner * 4;
-        std::memcpy(row.data(), src + at, inner * 4);  // the model's bytes may sit at any offset
+        std::memcpy(row.data(), src + at, run * 4);  // the model's bytes may sit at any offset
         for (float& v : row) v = static_cast<float>(static_cast<double>(v) * s);
-        std::memcpy(dst + at, row.data(), inner * 4);
+        std::memcpy(dst + at, row.data(), run * 4);
       }
     Tensor r;
     r.dataType = t->dataType;
