@@ -4,6 +4,8 @@
 // are left alone. Inside a subgraph (If branch, Loop body), the nodes of the enclosing graphs that
 // come before the node holding it count as earlier nodes too: a branch recomputing what its parent
 // already has reads the parent's value.
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "passes/pass_util.h"
@@ -45,10 +47,28 @@ bool sameComputation(const Node& a, const Node& b) {
 
 class EliminateCommonSubexpressionsPass : public Pass {
  public:
+  /// Op and inputs, and a summary of the attributes (order-independent, as sameComputation
+  /// matches them by name): without it every Constant lands in one bucket and each is compared
+  /// with all before it (Paddle2ONNX exports hold hundreds, every weight one of them).
   static size_t hashOf(const Node& n) {
     size_t h = std::hash<std::string>()(n.opType);
     for (Value* v : n.inputs()) h = h * 1000003u ^ std::hash<const void*>()(v);
-    return h;
+    size_t attrs = 0;
+    for (const Attribute& a : n.attributes) {
+      size_t x = std::hash<std::string>()(a.name) ^ (static_cast<size_t>(a.i) * 31u) ^ (a.ints.size() * 131u);
+      if (a.t) x = x * 1000003u ^ tensorSummary(*a.t);
+      attrs += x;
+    }
+    return h * 1000003u ^ attrs;
+  }
+  /// dtype, dims, byte count and up to 64 bytes at each end: what sameTensor compares, read in
+  /// at most two places of a big tensor.
+  static size_t tensorSummary(const Tensor& t) {
+    size_t h = static_cast<size_t>(t.dataType) * 1000003u ^ t.raw.size() ^ (t.strings.size() << 20);
+    for (int64_t d : t.dims) h = h * 31u + static_cast<size_t>(d);
+    std::string_view b = t.raw.view();
+    const size_t k = std::min<size_t>(64, b.size());
+    return h * 1000003u ^ std::hash<std::string_view>()(b.substr(0, k)) ^ (std::hash<std::string_view>()(b.substr(b.size() - k)) << 1);
   }
 
   bool run(Graph& g, PassContext& ctx) override {
