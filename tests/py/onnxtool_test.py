@@ -53,3 +53,124 @@ class Checker:
     def finish(self):
         print(f"{self.name}: {self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed else 0)
+
+
+# --- ONNX Runtime as the oracle of integer models -------------------------------------------
+# On x86 CPUs without VNNI (AVX2 only: Zen 2/3, Haswell..Cascade Lake client parts), ONNX
+# Runtime's uint8 x int8 GEMM kernels multiply with vpmaddubsw, which adds two u8*s8 products in
+# a saturating int16: 255*127*2 = 64770 becomes 32767. Its outputs then stray far from the
+# operators' exact integer semantics (a MatMulInteger of 255s and 127s over 64 terms: 1048544
+# instead of 2072640). Where the probe below sees that, ort_session() hands ONNX Runtime the same
+# model with its int8 weights re-expressed as uint8 (w + 128 with zero point zp + 128: the same
+# integers after the zero point is subtracted), which it multiplies exactly (uint8 x uint8 is
+# widened to int16 before the multiply-add). A model whose rewrite ONNX Runtime cannot load (no
+# kernel for that pair of types) is given to it unchanged.
+
+_SATURATES = None
+
+# (domain, op) -> (weight input, its zero point, the scale whose shape a missing zero point takes,
+# the activation's zero point: an int8 one marks int8 x int8 products, which are exact already)
+_INT8_WEIGHT_INPUTS = {
+    ("", "DequantizeLinear"): (0, 2, 1, None),
+    ("", "MatMulInteger"): (1, 3, None, 2),
+    ("", "ConvInteger"): (1, 3, None, 2),
+    ("", "QLinearConv"): (3, 5, 4, 2),
+    ("", "QLinearMatMul"): (3, 5, 4, 2),
+    ("com.microsoft", "QGemm"): (3, 5, 4, 2),
+    ("com.microsoft", "QAttention"): (1, 7, 4, 6),
+    ("com.microsoft", "DynamicQuantizeMatMul"): (1, 3, 2, None),
+    ("com.microsoft", "MatMulIntegerToFloat"): (1, 5, 3, 4),
+}
+
+
+def ort_u8s8_saturates():
+    """True where this CPU's ONNX Runtime computes uint8 x int8 products in saturating int16."""
+    global _SATURATES
+    if _SATURATES is None:
+        import numpy as np
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+
+        a = np.full((4, 64), 255, np.uint8)
+        b = np.full((64, 16), 127, np.int8)
+        g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16])],
+                              [numpy_helper.from_array(b, "b")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+        _SATURATES = bool(got[0, 0] != 255 * 127 * 64)
+        if _SATURATES:
+            print("note: ONNX Runtime's u8 x s8 kernels saturate on this CPU (no VNNI): "
+                  "its oracle runs get int8 weights re-expressed as uint8")
+    return _SATURATES
+
+
+def unsaturated_weights(model):
+    """(model, changed): the model (onnx.ModelProto) with every int8 initializer that an integer product or a
+    DequantizeLinear reads re-expressed as uint8 (w + 128, zero point + 128); main graph only."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    made = {}
+
+    def shifted(name):
+        if name not in made:
+            a = numpy_helper.to_array(inits[name]).astype(np.int16) + 128
+            new = name + "__u8"
+            g.initializer.append(numpy_helper.from_array(a.astype(np.uint8), new))
+            made[name] = new
+        return made[name]
+
+    for n in g.node:
+        key = _INT8_WEIGHT_INPUTS.get((n.domain if n.domain != "ai.onnx" else "", n.op_type))
+        if key is None:
+            continue
+        w, zp, scale, act_zp = key
+        if len(n.input) <= w or n.input[w] not in inits or inits[n.input[w]].data_type != onnx.TensorProto.INT8:
+            continue
+        if act_zp is not None and len(n.input) > act_zp and n.input[act_zp] in inits \
+                and inits[n.input[act_zp]].data_type == onnx.TensorProto.INT8:
+            continue
+        has_zp = len(n.input) > zp and n.input[zp] != ""
+        if has_zp and n.input[zp] not in inits:
+            continue  # a zero point computed at run time: leave the node alone
+        n.input[w] = shifted(n.input[w])
+        if has_zp:
+            n.input[zp] = shifted(n.input[zp])
+        else:
+            shape = ()
+            if scale is not None and len(n.input) > scale and n.input[scale] in inits:
+                shape = tuple(inits[n.input[scale]].dims)
+            name = f"{n.input[w]}__zp{len(made)}"
+            g.initializer.append(numpy_helper.from_array(np.full(shape, 128, np.uint8), name))
+            while len(n.input) <= zp:
+                n.input.append("")
+            n.input[zp] = name
+    return m, bool(made)
+
+
+def ort_session(model, options=None, **kw):
+    """onnxruntime.InferenceSession on MODEL (a path, bytes or ModelProto), its int8 weights
+    re-expressed as uint8 where this CPU's ONNX Runtime would saturate them (see above)."""
+    import onnx
+    import onnxruntime as ort
+
+    kw.setdefault("providers", ["CPUExecutionProvider"])
+    if isinstance(model, onnx.ModelProto):
+        model = model.SerializeToString()
+    if ort_u8s8_saturates():
+        proto = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
+        rewritten, changed = unsaturated_weights(proto)
+        if changed:
+            try:
+                return ort.InferenceSession(rewritten.SerializeToString(), options, **kw)
+            except Exception:  # noqa: BLE001 - no kernel for the rewritten types: the model as it is
+                pass
+    return ort.InferenceSession(model, options, **kw)

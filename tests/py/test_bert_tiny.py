@@ -16,7 +16,7 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import SOURCE_DIR, Checker, run  # noqa: E402
+from onnxtool_test import SOURCE_DIR, Checker, ort_session, run  # noqa: E402
 from test_contrib_ops import MS, check_case  # noqa: E402
 
 MODEL = os.path.join(SOURCE_DIR, "testdata", "models", "bert_tiny.onnx")
@@ -114,7 +114,7 @@ def main():
                 so = ort.SessionOptions()
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
                 so.optimized_model_filepath = q.replace(".onnx", "_ort.onnx")
-                ort.InferenceSession(q, so, providers=["CPUExecutionProvider"])
+                ort_session(q, so, providers=["CPUExecutionProvider"])
                 mo = onnx.load(so.optimized_model_filepath)
                 ops = {n.op_type for n in mo.graph.node if n.domain == MS}
                 print(f"{name} quantized ({wt.name}), ORT-optimized: {sorted(ops)}")
@@ -128,7 +128,7 @@ def main():
                                  {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "FastGelu"})
         _, m = optimize(c, tmp, "gemm_fast_gelu")
         fast, _ = optimize(c, tmp, "fast_gelu")
-        sess = ort.InferenceSession(fast, providers=["CPUExecutionProvider"])
+        sess = ort_session(fast, providers=["CPUExecutionProvider"])
         check_case(c, tmp, "opt_gemm_fast_gelu", m, feeds(), numpy_oracle=lambda f: sess.run(None, f))
     c.finish()
 

@@ -16,7 +16,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import SOURCE_DIR, Checker, run  # noqa: E402
+from onnxtool_test import SOURCE_DIR, Checker, ort_session, run  # noqa: E402
 
 MS = "com.microsoft"
 rng = np.random.default_rng(0)
@@ -48,7 +48,7 @@ def ort_outputs(path, feeds):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    s = ort_session(path, so, providers=["CPUExecutionProvider"])
     return [o.name for o in s.get_outputs()], s.run(None, feeds)
 
 

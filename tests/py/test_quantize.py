@@ -13,7 +13,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import Checker, run  # noqa: E402
+from onnxtool_test import Checker, ort_session, run  # noqa: E402
 
 
 def mlp(opset=17):
@@ -43,7 +43,7 @@ def cosine(a, b):
 def cpu_matches_ort(c, model, feeds, tmp, label):
     """The cpu executor's int8 kernels (on every ISA path: ONNXTOOL_ISA) give ONNX Runtime's outputs
     on the same quantized model, within a small fraction of one activation quantization step."""
-    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort_session(model, providers=["CPUExecutionProvider"]).run(None, feeds)
     names = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
     args = []
     for k, v in feeds.items():
@@ -77,7 +77,7 @@ def static_checks(c, tmp):
         t = numpy_helper.from_array(rng.random((1, 1, 28, 28)).astype(np.float32), "input")
         with open(os.path.join(d, "input_0.pb"), "wb") as f:
             f.write(t.SerializeToString())
-    a = ort.InferenceSession(SMALL, providers=["CPUExecutionProvider"])
+    a = ort_session(SMALL, providers=["CPUExecutionProvider"])
     held_out = {"input": rng.random((16, 1, 28, 28)).astype(np.float32)}
     want = a.run(None, held_out)[0]
     for data, count in ((npz, 6), (sets, 3)):
@@ -97,7 +97,7 @@ def static_checks(c, tmp):
                 f"static: 3 Q/DQ pairs on activations, 3 DQ on weights, 3 on int32 biases: {ops}")
         per_axis = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and any(at.name == "axis" for at in n.attribute)]
         c.check(len(per_axis) == 6, "weights and biases dequantize per output channel")
-        got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        got = ort_session(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
         cpu_matches_ort(c, dst, held_out, tmp, f"static ({os.path.basename(data)})")
         cs = cosine(want, got)
         c.check(cs >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
@@ -128,7 +128,7 @@ def static_checks(c, tmp):
         used = {i for n in m.graph.node for i in n.input}
         c.check(all(t.name in used for t in m.graph.initializer), "no unused initializers left")
         c.check(len(doc.get("kept_qdq", [])) == 1 and "Gemm" in doc["kept_qdq"][0], f"kept QDQ: {doc.get('kept_qdq')}")
-        got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        got = ort_session(dst, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
         c.check(cosine(want, got) >= 0.999 and (want.argmax(1) == got.argmax(1)).mean() >= 0.9,
                 f"qoperator: held-out cosine to float {cosine(want, got):.6f}")
         # ours (reference and cpu executors) vs ONNX Runtime on the same QOperator model: requantized
@@ -171,7 +171,7 @@ def static_checks(c, tmp):
     if c.check(r.returncode == 0, f"--method entropy: {r.stderr}"):
         inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
         c.check(abs(float(inits["input_scale"]) * 255 - 1.0) < 0.05, f"entropy input range: {float(inits['input_scale']) * 255}")
-        got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
+        got = ort_session(out, providers=["CPUExecutionProvider"]).run(None, held_out)[0]
         c.check(cosine(want, got) >= 0.999, f"entropy: held-out cosine {cosine(want, got):.6f}")
     r = run(["quantize", SMALL, "-o", os.path.join(tmp, "x.onnx"), "--int8", "--static", "--calibration", npz,
              "--calibration-samples", "2", "--json"])
@@ -228,7 +228,7 @@ def int4_checks(c, tmp):
     w = numpy_helper.to_array(onnx.load(src21).graph.initializer[0])  # w1 [64, 128]
     rng = np.random.default_rng(9)
     feeds = {"x": rng.standard_normal((5, 64)).astype(np.float32), "other": rng.standard_normal((96, 8)).astype(np.float32)}
-    want = ort.InferenceSession(src21, providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort_session(src21, providers=["CPUExecutionProvider"]).run(None, feeds)
     np.save(os.path.join(tmp, "i4x.npy"), feeds["x"])
     np.save(os.path.join(tmp, "i4o.npy"), feeds["other"])
     for variant, src, extra, mode in (("default", src21, [], "int4-weight-only"),
@@ -275,7 +275,7 @@ def int4_checks(c, tmp):
                 f"{np.max(np.abs(deq - w) / step):.3f})")
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no MatMulNBits rewrite: the float DQ path
-        got = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        got = ort_session(dst, so, providers=["CPUExecutionProvider"]).run(None, feeds)
         for name, a, b in zip(["dyn", "small"], want, got):
             # four int4 layers in a row on 64..128-wide random weights: a few % of error per layer
             c.check(cosine(a, b) >= 0.98, f"int4 {variant} output {name}: cosine to float {cosine(a, b):.5f}")
@@ -324,8 +324,8 @@ def main():
         c.check(sum(1 for t in inits.values() if t.data_type == TensorProto.INT8 and len(t.dims) == 2) == 3, "three int8 matrices")
         c.check(os.path.getsize(dst) < 0.5 * os.path.getsize(src), f"smaller: {os.path.getsize(src)} -> {os.path.getsize(dst)}")
         # ONNX Runtime runs it with the float model's outputs (cosine similarity)
-        a = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
-        b = ort.InferenceSession(dst, providers=["CPUExecutionProvider"])
+        a = ort_session(src, providers=["CPUExecutionProvider"])
+        b = ort_session(dst, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(5)
         got = {"dyn": ([], []), "small": ([], [])}
         for n in (1, 7, 32):

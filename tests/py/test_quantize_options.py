@@ -17,7 +17,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import Checker, run  # noqa: E402
+from onnxtool_test import Checker, ort_session, run  # noqa: E402
 from test_quantize import SMALL, cosine, mlp  # noqa: E402
 
 
@@ -48,8 +48,8 @@ def ours_vs_ort(c, model, feeds, tmp, label, executors=("ref", "cpu")):
     try:
         plain = ort.SessionOptions()
         plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        exact = ort.InferenceSession(model, plain, providers=["CPUExecutionProvider"]).run(None, feeds)
-        fused = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+        exact = ort_session(model, plain, providers=["CPUExecutionProvider"]).run(None, feeds)
+        fused = ort_session(model, providers=["CPUExecutionProvider"]).run(None, feeds)
     except Exception as e:  # noqa: BLE001
         c.check(False, f"{label}: ONNX Runtime: {str(e)[:300]}")
         return None
@@ -280,10 +280,10 @@ def bias_correction_checks(c, tmp):
         mean_x = xs.mean(axis=(0, 1, 3, 4))
         want_kb = kb - (deq4(k) - k).reshape(4, 9).sum(1) * mean_x  # channel m reads input channel m
         import onnxruntime as ort_
-        sess = ort_.InferenceSession(src, providers=["CPUExecutionProvider"])
+        sess = ort_session(src, providers=["CPUExecutionProvider"])
         m = onnx.load(src)
         m.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
-        rr = np.concatenate([ort_.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["r"], {"x": s})[0]
+        rr = np.concatenate([ort_session(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["r"], {"x": s})[0]
                              for s in xs])
         del sess
         want_k2b = k2b - (deq4(k2) - k2).reshape(3, 4) @ rr.mean(axis=(0, 2, 3))
@@ -391,7 +391,7 @@ def smooth_checks(c, tmp):
     calib = os.path.join(tmp, "outliers.npz")
     np.savez(calib, x=rng.standard_normal((4, 2, 16, 64)).astype(np.float32))
     held = {"x": rng.standard_normal((4, 16, 64)).astype(np.float32)}
-    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
+    want = ort_session(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
     errs = {}
     for label, extra in (("plain", []), ("smooth", ["--smooth-quant"]), ("smooth alpha 0.8", ["--smooth-quant", "--alpha", "0.8"])):
         out = os.path.join(tmp, f"outliers_{label.replace(' ', '_')}.onnx")
@@ -428,7 +428,7 @@ def dynamic_smooth_checks(c, tmp):
     calib = os.path.join(tmp, "outliers_dyn.npz")
     np.savez(calib, x=rng.standard_normal((4, 2, 16, 64)).astype(np.float32))
     held = {"x": rng.standard_normal((4, 16, 64)).astype(np.float32)}
-    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
+    want = ort_session(src, providers=["CPUExecutionProvider"]).run(None, held)[0]
     errs = {}
     for label, extra in (("plain", []), ("smooth", ["--smooth-quant", "--calibration", calib])):
         out = os.path.join(tmp, f"outliers_dyn_{label}.onnx")
@@ -543,7 +543,7 @@ def conv_outputs(path, names, xs, optimize=False):
     so = ort.SessionOptions()
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    s = ort_session(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     outs = [s.run(names, {"x": x}) for x in xs]
     return {n: np.concatenate([o[i] for o in outs]) for i, n in enumerate(names)}
 
@@ -591,7 +591,7 @@ def int4_rounding_checks(c, tmp, rng):
         m = onnx.load(path)
         if name not in {o.name for o in m.graph.output}:
             m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = ort_session(m.SerializeToString(), providers=["CPUExecutionProvider"])
         return np.concatenate([sess.run([name], {"x": x})[0] for x in xs])
     # The MatMul's output (float input) and the Gemm's on the float model's hidden layer: per layer,
     # GPTQ's weights against nearest rounding's.
@@ -647,9 +647,9 @@ def rounding_checks(c, tmp):
                 g = helper.make_graph([node], "l", [helper.make_tensor_value_info("i", TensorProto.FLOAT, None)],
                                       [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
                                       [numpy_helper.from_array(wq.astype(np.float32), "w")])
-                sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString(),
+                sess = ort_session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString(),
                                             providers=["CPUExecutionProvider"])
-                ref = ort.InferenceSession(helper.make_model(helper.make_graph([node], "l", g.input, g.output,
+                ref = ort_session(helper.make_model(helper.make_graph([node], "l", g.input, g.output,
                                                                                [numpy_helper.from_array(wf.astype(np.float32), "w")]),
                                                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString(),
                                            providers=["CPUExecutionProvider"])

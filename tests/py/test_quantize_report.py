@@ -14,7 +14,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import SOURCE_DIR, Checker, run  # noqa: E402
+from onnxtool_test import SOURCE_DIR, Checker, ort_session, run  # noqa: E402
 
 SMALL = os.path.join(SOURCE_DIR, "testdata", "models", "small_cnn.onnx")
 
@@ -128,8 +128,8 @@ def static_layers_checks(c, tmp):
             continue
         fm.graph.output.append(helper.make_tensor_value_info(ly["name"], TensorProto.FLOAT, None))
         qm.graph.output.append(helper.make_tensor_value_info(ly["tensor"], TensorProto.FLOAT, None))
-    fs = ort.InferenceSession(fm.SerializeToString(), providers=["CPUExecutionProvider"])
-    qs = ort.InferenceSession(qm.SerializeToString(), providers=["CPUExecutionProvider"])
+    fs = ort_session(fm.SerializeToString(), providers=["CPUExecutionProvider"])
+    qs = ort_session(qm.SerializeToString(), providers=["CPUExecutionProvider"])
     fo = [fs.run(None, {"input": x}) for x in xs]
     qo = [qs.run(None, {"input": x}) for x in xs]
     nout = len(onnx.load(SMALL).graph.output)

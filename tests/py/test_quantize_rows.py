@@ -16,7 +16,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnxtool_test import Checker, run  # noqa: E402
+from onnxtool_test import Checker, ort_session, run  # noqa: E402
 from test_quantize import cosine, cpu_matches_ort  # noqa: E402
 
 
@@ -83,8 +83,8 @@ def main():
             x = tokens(rng)
             plain = ort.SessionOptions()
             plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            exact = ort.InferenceSession(dst, plain, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-            fused = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+            exact = ort_session(dst, plain, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+            fused = ort_session(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
             # numpy: the first layer exactly as the graph should compute it, the rest in float
             q = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
             f = {t.name: numpy_helper.to_array(t) for t in ffn(opset).graph.initializer}
@@ -126,8 +126,8 @@ def main():
             r = run(["quantize", src, "-o", tensor, "--int8", "--dynamic", "--activation-scales", "tensor", "--json", "--eval-sets", "0"])
             if c.check(r.returncode == 0, f"--activation-scales tensor: {r.stderr}"):
                 c.check(json.loads(r.stdout)["scheme"].get("activation_scales") == "tensor", "json: activation_scales tensor")
-                ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-                per_tensor = ort.InferenceSession(tensor, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+                ref = ort_session(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+                per_tensor = ort_session(tensor, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
                 rows = [cosine(ref[0, i], exact[0, i]) for i in range(x.shape[1])]
                 tens = [cosine(ref[0, i], per_tensor[0, i]) for i in range(x.shape[1])]
                 print(f"worst token cosine to float: per row {min(rows):.5f}, per tensor {min(tens):.5f}")
