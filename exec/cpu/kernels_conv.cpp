@@ -136,9 +136,13 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
 /// packing the column matrix: the stems (one group of at most 4 input channels, a kernel
 /// wider than 1x1, 16 or more output columns) on AVX-512, whose kernels read the planes in place (GemmMicroKernelInfo::splitB): there
 /// the im2col gather is a fifth of the work (min latency, 1 thread, Sapphire Rapids: ResNet-50's
-/// 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Not chosen elsewhere:
+/// 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Also on the AVX2 path,
+/// whose kernels read the phase-split planes packed: on an AVX2-only core (Zen 2, 1 thread,
+/// median of the Conv + Clip alone, alternating) the 7x7/2 3 -> 64 stem 4.92-5.07 -> 4.22-4.30
+/// ms, the 3x3/2 3 -> 32 0.76-0.78 -> 0.62-0.64 ms (2 threads 3.35 -> 3.02, 0.58 -> 0.46); the
+/// same path capped to AVX2 on Sapphire Rapids lost 5% on the 3x3/2 stem. Not chosen elsewhere:
 /// ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2 ones lose
-/// 10-15% (the planes are an extra pass), and on AVX2 a 3x3/2 stem loses 5%.
+/// 10-15% (the planes are an extra pass).
 /// ONNXTOOL_CONV_LAYOUT=implicit forces it wherever it runs (tests; packed planes without
 /// splitB), channel, pixel or gemm turn it off.
 bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pixelMajor, bool pointwise, bool inputScale) {
@@ -148,7 +152,7 @@ bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pix
   const std::string mode = env ? env : "";
   if (mode == "implicit") return true;
   if (mode == "channel" || mode == "pixel" || mode == "gemm" || pixelMajor) return false;
-  return cm.splitB && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
+  return (cm.splitB || cm.isa == Isa::Avx2) && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
 }
 
 /// Whether the packed kernel computes a convolution of this geometry pixel-major and direct
