@@ -140,7 +140,9 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
 /// whose kernels read the phase-split planes packed: on an AVX2-only core (Zen 2, 1 thread,
 /// median of the Conv + Clip alone, alternating) the 7x7/2 3 -> 64 stem 4.92-5.07 -> 4.22-4.30
 /// ms, the 3x3/2 3 -> 32 0.76-0.78 -> 0.62-0.64 ms (2 threads 3.35 -> 3.02, 0.58 -> 0.46); the
-/// same path capped to AVX2 on Sapphire Rapids lost 5% on the 3x3/2 stem. Not chosen elsewhere:
+/// same path capped to AVX2 on Sapphire Rapids lost 5% on the 3x3/2 stem. Strided stems only on
+/// AVX2: with stride 1 there is one phase, and 3 -> 32 3x3/1 at 112x112 was 3-5% slower
+/// (0.58-0.62 vs 0.56-0.58 ms), LeNet's 1 -> 16 at 28x28 25 -> 27 us. Not chosen elsewhere:
 /// ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2 ones lose
 /// 10-15% (the planes are an extra pass).
 /// ONNXTOOL_CONV_LAYOUT=implicit forces it wherever it runs (tests; packed planes without
@@ -152,7 +154,8 @@ bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pix
   const std::string mode = env ? env : "";
   if (mode == "implicit") return true;
   if (mode == "channel" || mode == "pixel" || mode == "gemm" || pixelMajor) return false;
-  return (cm.splitB || cm.isa == Isa::Avx2) && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
+  const bool strided = g.sh > 1 || g.sw > 1;
+  return (cm.splitB || (cm.isa == Isa::Avx2 && strided)) && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
 }
 
 /// Whether the packed kernel computes a convolution of this geometry pixel-major and direct

@@ -471,12 +471,12 @@ TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][con
     }
 }
 
-// Which convolutions take the implicit GEMM by default: the stems on the AVX-512 and AVX2 paths
-// (not the portable one).
+// Which convolutions take the implicit GEMM by default: the stems on the AVX-512 path, the strided
+// ones on the AVX2 path too (not on the portable one).
 TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 and AVX2", "[cpu][conv]") {
   ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
   std::mt19937 rng(65);
-  const bool vectorPath = cpu::activeIsa() != cpu::Isa::Portable;
+  const bool vectorPath = cpu::activeIsa() != cpu::Isa::Portable, avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
   struct Pick {
     ConvCase k;
     bool implicit;
@@ -484,6 +484,7 @@ TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 and AVX2", 
   const Pick picks[] = {
       {{1, 3, 64, 64, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1}, vectorPath},  // a 7x7/2 stem
       {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, vectorPath},  // a 3x3/2 stem
+      {{1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},      // stride 1: on AVX-512 only
       {{1, 3, 24, 24, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},   // 12 columns
       {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},  // 16 input channels: direct
       {{1, 16, 32, 32, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},  // 1x1 stride 2
