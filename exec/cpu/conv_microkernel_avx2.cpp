@@ -179,6 +179,17 @@ ONNXTOOL_AVX2 void deinterleave2(const float* src, int64_t n, float* even, float
   deinterleave2Scalar(src + i, n - i, even + i / 2, odd + i / 2);
 }
 
+ONNXTOOL_AVX2 void maxNan(const float* a, const float* b, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 va = _mm256_loadu_ps(a + i), vb = _mm256_loadu_ps(b + i);
+    // a where b <= a or a is NaN, else b (greater, or NaN)
+    const __m256 keepA = _mm256_or_ps(_mm256_cmp_ps(vb, va, _CMP_LE_OQ), _mm256_cmp_ps(va, va, _CMP_UNORD_Q));
+    _mm256_storeu_ps(y + i, _mm256_blendv_ps(vb, va, keepA));
+  }
+  maxNanScalar(a + i, b + i, y + i, n - i);
+}
+
 ONNXTOOL_AVX2 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m256 b = _mm256_set1_ps(bias), s = _mm256_set1_ps(scale);
   int64_t i = 0;
@@ -453,7 +464,8 @@ ONNXTOOL_AVX2 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat, nullptr};
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat, nullptr,
+          maxNan};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx2(int mr) {

@@ -274,6 +274,16 @@ ONNXTOOL_AVX512 void deinterleave2(const float* src, int64_t n, float* even, flo
   }
 }
 
+ONNXTOOL_AVX512 void maxNan(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = mask0(static_cast<int>(std::min<int64_t>(n - i, 16)));
+    const __m512 va = _mm512_maskz_loadu_ps(k, a + i), vb = _mm512_maskz_loadu_ps(k, b + i);
+    // a where b <= a or a is NaN, else b (greater, or NaN)
+    const __mmask16 keepA = _mm512_cmp_ps_mask(vb, va, _CMP_LE_OQ) | _mm512_cmp_ps_mask(va, va, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mask_blend_ps(keepA, vb, va));
+  }
+}
+
 ONNXTOOL_AVX512 void lrnRow075(float* y, const float* x, const float* t, int64_t n, float bias, float scale) {
   const __m512 b = _mm512_set1_ps(bias), s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
@@ -619,7 +629,8 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, deinterleave3};
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, deinterleave3,
+          maxNan};
 }
 
 GemmMicroKernelInfo gemmMicroKernelRowsAvx512(int mr) {

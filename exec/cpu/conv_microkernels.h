@@ -196,6 +196,12 @@ inline void deinterleave2Scalar(const float* src, int64_t n, float* even, float*
   if (n % 2) even[n / 2] = src[n - 1];
 }
 
+/// y[i] = the larger of a[i] and b[i], a[i] on ties, NaN when either is NaN (MaxPool's exact
+/// semantics for two taps in order).
+inline void maxNanScalar(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = b[i] > a[i] || b[i] != b[i] ? b[i] : a[i];
+}
+
 /// Row loops of the pooling and LRN kernels, per ISA (same files as the micro-kernels).
 struct RowOps {
   /// dst[i] = src[i * sw] for i < n (never reads past src[(n - 1) * sw]).
@@ -244,6 +250,8 @@ struct RowOps {
   /// to NCHW planes: Transpose of a 3-channel last axis). Reads and writes nothing past them;
   /// nullptr where the path has none.
   void (*deinterleave3)(const float* src, int64_t n, float* c0, float* c1, float* c2);
+  /// y[i] = maxNanScalar's larger of a[i] and b[i] for i < n (y may be a or b).
+  void (*maxNan)(const float* a, const float* b, float* y, int64_t n);
 };
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();

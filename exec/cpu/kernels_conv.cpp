@@ -69,7 +69,8 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
 RowOps rowOpsPortable() {
-  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, 0, maxPoolPlaneScalar, nullptr, nullptr, nullptr, nullptr};
+  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, 0, maxPoolPlaneScalar, nullptr, nullptr, nullptr, nullptr,
+          maxNanScalar};
 }
 
 const RowOps& activeRowOps() {

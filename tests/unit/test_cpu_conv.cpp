@@ -1351,6 +1351,45 @@ TEST_CASE("cpu AveragePool 2x2 stride 2 (DenseNet's transitions) matches the ref
   }
 }
 
+TEST_CASE("cpu MaxPool 2x2 stride 2 (LeNet/VGG downsampling) matches the reference kernel", "[cpu][pool]") {
+  // The AveragePool 2x2/2 cases with maxima: even and odd sizes, one-pixel outputs, rows around
+  // the 16-lane blocks; NaN in either row or column of a window (propagated without the exact
+  // loop), infinities, ties of +0 and -0, a plane of -inf; ceil_mode with an odd size, pads and
+  // dilations take the general kernel.
+  std::mt19937 rng(83);
+  struct Case {
+    int64_t n, c, h, w, ceil, pad, dil;
+  };
+  const Case cases[] = {{1, 3, 8, 8, 0, 0, 1},  {2, 5, 7, 9, 0, 0, 1},  {1, 8, 28, 28, 0, 0, 1}, {1, 2, 2, 2, 0, 0, 1},
+                        {1, 3, 2, 33, 0, 0, 1}, {1, 2, 3, 65, 0, 0, 1}, {1, 16, 14, 14, 0, 0, 1}, {1, 3, 7, 7, 1, 0, 1},
+                        {1, 3, 8, 8, 0, 1, 1},  {1, 3, 9, 9, 0, 0, 2}};
+  int i = 0;
+  for (const Case& k : cases) {
+    auto xd = randomFloats(static_cast<size_t>(k.n * k.c * k.h * k.w), rng);
+    const size_t at = static_cast<size_t>(rng() % xd.size());
+    if (i % 4 == 1) xd[at] = testutil::kNan, xd[(at + 1) % xd.size()] = testutil::kNan;
+    if (i % 4 == 2) xd[at] = std::numeric_limits<float>::infinity(), xd[(at + 3) % xd.size()] = -std::numeric_limits<float>::infinity();
+    if (i % 4 == 3)
+      for (size_t j = 0; j < xd.size(); ++j) xd[j] = j % 3 == 0 ? 0.0f : j % 3 == 1 ? -0.0f : -std::numeric_limits<float>::infinity();
+    Builder b(12);
+    b.input("x", f32({k.n, k.c, k.h, k.w}, xd));
+    std::vector<Attribute> attrs{testutil::ints("kernel_shape", {2, 2}), testutil::ints("strides", {2, 2})};
+    if (k.ceil) attrs.push_back(testutil::one("ceil_mode", 1));
+    if (k.pad) attrs.push_back(testutil::ints("pads", {1, 1, 1, 1}));
+    if (k.dil > 1) attrs.push_back(testutil::ints("dilations", {k.dil, k.dil}));
+    b.node("MaxPool", {"x"}, "y", attrs);
+    b.output("y");
+    INFO("MaxPool 2x2/2 on " << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " ceil " << k.ceil << " pad " << k.pad
+                             << " dilation " << k.dil);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 0, 0);
+    INFO(joined(kernels));
+    const bool fast = !k.pad && k.dil == 1 && !(k.ceil && (k.h % 2 || k.w % 2));
+    CHECK(ranOn(kernels, "cpu.maxpool.f32") == true);
+    CHECK(ranOn(kernels, "cpu.maxpool.f32.2x2") == fast);
+    ++i;
+  }
+}
+
 TEST_CASE("cpu BatchNormalization followed by Relu runs as one step", "[cpu][conv]") {
   // DenseNet's pre-activation BN + Relu: fused when the Relu alone reads the BN (NaN kept, as
   // Relu keeps it); a BN whose output is also read elsewhere, or a graph output, runs alone.
