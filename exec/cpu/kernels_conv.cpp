@@ -134,18 +134,23 @@ bool pixelMajor(const ConvGeometry& g, const GemmMicroKernelInfo& cm) {
 
 /// Whether the packed kernel computes a convolution of this geometry channel-major as an
 /// implicit GEMM over phase-split input planes (PackedConvKernel::computeImplicit) instead of
-/// packing the column matrix: the stems (one group of at most 4 input channels, a kernel
-/// wider than 1x1, 16 or more output columns) on AVX-512, whose kernels read the planes in place (GemmMicroKernelInfo::splitB): there
-/// the im2col gather is a fifth of the work (min latency, 1 thread, Sapphire Rapids: ResNet-50's
-/// 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Also on the AVX2 path,
-/// whose kernels read the phase-split planes packed: on an AVX2-only core (Zen 2, 1 thread,
-/// median of the Conv + Clip alone, alternating) the 7x7/2 3 -> 64 stem 4.92-5.07 -> 4.22-4.30
-/// ms, the 3x3/2 3 -> 32 0.76-0.78 -> 0.62-0.64 ms (2 threads 3.35 -> 3.02, 0.58 -> 0.46); the
-/// same path capped to AVX2 on Sapphire Rapids lost 5% on the 3x3/2 stem. Strided stems only on
-/// AVX2: with stride 1 there is one phase, and 3 -> 32 3x3/1 at 112x112 was 3-5% slower
-/// (0.58-0.62 vs 0.56-0.58 ms), LeNet's 1 -> 16 at 28x28 25 -> 27 us. Not chosen elsewhere:
-/// ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2 ones lose
-/// 10-15% (the planes are an extra pass).
+/// packing the column matrix from the image.
+/// - AVX-512: the stems (one group of at most 4 input channels, a kernel wider than 1x1, 16 or
+///   more output columns), whose kernels read the planes in place (GemmMicroKernelInfo::splitB):
+///   there the im2col gather is a fifth of the work (min latency, 1 thread, Sapphire Rapids:
+///   ResNet-50's 7x7/2 stem 1.79 -> 1.45 ms, MobileNetV2's 3x3/2 0.251 -> 0.224 ms). Not chosen
+///   elsewhere: ResNet-50's 3x3/2 convolutions gain 2% at most with the planes packed, its 1x1/2
+///   ones lose 10-15% (the planes are an extra pass).
+/// - AVX2 (kernels that pack their B panels from the planes: contiguous runs of a plane instead of
+///   the im2col's per-row gathers and bounds): every kernel wider than 1x1 of one group that
+///   stays channel-major, but stride-1 convolutions of at most 4 input channels. On an AVX2-only
+///   core (Zen 2, 1 thread, the Conv + Clip alone, alternating; before -> after): 7x7/2 3 -> 64
+///   stem at 224 4.92-5.07 -> 4.22-4.30 ms, 3x3/2 3 -> 32 at 224 0.76-0.78 -> 0.62-0.64, 3x3/2
+///   16 -> 32 at 56 223 -> 161 us, 3x3/2 128 -> 128 at 56 3.90-4.02 -> 3.59-3.67 ms, 3x3 8 -> 16
+///   at 14x14 27 -> 17 us (LeNet's second conv), at 56x56 234 -> 204 us, 5x5 48 -> 64 at 28x28
+///   2.15-2.18 -> 2.13 ms; 1x1/2 256 -> 512 about even (not taken). Stride 1 with 1-3 input
+///   channels lost: 3 -> 32 3x3 at 112x112 0.56-0.58 -> 0.58-0.62 ms, 1 -> 16 at 28x28 25 -> 27
+///   us. (The AVX2 path capped on Sapphire Rapids had lost 5% on a 3x3/2 stem.)
 /// ONNXTOOL_CONV_LAYOUT=implicit forces it wherever it runs (tests; packed planes without
 /// splitB), channel, pixel or gemm turn it off.
 bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pixelMajor, bool pointwise, bool inputScale) {
@@ -155,8 +160,10 @@ bool implicitGemm(const ConvGeometry& g, const GemmMicroKernelInfo& cm, bool pix
   const std::string mode = env ? env : "";
   if (mode == "implicit") return true;
   if (mode == "channel" || mode == "pixel" || mode == "gemm" || pixelMajor) return false;
-  const bool strided = g.sh > 1 || g.sw > 1;
-  return (cm.splitB || (cm.isa == Isa::Avx2 && strided)) && g.group == 1 && g.c <= 4 && g.kh * g.kw > 1 && g.ow >= 16;
+  if (g.group != 1 || g.kh * g.kw <= 1) return false;
+  if (cm.splitB) return g.c <= 4 && g.ow >= 16;
+  if (cm.isa == Isa::Avx2) return g.dh == 1 && g.dw == 1 && (g.sh > 1 || g.sw > 1 || g.c > 4);
+  return false;
 }
 
 /// Whether the packed kernel computes a convolution of this geometry pixel-major and direct

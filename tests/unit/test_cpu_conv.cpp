@@ -471,23 +471,28 @@ TEST_CASE("cpu direct pixel-major Conv matches the reference kernel", "[cpu][con
     }
 }
 
-// Which convolutions take the implicit GEMM by default: the stems on the AVX-512 path, the strided
-// ones on the AVX2 path too (not on the portable one).
-TEST_CASE("cpu Conv takes the implicit GEMM for the stems on AVX-512 and AVX2", "[cpu][conv]") {
+// Which convolutions take the implicit GEMM by default: on AVX-512 the stems (at most 4 input
+// channels, 16+ output columns); on AVX2 every channel-major kernel wider than 1x1 of one group
+// but stride-1 ones of at most 4 input channels; never on the portable path, never 1x1/2.
+TEST_CASE("cpu Conv takes the implicit GEMM by default where its path gains", "[cpu][conv]") {
   ScopedEnv layout("ONNXTOOL_CONV_LAYOUT", "");
+  ScopedEnv never("ONNXTOOL_WINOGRAD", "never");
   std::mt19937 rng(65);
-  const bool vectorPath = cpu::activeIsa() != cpu::Isa::Portable, avx512 = cpu::activeIsa() == cpu::Isa::Avx512;
+  const bool avx512 = cpu::activeIsa() == cpu::Isa::Avx512, avx2 = cpu::activeIsa() == cpu::Isa::Avx2;
   struct Pick {
     ConvCase k;
     bool implicit;
   };
   const Pick picks[] = {
-      {{1, 3, 64, 64, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1}, vectorPath},  // a 7x7/2 stem
-      {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, vectorPath},  // a 3x3/2 stem
-      {{1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},      // stride 1: on AVX-512 only
-      {{1, 3, 24, 24, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},   // 12 columns
-      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, false},  // 16 input channels: direct
-      {{1, 16, 32, 32, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},  // 1x1 stride 2
+      {{1, 3, 64, 64, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1}, avx512 || avx2},  // a 7x7/2 stem
+      {{1, 3, 64, 64, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx512 || avx2},  // a 3x3/2 stem
+      {{1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx512},          // stride 1, 3 channels
+      {{1, 3, 24, 24, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx2},            // 12 columns
+      {{1, 16, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, avx2},           // 16 input channels (AVX-512: direct)
+      {{1, 8, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, avx2},            // LeNet's second conv
+      {{1, 8, 14, 14, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, false},           // dilated
+      {{1, 8, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}, false},           // two groups
+      {{1, 16, 32, 32, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, false},          // 1x1 stride 2
   };
   for (const Pick& p : picks) {
     Builder b = fusedConvModel(p.k, {true, false, false, "relu"}, rng);
