@@ -234,6 +234,8 @@ TEST_CASE("cpu Conv large enough to split across threads matches the reference k
   const ConvCase cases[] = {
       {1, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // threads split the output pixels
       {1, 64, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // few pixels: threads split the weight panels
+      {1, 96, 12, 12, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 144 pixels, more output channels: the panels too
+      {1, 96, 24, 24, 200, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},   // the same 1x1/2 (a ResNet downsample)
       {2, 64, 32, 32, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 64},   // depthwise: threads split the planes (2*64*16*16*9 taps)
   };
   for (const ConvCase& k : cases) {
