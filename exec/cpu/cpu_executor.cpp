@@ -40,6 +40,7 @@
 #include <spdlog/spdlog.h>
 
 #include "exec/cpu/cpu_kernel.h"
+#include "exec/cpu/kernels_nchwc.h"
 #include "exec/cpu/kernels.h"
 #include "exec/cpu/prefaulted.h"
 #include "exec/cpu/kernels_attention.h"
@@ -551,6 +552,7 @@ class Specialization {
     }
     timer.lap("kernels");
     fuseSteps();
+    planBlockedLayout(threads);
     timer.lap("step-fusions");
     planMemory();
     releaseUnreadInitializers();
@@ -1711,6 +1713,80 @@ class Specialization {
   int rootOf(int s) const {
     const Slot& sl = slots_[static_cast<size_t>(s)];
     return sl.kind == SlotKind::Alias ? sl.root : s;
+  }
+
+  /// The blocked channel layout (kernels_nchwc.h) for chains of convolutions. A step whose
+  /// kernel has a blocked twin runs it when its input 0 or its output is kept blocked; a value is
+  /// kept blocked when the step writing it runs blocked (output 0, written blocked) and every
+  /// reader runs blocked and reads it at a blocked input (not a graph output, no subgraph reads
+  /// it). A step between two plain values would only reorder: it stays plain, until nothing
+  /// changes. Plans with fewer than 3 blocked convolutions stay plain. A blocked step with a
+  /// plain input or output goes through the adapter (reorders in its workspace); the pointwise
+  /// convolution reads a plain input 0 as it lies. ONNXTOOL_NCHWC=0: never.
+  void planBlockedLayout(int threads) {
+    const size_t nSteps = steps_.size();
+    std::vector<cpu::NchwcKernel*> twin(nSteps, nullptr);
+    for (size_t i = 0; i < nSteps; ++i) {
+      Step& st = steps_[i];
+      if (!st.kernel || !st.kernel->nchwcTwin || st.out.empty() || st.out[0] < 0) continue;
+      // nothing absorbed into the step after its kernel was made (its name says so)
+      if (st.kernelName != std::string(st.def->name) + st.kernel->variant()) continue;
+      twin[i] = dynamic_cast<cpu::NchwcKernel*>(st.kernel->nchwcTwin.get());
+    }
+    std::vector<std::vector<std::pair<int, size_t>>> readers(slots_.size());
+    std::vector<char> pinned(slots_.size(), 0);
+    for (size_t i = 0; i < nSteps; ++i) {
+      const Step& st = steps_[i];
+      for (size_t k = 0; k < st.in.size(); ++k)
+        if (st.in[k] >= 0) readers[static_cast<size_t>(st.in[k])].emplace_back(static_cast<int>(i), k);
+      for (int s : st.outerReads) pinned[static_cast<size_t>(s)] = 1;
+    }
+    for (int s : outputSlots_)
+      if (s >= 0) pinned[static_cast<size_t>(s)] = 1;
+    std::vector<char> on(nSteps, 0);
+    for (size_t i = 0; i < nSteps; ++i) on[i] = twin[i] != nullptr;
+    auto blockedAt = [&](int i, size_t k) {
+      const auto ins = twin[static_cast<size_t>(i)]->blockedInputs();
+      return std::find(ins.begin(), ins.end(), k) != ins.end();
+    };
+    auto blocked = [&](int s) {
+      if (s < 0 || pinned[static_cast<size_t>(s)]) return false;
+      const int d = slots_[static_cast<size_t>(s)].def;
+      if (d < 0 || !on[static_cast<size_t>(d)] || !twin[static_cast<size_t>(d)]->outputBlocked() || steps_[static_cast<size_t>(d)].out[0] != s)
+        return false;
+      for (const auto& [j, k] : readers[static_cast<size_t>(s)])
+        if (!on[static_cast<size_t>(j)] || !blockedAt(j, k)) return false;
+      return true;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < nSteps; ++i)
+        if (on[i] && !blocked(steps_[i].in[0]) && !blocked(steps_[i].out[0])) on[i] = 0, changed = true;
+    }
+    size_t convs = 0;
+    for (size_t i = 0; i < nSteps; ++i) convs += on[i] && twin[i]->outputBlocked();
+    if (convs >= 3) {
+      std::vector<std::pair<std::vector<size_t>, bool>> io(nSteps);  // per blocked step: plain inputs, plain output
+      for (size_t i = 0; i < nSteps; ++i) {
+        if (!on[i]) continue;
+        const Step& st = steps_[i];
+        for (size_t k : twin[i]->blockedInputs())
+          if (!blocked(st.in[k])) io[i].first.push_back(k);
+        io[i].second = twin[i]->outputBlocked() && !blocked(st.out[0]);
+      }
+      for (size_t i = 0; i < nSteps; ++i) {
+        if (!on[i]) continue;
+        Step& st = steps_[i];
+        auto& [plainIn, plainOut] = io[i];
+        if (!plainIn.empty() && plainIn[0] == 0 && twin[i]->readPlainInput0()) plainIn.erase(plainIn.begin());
+        std::unique_ptr<cpu::NchwcKernel> t(static_cast<cpu::NchwcKernel*>(st.kernel->nchwcTwin.release()));
+        st.kernel = plainIn.empty() && !plainOut ? std::unique_ptr<CpuKernel>(std::move(t))
+                                                 : cpu::adaptNchwc(std::move(t), plainIn, plainOut, threads);
+        st.kernelName = std::string(st.def->name) + st.kernel->variant();
+      }
+    }
+    for (Step& st : steps_)
+      if (st.kernel) st.kernel->nchwcTwin.reset();
   }
 
   void planMemory() {

@@ -164,6 +164,10 @@ class CpuKernel {
     (void)i;
     return false;
   }
+  /// The node's kernel in the plan's blocked channel layout (kernels_nchwc.h: an NchwcKernel),
+  /// made next to this one where that applies; the plan swaps it in (cpu_executor.cpp
+  /// planBlockedLayout) or drops it.
+  std::unique_ptr<CpuKernel> nchwcTwin;
 };
 
 /// How a kernel's output 0 relates to input 0, so that the memory plan can save buffers.

@@ -33,6 +33,7 @@
 #include "exec/cpu/gemm.h"
 #include "exec/cpu/isa.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_nchwc.h"
 #include "exec/cpu/prefaulted.h"
 
 #if defined(__SSE2__)
@@ -1393,6 +1394,20 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
       ownBias[static_cast<size_t>(oc)] = ownBias[static_cast<size_t>(oc)] * sc[static_cast<size_t>(oc)] + sh[static_cast<size_t>(oc)];
     }
   }
+  // The blocked-layout twin (kernels_nchwc.h), with a constant bias (or the folded one).
+  std::unique_ptr<CpuKernel> twin;
+  if (nchwcEnabled() && g.n * g.oh * g.ow > 0) {
+    const TensorData* b = info.hasInput(2) ? info.constants[2] : nullptr;
+    const bool biasOk = !info.hasInput(2) || !ownBias.empty() ||
+                        (b && b->dtype() == DType::Float && b->raw.size() == static_cast<size_t>(g.m) * sizeof(float));
+    std::vector<float> bias;
+    if (!ownBias.empty()) bias = ownBias;
+    else if (b && biasOk) {
+      bias.resize(static_cast<size_t>(g.m));
+      std::memcpy(bias.data(), b->raw.data(), b->raw.size());
+    }
+    if (biasOk) twin = makeNchwcConv(g, ep, weights, bias.empty() ? nullptr : bias.data(), suffix, info.threads);
+  }
   std::unique_ptr<CpuKernel> k;
   if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale && ep.inScale.empty()) {
     auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights, suffix, info.threads);
@@ -1416,6 +1431,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     p->ownBias = std::move(ownBias);
     k = std::move(p);
   }
+  if (k) k->nchwcTwin = std::move(twin);
   return k;
 }
 

@@ -14,6 +14,7 @@
 #include "exec/cpu/conv_common.h"
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/kernels_nchwc.h"
 
 namespace onnxtool::cpu {
 
@@ -334,7 +335,9 @@ std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info) {
   int64_t size = 1;
   for (size_t i = 2; i < x.size(); ++i) size *= x[i];
   if (size == 0) return nullptr;
-  return std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], size, info.threads);
+  auto k = std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], size, info.threads);
+  if (x.size() == 4) k->nchwcTwin = makeNchwcGlobalAveragePool(x[0], x[1], size, info.threads);
+  return k;
 }
 
 }  // namespace onnxtool::cpu

@@ -15,6 +15,7 @@
 
 #include "exec/cpu/conv_microkernels.h"
 #include "exec/cpu/isa.h"
+#include "exec/cpu/kernels_nchwc.h"
 #include "exec/executor.h"
 #include "exec/value_ops.h"
 #include "lib/ir.h"
@@ -1951,4 +1952,124 @@ TEST_CASE("cpu BatchNormalization -> Relu -> 1x1 Conv runs as one step, the conv
         CHECK(fused == (variant == 0));
         if (variant == 0) CHECK(kernels.size() == 1);  // BatchNormalization, Relu, Conv and Relu: one step
       }
+}
+
+namespace {
+
+/// A chain of convolutions as MobileNet/EfficientNet write them, for the blocked layout
+/// (kernels_nchwc.h): 3x3 stem (3 channels: plain) -> depthwise -> pointwise -> pointwise ->
+/// strided depthwise -> pointwise -> pointwise + residual Add -> squeeze-excitation (GAP, two 1x1
+/// convs, Sigmoid, Mul) -> pointwise -> GlobalAveragePool; a middle value is also a graph output
+/// (kept plain), and `c` picks the widths (multiples of 8, odd block counts among them).
+Builder nchwcChain(int64_t n, int64_t h, int64_t w, int64_t c, int64_t dwK, int64_t dil, bool silu, std::mt19937& rng,
+                   bool specials) {
+  Builder b(17);
+  b.input("x", randomTensor({n, 3, h, w}, rng, specials));
+  auto conv = [&](const std::string& in, const std::string& out, int64_t ci, int64_t co, int64_t k, int64_t s, int64_t group,
+                  int64_t d, std::vector<int64_t> pads) {
+    auto wv = randomFloats(static_cast<size_t>(co * ci / group * k * k), rng);
+    for (float& v : wv) v *= 0.5f;  // keeps the chain's values near 1
+    b.constant(out + "_w", f32({co, ci / group, k, k}, wv));
+    b.constant(out + "_b", randomTensor({co}, rng));
+    b.node("Conv", {in, out + "_w", out + "_b"}, out,
+           {testutil::ints("kernel_shape", {k, k}), testutil::ints("strides", {s, s}), testutil::ints("dilations", {d, d}),
+            testutil::ints("pads", pads), testutil::one("group", group)});
+  };
+  b.constant("lo", f32({}, {0.f}));
+  b.constant("hi", f32({}, {6.f}));
+  auto act = [&](const std::string& in, const std::string& out) {
+    if (silu) {
+      b.node("Sigmoid", {in}, out + "_sg");
+      b.node("Mul", {in, out + "_sg"}, out);
+    } else {
+      b.node("Clip", {in, "lo", "hi"}, out);
+    }
+  };
+  const int64_t pd = dwK / 2 * dil;
+  conv("x", "stem", 3, c, 3, 1, 1, 1, {1, 1, 1, 1});
+  act("stem", "stem_a");
+  conv("stem_a", "dw1", c, c, dwK, 1, c, dil, {pd, pd, pd, pd});
+  act("dw1", "dw1_a");
+  conv("dw1_a", "pw1", c, 16, 1, 1, 1, 1, {0, 0, 0, 0});
+  conv("pw1", "pw2", 16, 3 * c, 1, 1, 1, 1, {0, 0, 0, 0});
+  act("pw2", "pw2_a");
+  conv("pw2_a", "dw2", 3 * c, 3 * c, dwK, 2, 3 * c, 1, {dwK / 2, dwK / 2 - 1 + dwK % 2, dwK / 2 + 1, dwK / 2});  // asymmetric
+  act("dw2", "dw2_a");
+  conv("dw2_a", "pw3", 3 * c, 24, 1, 1, 1, 1, {0, 0, 0, 0});
+  conv("pw3", "pw4", 24, 24, 1, 1, 1, 1, {0, 0, 0, 0});
+  b.node("Add", {"pw4", "pw3"}, "res");
+  // squeeze-excitation over res: its channel scale is fused into the pointwise conv after it
+  b.node("GlobalAveragePool", {"res"}, "se_p");
+  conv("se_p", "se1", 24, 8, 1, 1, 1, 1, {0, 0, 0, 0});
+  b.node("Relu", {"se1"}, "se1_a");
+  conv("se1_a", "se2", 8, 24, 1, 1, 1, 1, {0, 0, 0, 0});
+  b.node("Sigmoid", {"se2"}, "se2_s");
+  b.node("Mul", {"res", "se2_s"}, "se");
+  conv("se", "pw5", 24, 40, 1, 1, 1, 1, {0, 0, 0, 0});
+  act("pw5", "pw5_a");
+  b.node("GlobalAveragePool", {"pw5_a"}, "pool");
+  b.output("pool");
+  b.output("pw2_a");  // a graph output in the middle of the chain
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("cpu convolution chains in the blocked layout (NCHWc) match the reference kernel", "[cpu][conv][nchwc]") {
+  const char* setting = GENERATE("", "0");
+  ScopedEnv forced("ONNXTOOL_NCHWC", setting);
+  // The layout is chosen where the AVX2 path runs (ONNXTOOL_ISA=avx2 on an AVX-512 machine too).
+  const bool expectBlocked = cpu::activeIsa() == cpu::Isa::Avx2 && std::string(setting) != "0";
+  INFO("ONNXTOOL_NCHWC=" << setting << ", isa " << cpu::isaName(cpu::activeIsa()));
+  std::mt19937 rng(811);
+  struct Shape {
+    int64_t n, h, w, c, k, dil;
+    bool silu;
+  };
+  const Shape shapes[] = {
+      {1, 15, 13, 8, 3, 1, false},  // odd map: row tails, one tile of 1 pixel
+      {2, 9, 7, 16, 3, 2, true},    // two images, dilation, SiLU
+      {1, 6, 11, 24, 5, 1, false},  // 5x5, three blocks (a pointwise group of one block)
+      {1, 1, 1, 8, 3, 1, true},     // a 1x1 map: every tap but the centre is padding
+      {1, 28, 28, 32, 3, 1, false}, // enough work for two threads
+  };
+  int iter = 0;
+  for (const Shape& s : shapes) {
+    Builder b = nchwcChain(s.n, s.h, s.w, s.c, s.k, s.dil, s.silu, rng, iter++ % 2 == 1);
+    INFO("n " << s.n << " map " << s.h << "x" << s.w << " c " << s.c << " k " << s.k << " dil " << s.dil << " silu " << s.silu);
+    auto kernels = checkAgainstRef(*b.m, b.feeds, 1e-4, 1e-4);
+    INFO(joined(kernels));
+    int blocked = 0;
+    for (const auto& k : kernels) blocked += k.find(".nchwc8") != std::string::npos;
+    if (!expectBlocked) {
+      CHECK(blocked == 0);
+      continue;
+    }
+    // dw1 (plain input from the stem: reordered in), pw1 (blocked), pw2 (a graph output: written
+    // plain), dw2 (reads pw2's plain output), pw3, pw4 + residual, pw5 (+ the channel scale),
+    // the last GlobalAveragePool; the SE's GlobalAveragePool reads res (blocked).
+    CHECK(ranOn(kernels, "cpu.conv.f32.nchwc8.depthwise"));
+    CHECK(ranOn(kernels, "cpu.conv.f32.nchwc8+add"));
+    // the channel scale is fused where the plain kernel would run channel-major (large maps)
+    if (s.h * s.w >= 784) CHECK(ranOn(kernels, "cpu.conv.f32.nchwc8+scale"));
+    CHECK(ranOn(kernels, "cpu.globalaveragepool.f32.nchwc8"));
+    CHECK(blocked >= 8);
+  }
+}
+
+TEST_CASE("the blocked-layout reorders round-trip every channel block and pixel tail", "[cpu][nchwc]") {
+  if (cpu::activeIsa() != cpu::Isa::Avx2) SUCCEED("no blocked layout on this path");
+  else
+    for (int64_t hw : {1, 7, 8, 9, 49, 196}) {
+      cpu::NchwcPlane p{2, 24, hw};
+      std::vector<float> x(static_cast<size_t>(p.floats())), y(x.size()), z(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+      cpu::nchwcFromPlain(x.data(), y.data(), p, nullptr, 1);
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t c = 0; c < 24; ++c)
+          for (int64_t q = 0; q < hw; ++q)
+            REQUIRE(y[static_cast<size_t>(((n * 3 + c / 8) * hw + q) * 8 + c % 8)] == x[static_cast<size_t>((n * 24 + c) * hw + q)]);
+      cpu::nchwcToPlain(y.data(), z.data(), p, nullptr, 1);
+      CHECK(z == x);
+    }
 }
