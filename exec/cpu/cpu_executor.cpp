@@ -1027,7 +1027,10 @@ class Specialization {
       if (!wt || !ot || wt->dims.size() != 4 || ot->dims.size() != 4) return nullptr;
       const auto& wd = wt->dims;
       const auto& od = ot->dims;
-      if (wd[2] != 1 || wd[3] != 1 || od[2] * od[3] < 2 * wd[0]) return nullptr;
+      // Channel-major scales the weights per image (m x c products): worth it from maps of 2m
+      // pixels; the blocked twin (kernels_nchwc.h) scales its input instead, at any size.
+      const bool twin = cpu::nchwcEnabled() && wd[0] % cpu::kNchwcBlock == 0 && wd[1] % cpu::kNchwcBlock == 0;
+      if (wd[2] != 1 || wd[3] != 1 || (!twin && od[2] * od[3] < 2 * wd[0])) return nullptr;
       for (int i = 0; i < 2; ++i) {
         const Value* a = mul->input(static_cast<size_t>(i));
         const Value* b = mul->input(static_cast<size_t>(1 - i));
@@ -1719,10 +1722,12 @@ class Specialization {
   /// kernel has a blocked twin runs it when its input 0 or its output is kept blocked; a value is
   /// kept blocked when the step writing it runs blocked (output 0, written blocked) and every
   /// reader runs blocked and reads it at a blocked input (not a graph output, no subgraph reads
-  /// it). A step between two plain values would only reorder: it stays plain, until nothing
-  /// changes. Plans with fewer than 3 blocked convolutions stay plain. A blocked step with a
-  /// plain input or output goes through the adapter (reorders in its workspace); the pointwise
-  /// convolution reads a plain input 0 as it lies. ONNXTOOL_NCHWC=0: never.
+  /// it). A step between two plain values would only reorder: it stays plain, and so does a
+  /// pointwise convolution with a plain input or output (NchwcKernel::gainsOnlyInChains), until
+  /// nothing changes. Plans with fewer than 3 blocked convolutions stay plain. A blocked step with
+  /// a plain input or output goes through the adapter (reorders in its workspace); the pointwise
+  /// convolution reads a plain input 0 as it lies. ONNXTOOL_NCHWC=0: never; =all: every twin runs
+  /// (measurements).
   void planBlockedLayout(int threads) {
     const size_t nSteps = steps_.size();
     std::vector<cpu::NchwcKernel*> twin(nSteps, nullptr);
@@ -1758,14 +1763,19 @@ class Specialization {
         if (!on[static_cast<size_t>(j)] || !blockedAt(j, k)) return false;
       return true;
     };
-    for (bool changed = true; changed;) {
+    const char* env = std::getenv("ONNXTOOL_NCHWC");
+    const bool force = env && std::string_view(env) == "all";  // every twin, whatever it costs (measurements)
+    for (bool changed = !force; changed;) {
       changed = false;
-      for (size_t i = 0; i < nSteps; ++i)
-        if (on[i] && !blocked(steps_[i].in[0]) && !blocked(steps_[i].out[0])) on[i] = 0, changed = true;
+      for (size_t i = 0; i < nSteps; ++i) {
+        if (!on[i]) continue;
+        const bool in = blocked(steps_[i].in[0]), out = blocked(steps_[i].out[0]);
+        if (twin[i]->gainsOnlyInChains() ? !(in && out) : !(in || out)) on[i] = 0, changed = true;
+      }
     }
     size_t convs = 0;
     for (size_t i = 0; i < nSteps; ++i) convs += on[i] && twin[i]->outputBlocked();
-    if (convs >= 3) {
+    if (convs >= 3 || (force && convs > 0)) {
       std::vector<std::pair<std::vector<size_t>, bool>> io(nSteps);  // per blocked step: plain inputs, plain output
       for (size_t i = 0; i < nSteps; ++i) {
         if (!on[i]) continue;

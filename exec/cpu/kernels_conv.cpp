@@ -1420,7 +1420,12 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   if (!k) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
     bool px = pixelMajor(g, mk);
-    if (px && ep.inputScale) return nullptr;  // the executor then runs the Mul, and the conv pixel-major
+    if (px && ep.inputScale) {
+      // The executor then runs the Mul, and the conv pixel-major; but with a blocked twin (which
+      // scales its input itself) the fused step stays, channel-major where it runs plain.
+      if (!twin) return nullptr;
+      px = false;
+    }
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;
     const bool prologue = !ep.inScale.empty();  // packed from the input, never read in place
     const bool implicit = !prologue && implicitGemm(g, mk, px, pointwise, ep.inputScale);

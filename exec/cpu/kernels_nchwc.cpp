@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "exec/cpu/isa.h"
+#include "exec/cpu/prefaulted.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,8 +21,10 @@
 namespace onnxtool::cpu {
 
 std::vector<size_t> NchwcKernel::blockedInputs() const {
-  if (residual) return {0, 3};
-  return {0};
+  std::vector<size_t> r;
+  if (!plainInput0) r.push_back(0);
+  if (residual) r.push_back(3);
+  return r;
 }
 
 #if defined(__x86_64__)
@@ -101,21 +104,24 @@ ONNXTOOL_AVX2 inline __m256 finish(__m256 acc, const float* res, __m256 lo, __m2
 /// channels. Input blocked (PLAIN false): pixel i, channel (cb, ci) at x + cb * 8 hw + i * 8 + ci;
 /// plain: at x + (cb * 8 + ci) * hw + i. Weights w[c][NB * 8]; output block j of pixel i at
 /// y + j * yStride + i * 8 (the residual likewise from res).
+/// With `first` false the tile adds to what y holds (a later block of input channels); the
+/// residual and clamp only with `last`.
 template <int MR, int NB, bool PLAIN>
 ONNXTOOL_AVX2 void pwTile(const float* x, int64_t hw, int64_t cblocks, const float* w, float* y, const float* res, int64_t yStride,
-                          const float* bias, const Epi& e) {
+                          const float* bias, const Epi& e, bool first, bool last, const float* pf) {
   __m256 acc[MR][NB];
 #pragma GCC unroll 16
   for (int j = 0; j < NB; ++j) {
     const __m256 b = bias ? _mm256_loadu_ps(bias + j * 8) : _mm256_setzero_ps();
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) acc[i][j] = b;
+    for (int i = 0; i < MR; ++i) acc[i][j] = first ? b : _mm256_loadu_ps(y + j * yStride + i * 8);
   }
   const int64_t cbStride = 8 * hw;
   for (int64_t cb = 0; cb < cblocks; ++cb, x += cbStride, w += 8 * NB * 8) {
     const float* xc = x;
 #pragma GCC unroll 8
     for (int ci = 0; ci < 8; ++ci) {
+      if (pf) _mm_prefetch(reinterpret_cast<const char*>(pf + (cb * 8 + ci) * NB * 8), _MM_HINT_T0);
       __m256 wv[NB];
 #pragma GCC unroll 16
       for (int j = 0; j < NB; ++j) wv[j] = _mm256_loadu_ps(w + ci * NB * 8 + j * 8);
@@ -128,6 +134,13 @@ ONNXTOOL_AVX2 void pwTile(const float* x, int64_t hw, int64_t cblocks, const flo
       if (PLAIN) xc += hw;
     }
   }
+  if (!last) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j)
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + j * yStride + i * 8, acc[i][j]);
+    return;
+  }
   const __m256 lo = _mm256_set1_ps(e.lo), hi = _mm256_set1_ps(e.hi);
 #pragma GCC unroll 16
   for (int j = 0; j < NB; ++j)
@@ -136,7 +149,8 @@ ONNXTOOL_AVX2 void pwTile(const float* x, int64_t hw, int64_t cblocks, const flo
       _mm256_storeu_ps(y + j * yStride + i * 8, finish(acc[i][j], res ? res + j * yStride + i * 8 : nullptr, lo, hi, e.clamp));
 }
 
-using PwTileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, const float*, int64_t, const float*, const Epi&);
+using PwTileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, const float*, int64_t, const float*, const Epi&, bool,
+                          bool, const float*);
 
 constexpr int kPwMr2 = 6;   ///< pixels per tile with two output blocks (12 accumulators)
 constexpr int kPwMr1 = 12;  ///< with one output block
@@ -205,6 +219,65 @@ ONNXTOOL_AVX2 void dwEdge(const float* x, int64_t w, int64_t rowLo, int64_t rowH
   _mm256_storeu_ps(y + ox * B, finish(a0, res ? res + ox * B : nullptr, _mm256_set1_ps(e.lo), _mm256_set1_ps(e.hi), e.clamp));
 }
 
+/// A direct convolution from a plain input (a stem: few input channels) to blocked outputs: MR
+/// output pixels of one row x NB blocks, every tap inside the input (interior pixels), the rows
+/// ki in [rowLo, rowHi). x: the image's planes [c][h][w]; w[c][kh][kw][NB * 8]; output block j of
+/// pixel i at y + j * yStride + i * 8.
+template <int MR, int NB>
+ONNXTOOL_AVX2 void stemTile(const float* x, const ConvGeometry& g, int64_t rowLo, int64_t rowHi, int64_t iy0, int64_t ix0, const float* w,
+                            float* y, int64_t yStride, const float* bias, const Epi& e) {
+  __m256 acc[MR][NB];
+#pragma GCC unroll 16
+  for (int j = 0; j < NB; ++j) {
+    const __m256 b = bias ? _mm256_loadu_ps(bias + j * 8) : _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) acc[i][j] = b;
+  }
+  const int64_t sw = g.sw;
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t ki = rowLo; ki < rowHi; ++ki) {
+      const float* row = x + (c * g.h + iy0 + ki * g.dh) * g.w + ix0;
+      const float* wk = w + ((c * g.kh + ki) * g.kw) * NB * 8;
+      for (int64_t kj = 0; kj < g.kw; ++kj, row += g.dw, wk += NB * 8) {
+        __m256 wv[NB];
+#pragma GCC unroll 16
+        for (int j = 0; j < NB; ++j) wv[j] = _mm256_loadu_ps(wk + j * 8);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+          const __m256 a = _mm256_broadcast_ss(row + i * sw);
+#pragma GCC unroll 16
+          for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(a, wv[j], acc[i][j]);
+        }
+      }
+    }
+  const __m256 lo = _mm256_set1_ps(e.lo), hi = _mm256_set1_ps(e.hi);
+#pragma GCC unroll 16
+  for (int j = 0; j < NB; ++j)
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + j * yStride + i * 8, finish(acc[i][j], nullptr, lo, hi, e.clamp));
+}
+
+/// One output pixel of the stem with its taps checked against the input's columns (edges).
+ONNXTOOL_AVX2 void stemEdge(const float* x, const ConvGeometry& g, int nb, int64_t rowLo, int64_t rowHi, int64_t iy0, int64_t ox,
+                            const float* w, float* y, int64_t yStride, const float* bias, const Epi& e) {
+  const __m256 lo = _mm256_set1_ps(e.lo), hi = _mm256_set1_ps(e.hi);
+  for (int j = 0; j < nb; ++j) {
+    __m256 acc = bias ? _mm256_loadu_ps(bias + j * 8) : _mm256_setzero_ps();
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t ki = rowLo; ki < rowHi; ++ki) {
+        const float* row = x + (c * g.h + iy0 + ki * g.dh) * g.w;
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          const int64_t ix = ox * g.sw - g.padL + kj * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          acc = _mm256_fmadd_ps(_mm256_broadcast_ss(row + ix), _mm256_loadu_ps(w + ((c * g.kh + ki) * g.kw + kj) * nb * 8 + j * 8), acc);
+        }
+      }
+    _mm256_storeu_ps(y + j * yStride + ox * 8, finish(acc, nullptr, lo, hi, e.clamp));
+  }
+}
+
+constexpr int kStemMr = 6;
+
 /// GlobalAveragePool of one block: y[i] = mean over p of x[p][i].
 ONNXTOOL_AVX2 void gapBlock(const float* x, int64_t hw, float* y) {
   __m256d s0 = _mm256_setzero_pd(), s1 = s0;
@@ -250,7 +323,7 @@ class NchwcPointwiseConv : public NchwcKernel {
     in3 = out = {g.n, g.m, g.h * g.w};
     const int64_t mb = g.m / B;
     groups_ = (mb + 1) / 2;
-    w_.assign(static_cast<size_t>(g.m * g.c), 0.f);
+    w_.resize(static_cast<size_t>(g.m * g.c));  // zeros
     for (int64_t gi = 0; gi < groups_; ++gi) {
       const int nb = nbOf(gi);
       float* wg = w_.data() + gi * 2 * B * g.c;
@@ -259,9 +332,13 @@ class NchwcPointwiseConv : public NchwcKernel {
           for (int64_t l = 0; l < B; ++l) wg[(c * nb + j) * B + l] = weights[((gi * 2 + j) * B + l) * g.c + c];
     }
     if (bias) bias_.assign(bias, bias + g.m);
-    // Groups per chunk: their weights within ~128 KiB (L2 holds them while the tiles go by).
-    chunk_ = std::max<int64_t>(1, 131072 / std::max<int64_t>(1, 2 * B * g.c * 4));
+    // Input channels in blocks of at most 256 (a tile's input, 6 KiB, stays in L1 while the
+    // weights go by), groups in chunks whose weights for such a block are ~128 KiB (in L2).
+    kcBlocks_ = std::min<int64_t>(g.c / B, 32);
+    chunk_ = std::max<int64_t>(1, 131072 / (2 * B * kcBlocks_ * B * 4));
+    tileBlock_ = std::max<int64_t>(1, 98304 / (kcBlocks_ * B * kPwMr2 * 4));
   }
+  bool gainsOnlyInChains() const override { return true; }
   bool readPlainInput0() override {
     if (scale_) return false;  // the scaled copy is blocked
     plainIn_ = true;
@@ -287,17 +364,27 @@ class NchwcPointwiseConv : public NchwcKernel {
       x = xs;
     }
     const int64_t tilesPerImage = (hw + kPwMr2 - 1) / kPwMr2, tiles = g_.n * tilesPerImage;
-    const bool byTiles = tiles >= 2 * threads || groups_ < threads;
+    // Threads split the tiles, or on small maps (few tiles, uneven shares) the groups: each then
+    // streams only its own weights.
+    const bool byTiles = threads == 1 || tiles >= 8 * threads || groups_ < 2 * threads;
     const int64_t units = byTiles ? tiles : groups_;
     parallelRanges(args.pool, threads, units, 1, [&](int64_t b, int64_t e, int) {
       const int64_t t0 = byTiles ? b : 0, t1 = byTiles ? e : tiles;
       const int64_t g0 = byTiles ? 0 : b, g1 = byTiles ? groups_ : e;
+      // Goto-style: a block of tiles' input (~96 KiB) stays in L2 while each group's weights for
+      // the channel block (<= 16 KiB) stay in L1 over the tiles of the block.
       for (int64_t gc = g0; gc < g1; gc += chunk_)
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t img = t / tilesPerImage, p0 = t % tilesPerImage * kPwMr2;
-          const int mr = static_cast<int>(std::min<int64_t>(kPwMr2, hw - p0));
-          for (int64_t gi = gc; gi < std::min(g1, gc + chunk_); ++gi) run(x, res, y, img, p0, mr, gi);
-        }
+        for (int64_t kb = 0; kb < cb; kb += kcBlocks_)
+          for (int64_t tb = t0; tb < t1; tb += tileBlock_)
+            for (int64_t gi = gc; gi < std::min(g1, gc + chunk_); ++gi) {
+              const int64_t te = std::min(t1, tb + tileBlock_);
+              for (int64_t t = tb; t < te; ++t) {
+                const int64_t img = t / tilesPerImage, p0 = t % tilesPerImage * kPwMr2;
+                // the last tile fetches the next group's weights for this channel block
+                const bool pf = t + 1 == te && gi + 1 < g1 && nbOf(gi + 1) == 2;
+                run(x, res, y, img, p0, static_cast<int>(std::min<int64_t>(kPwMr2, hw - p0)), gi, kb, pf);
+              }
+            }
       if (act_ != VecUnary::Count) {  // over what this range wrote, each block's pixels contiguous
         auto f = activation(act_);
         for (int64_t gi = g0; gi < g1; ++gi)
@@ -317,22 +404,26 @@ class NchwcPointwiseConv : public NchwcKernel {
 
  private:
   int nbOf(int64_t gi) const { return gi * 2 + 1 < g_.m / B ? 2 : 1; }
-  void run(const float* x, const float* res, float* y, int64_t img, int64_t p0, int mr, int64_t gi) const {
-    const int64_t hw = g_.h * g_.w, nb = nbOf(gi);
-    const float* xi = x + img * g_.c * hw;
-    const float* wg = w_.data() + gi * 2 * B * g_.c;
+  /// Tile (img, p0, mr pixels) of group gi over input blocks [kb, kb + kcBlocks_).
+  void run(const float* x, const float* res, float* y, int64_t img, int64_t p0, int mr, int64_t gi, int64_t kb, bool prefetch) const {
+    const int64_t hw = g_.h * g_.w, nb = nbOf(gi), cbs = g_.c / B, kc = std::min(kcBlocks_, cbs - kb);
+    const bool first = kb == 0, last = kb + kc == cbs;
+    const float* xi = x + img * g_.c * hw + kb * B * hw;
+    const float* wg = w_.data() + gi * 2 * B * g_.c + kb * B * nb * B;
+    const float* pf = prefetch && nb == 2 ? wg + 2 * B * g_.c : nullptr;
     const int64_t yOff = (img * (g_.m / B) + gi * 2) * hw * B + p0 * B;
     const float* bias = bias_.empty() ? nullptr : bias_.data() + gi * 2 * B;
     const int64_t pStride = plainIn_ ? 1 : B;  // blocked: (cb, p, ci) at cb * 8 hw + p * 8 + ci; plain: (cb * 8 + ci) * hw + p
     if (nb == 2) {
-      (plainIn_ ? kPwTiles2Plain : kPwTiles2)[static_cast<size_t>(mr - 1)](xi + p0 * pStride, hw, g_.c / B, wg, y + yOff,
-                                                                           res ? res + yOff : nullptr, hw * B, bias, e_);
+      (plainIn_ ? kPwTiles2Plain : kPwTiles2)[static_cast<size_t>(mr - 1)](xi + p0 * pStride, hw, kc, wg, y + yOff,
+                                                                           res ? res + yOff : nullptr, hw * B, bias, e_, first, last, pf);
       return;
     }
     for (int i0 = 0; i0 < mr; i0 += kPwMr1) {  // one block: tiles of up to 12 pixels
       const int m = std::min(kPwMr1, mr - i0);
-      (plainIn_ ? kPwTiles1Plain : kPwTiles1)[static_cast<size_t>(m - 1)](xi + (p0 + i0) * pStride, hw, g_.c / B, wg, y + yOff + i0 * B,
-                                                                          res ? res + yOff + i0 * B : nullptr, hw * B, bias, e_);
+      (plainIn_ ? kPwTiles1Plain : kPwTiles1)[static_cast<size_t>(m - 1)](xi + (p0 + i0) * pStride, hw, kc, wg, y + yOff + i0 * B,
+                                                                          res ? res + yOff + i0 * B : nullptr, hw * B, bias, e_, first,
+                                                                          last, nullptr);
     }
   }
 
@@ -342,8 +433,9 @@ class NchwcPointwiseConv : public NchwcKernel {
   int threads_;
   std::string variant_;
   Epi e_;
-  int64_t groups_ = 0, chunk_ = 1;
-  std::vector<float> w_, bias_;
+  int64_t groups_ = 0, chunk_ = 1, kcBlocks_ = 1, tileBlock_ = 1;
+  PackedFloats w_;  ///< 64-byte aligned: vector loads never straddle two lines
+  std::vector<float> bias_;
 };
 
 /// Depthwise convolution: blocks of 8 channels, each output row's interior 4 pixels at a time
@@ -359,7 +451,7 @@ class NchwcDepthwiseConv : public NchwcKernel {
     in0 = {g.n, g.c, g.h * g.w};
     in3 = out = {g.n, g.m, g.oh * g.ow};
     const int64_t taps = g.kh * g.kw;
-    w_.assign(static_cast<size_t>(g.c * taps), 0.f);
+    w_.resize(static_cast<size_t>(g.c * taps));
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t k = 0; k < taps; ++k) w_[static_cast<size_t>((c / B * taps + k) * B + c % B)] = weights[c * taps + k];
     if (bias) bias_.assign(bias, bias + g.m);
@@ -415,7 +507,89 @@ class NchwcDepthwiseConv : public NchwcKernel {
   std::string variant_;
   Epi e_;
   int64_t oxLo_ = 0, oxHi_ = 0;
-  std::vector<float> w_, bias_;
+  PackedFloats w_;  ///< 64-byte aligned: vector loads never straddle two lines
+  std::vector<float> bias_;
+};
+
+/// A convolution of a plain input with few channels (a network's stem: 3 channels) writing
+/// blocked outputs: direct, 6 pixels of a row x 16 output channels per tile, input values
+/// broadcast from the image's rows; weights packed per pair of output blocks [c][kh][kw][16].
+/// Threads split the output rows.
+class NchwcStemConv : public NchwcKernel {
+ public:
+  NchwcStemConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, const float* bias, std::string suffix, int threads)
+      : g_(g), act_(ep.act), threads_(std::max(threads, 1)), variant_(".nchwc8.stem" + suffix) {
+    e_.clamp = ep.clamp, e_.lo = ep.lo, e_.hi = ep.hi;
+    plainInput0 = true;
+    in0 = {g.n, g.c, g.h * g.w};
+    out = {g.n, g.m, g.oh * g.ow};
+    const int64_t mb = g.m / B, taps = g.c * g.kh * g.kw;
+    groups_ = (mb + 1) / 2;
+    w_.resize(static_cast<size_t>(g.m * taps));
+    for (int64_t gi = 0; gi < groups_; ++gi) {
+      const int nb = nbOf(gi);
+      float* wg = w_.data() + gi * 2 * B * taps;
+      for (int64_t t = 0; t < taps; ++t)
+        for (int j = 0; j < nb; ++j)
+          for (int64_t l = 0; l < B; ++l) wg[(t * nb + j) * B + l] = weights[((gi * 2 + j) * B + l) * taps + t];
+    }
+    if (bias) bias_.assign(bias, bias + g.m);
+    oxLo_ = std::min(g.ow, std::max<int64_t>(0, (g.padL + g.sw - 1) / g.sw));
+    const int64_t lastIx = g.w - 1 - (g.kw - 1) * g.dw + g.padL;
+    oxHi_ = lastIx < 0 ? oxLo_ : std::max(oxLo_, std::min(g.ow, lastIx / g.sw + 1));
+  }
+  double flops() const override { return 2.0 * g_.n * g_.m * g_.c * g_.kh * g_.kw * g_.oh * g_.ow; }
+  std::string variant() const override { return variant_; }
+  bool readsInput(size_t i) const override { return i != 1 && i != 2; }
+  void compute(const CpuComputeArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int threads = flops() < 4e5 ? 1 : threads_;
+    parallelRanges(args.pool, threads, g_.n * g_.oh, 1, [&](int64_t b, int64_t e, int) {
+      auto f = activation(act_);
+      for (int64_t u = b; u < e; ++u) {
+        const int64_t img = u / g_.oh, oy = u % g_.oh;
+        row(x + img * g_.c * g_.h * g_.w, y + img * g_.m * g_.oh * g_.ow, oy);
+        if (f)
+          for (int64_t ob = 0; ob < g_.m / B; ++ob) {
+            float* yr = y + ((img * (g_.m / B) + ob) * g_.oh + oy) * g_.ow * B;
+            f(yr, yr, g_.ow * B);
+          }
+      }
+    });
+  }
+
+ private:
+  int nbOf(int64_t gi) const { return gi * 2 + 1 < g_.m / B ? 2 : 1; }
+  void row(const float* x, float* y, int64_t oy) const {
+    const int64_t iy0 = oy * g_.sh - g_.padT, hw = g_.oh * g_.ow, taps = g_.c * g_.kh * g_.kw;
+    int64_t rowLo = 0, rowHi = g_.kh;
+    while (rowLo < g_.kh && iy0 + rowLo * g_.dh < 0) ++rowLo;
+    while (rowHi > rowLo && iy0 + (rowHi - 1) * g_.dh >= g_.h) --rowHi;
+    for (int64_t gi = 0; gi < groups_; ++gi) {
+      const int nb = nbOf(gi);
+      const float* wg = w_.data() + gi * 2 * B * taps;
+      const float* bias = bias_.empty() ? nullptr : bias_.data() + gi * 2 * B;
+      float* yr = y + (gi * 2 * hw + oy * g_.ow) * B;
+      for (int64_t ox = 0; ox < oxLo_; ++ox) stemEdge(x, g_, nb, rowLo, rowHi, iy0, ox, wg, yr, hw * B, bias, e_);
+      int64_t ox = oxLo_;
+      for (; ox + kStemMr <= oxHi_; ox += kStemMr) {
+        const int64_t ix0 = ox * g_.sw - g_.padL;
+        if (nb == 2) stemTile<kStemMr, 2>(x, g_, rowLo, rowHi, iy0, ix0, wg, yr + ox * B, hw * B, bias, e_);
+        else stemTile<kStemMr, 1>(x, g_, rowLo, rowHi, iy0, ix0, wg, yr + ox * B, hw * B, bias, e_);
+      }
+      for (; ox < g_.ow; ++ox) stemEdge(x, g_, nb, rowLo, rowHi, iy0, ox, wg, yr, hw * B, bias, e_);
+    }
+  }
+
+  ConvGeometry g_;
+  VecUnary act_;
+  int threads_;
+  std::string variant_;
+  Epi e_;
+  int64_t groups_ = 0, oxLo_ = 0, oxHi_ = 0;
+  PackedFloats w_;
+  std::vector<float> bias_;
 };
 
 class NchwcGlobalAveragePool : public NchwcKernel {
@@ -513,12 +687,16 @@ void nchwcToPlain(const float* x, float* y, const NchwcPlane& p, ThreadPool* poo
 
 std::unique_ptr<NchwcKernel> makeNchwcConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, const float* bias,
                                            const std::string& suffix, int threads) {
-  if (!nchwcEnabled() || g.c % B || g.m % B || g.c == 0 || !ep.inScale.empty()) return nullptr;
-  const bool pointwise = g.group == 1 && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 &&
+  if (!nchwcEnabled() || g.m % B || g.c == 0 || !ep.inScale.empty()) return nullptr;
+  if (g.c % B && g.c >= B) return nullptr;  // only a stem reads fewer than 8 channels
+  const bool pointwise = g.c % B == 0 && g.group == 1 && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.padT == 0 && g.padL == 0 &&
                          g.oh == g.h && g.ow == g.w;
   if (pointwise) return std::make_unique<NchwcPointwiseConv>(g, ep, weights, bias, suffix, threads);
   const bool depthwise = g.group == g.c && g.m == g.c && g.padT >= 0 && g.padL >= 0 && !ep.inputScale && g.oh > 0 && g.ow > 0;
   if (depthwise) return std::make_unique<NchwcDepthwiseConv>(g, ep, weights, bias, suffix, threads);
+  // A stem: a plain input of fewer than 8 channels (never blocked) into a blocked output.
+  const bool stem = g.group == 1 && g.c < B && g.padT >= 0 && g.padL >= 0 && !ep.residual && !ep.inputScale && g.oh > 0 && g.ow > 0;
+  if (stem) return std::make_unique<NchwcStemConv>(g, ep, weights, bias, suffix, threads);
   return nullptr;
 }
 

@@ -47,16 +47,22 @@ class NchwcKernel : public CpuKernel {
  public:
   std::vector<size_t> blockedInputs() const;
   virtual bool outputBlocked() const { return true; }
+  /// Whether the kernel gains only with both its input 0 and its output blocked (a pointwise
+  /// convolution: about as fast as the plain GEMM, slower reading a plain input or writing
+  /// through a reorder); else it gains alone (depthwise, stem, GlobalAveragePool).
+  virtual bool gainsOnlyInChains() const { return false; }
   /// Asks the kernel to read input 0 in the plain layout as it lies; false when it cannot (the
   /// plan then reorders it into the adapter's workspace).
   virtual bool readPlainInput0() { return false; }
   /// The shapes of input i (in blockedInputs) and of output 0.
   NchwcPlane in0, in3, out;
-  bool residual = false;  ///< input 3 read blocked too
+  bool residual = false;     ///< input 3 read blocked too
+  bool plainInput0 = false;  ///< input 0 read plain (a stem's few channels), never blocked
 };
 
 /// The twin of a convolution: pointwise (1x1, stride 1, no pads, one group) or depthwise
-/// (group = c = m), with c and m multiples of kNchwcBlock, on weights [m][c / group][kh][kw]
+/// (group = c = m), with c and m multiples of kNchwcBlock, or a stem (one group, c < 8: its
+/// plain input read as it lies, the output blocked), on weights [m][c / group][kh][kw]
 /// (a folded BatchNormalization already applied), `bias` (m floats, copied) or none, and the
 /// epilogue (residual, clamp, activation, and for the pointwise one the channel scale of input
 /// 4). nullptr where it does not apply.
