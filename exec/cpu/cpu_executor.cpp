@@ -524,6 +524,7 @@ class Specialization {
     for (const auto& e : g.inputs()) inputSlots_.push_back(slotFor(e.value));
     for (Value* v : g.initializers()) slotFor(v);
     for (Value* v : g.sparseInitializers()) slotFor(v);
+    nchwc_ = cpu::nchwcEnabled() && hasBlockedDepthwise(g);
     // int8 chains first (kernels_int8.h), then Conv [+BN] [+Add] [+Relu/Clip] chains among the rest
     planInt8Fusions(g, threads);
     planFusions(threads);
@@ -1029,7 +1030,7 @@ class Specialization {
       const auto& od = ot->dims;
       // Channel-major scales the weights per image (m x c products): worth it from maps of 2m
       // pixels; the blocked twin (kernels_nchwc.h) scales its input instead, at any size.
-      const bool twin = cpu::nchwcEnabled() && wd[0] % cpu::kNchwcBlock == 0 && wd[1] % cpu::kNchwcBlock == 0;
+      const bool twin = nchwc_ && wd[0] % cpu::kNchwcBlock == 0 && wd[1] % cpu::kNchwcBlock == 0;
       if (wd[2] != 1 || wd[3] != 1 || (!twin && od[2] * od[3] < 2 * wd[0])) return nullptr;
       for (int i = 0; i < 2; ++i) {
         const Value* a = mul->input(static_cast<size_t>(i));
@@ -1292,6 +1293,7 @@ class Specialization {
     info.sinceVersion = schema.sinceVersion;
     info.threads = threads;
     info.fused = fused;
+    info.nchwc = nchwc_;
     job.def = def;
     job.types.reserve(st.in.size() + st.out.size());  // no reallocation: info points into it
     for (int s : st.in) {
@@ -1718,6 +1720,19 @@ class Specialization {
     return sl.kind == SlotKind::Alias ? sl.root : s;
   }
 
+  /// Whether g has a float depthwise convolution of whole channel blocks (group = C = M, C a
+  /// multiple of kNchwcBlock): where the blocked layout gains (CpuNodeInfo::nchwc).
+  static bool hasBlockedDepthwise(const Graph& g) {
+    for (const auto& n : g.nodes()) {
+      if (n->opType != "Conv" || !canonicalDomain(n->domain).empty() || n->inputs().empty() || !n->input(0)) continue;
+      const auto t = staticType(n->input(0)->type());
+      if (!t || t->dtype != DType::Float || t->dims.size() != 4) continue;
+      const int64_t c = t->dims[1];
+      if (c > 0 && c % cpu::kNchwcBlock == 0 && n->attrInt("group", 1) == c) return true;
+    }
+    return false;
+  }
+
   /// The blocked channel layout (kernels_nchwc.h) for chains of convolutions. A step whose
   /// kernel has a blocked twin runs it when its input 0 or its output is kept blocked; a value is
   /// kept blocked when the step writing it runs blocked (output 0, written blocked) and every
@@ -1912,6 +1927,7 @@ class Specialization {
   }
 
   int graphOptLevel_;
+  bool nchwc_ = false;  ///< kernels make blocked twins (CpuNodeInfo::nchwc)
   std::unique_ptr<Model> model_;
   std::unique_ptr<RefNodeRunner> ref_;
   /// Main-graph initializer values (initValue); after prepare, those runs read. Only prepare

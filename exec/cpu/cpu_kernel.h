@@ -101,6 +101,10 @@ struct CpuNodeInfo {
   /// kept by the plan build from one node to the next of the thread creating it, so that a copy
   /// reuses mapped pages instead of faulting fresh ones in; null: allocate one's own.
   std::vector<float>* scratch = nullptr;
+  /// Whether the plan may use the blocked channel layout (kernels_nchwc.h): its graph has a
+  /// depthwise convolution of whole channel blocks (where the layout gains); kernels then make
+  /// their blocked twins (CpuKernel::nchwcTwin), else none (no packing twice).
+  bool nchwc = false;
   const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
   const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }

@@ -1396,7 +1396,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   }
   // The blocked-layout twin (kernels_nchwc.h), with a constant bias (or the folded one).
   std::unique_ptr<CpuKernel> twin;
-  if (nchwcEnabled() && g.n * g.oh * g.ow > 0) {
+  if (info.nchwc && nchwcEnabled() && g.n * g.oh * g.ow > 0) {
     const TensorData* b = info.hasInput(2) ? info.constants[2] : nullptr;
     const bool biasOk = !info.hasInput(2) || !ownBias.empty() ||
                         (b && b->dtype() == DType::Float && b->raw.size() == static_cast<size_t>(g.m) * sizeof(float));

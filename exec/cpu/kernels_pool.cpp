@@ -336,7 +336,7 @@ std::unique_ptr<CpuKernel> createGlobalAveragePool(const CpuNodeInfo& info) {
   for (size_t i = 2; i < x.size(); ++i) size *= x[i];
   if (size == 0) return nullptr;
   auto k = std::make_unique<GlobalAveragePoolKernel>(x[0] * x[1], size, info.threads);
-  if (x.size() == 4) k->nchwcTwin = makeNchwcGlobalAveragePool(x[0], x[1], size, info.threads);
+  if (info.nchwc && x.size() == 4) k->nchwcTwin = makeNchwcGlobalAveragePool(x[0], x[1], size, info.threads);
   return k;
 }
 
