@@ -258,6 +258,27 @@ class AxisCopyKernel : public CpuKernel {
   }
   void compute(const CpuComputeArgs& args) const override {
     if (row_ == 0) return;
+    const int threads = args.pool ? args.pool->threads() : 1;
+    if (outer_ < 2 * threads && static_cast<size_t>(outer_) * row_ >= 2 * kChunk) {
+      // Few rows (a channel concat of one image: DenseNet's dense blocks): the bytes in chunks
+      // of 64 KiB over the threads, not one row (megabytes) per thread.
+      const int64_t per = static_cast<int64_t>((row_ + kChunk - 1) / kChunk), chunks = outer_ * per;
+      parallelFor(args.pool, chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+          const size_t o = static_cast<size_t>(c / per), lo = static_cast<size_t>(c % per) * kChunk, hi = std::min(row_, lo + kChunk);
+          size_t off = 0;  // the parts overlapping [lo, hi) of row o
+          for (size_t i = 0; i < parts_.size() && off < hi; off += parts_[i], ++i) {
+            const size_t n = parts_[i], a = std::max(lo, off), z = std::min(hi, off + n);
+            if (a >= z) continue;
+            uint8_t* whole = static_cast<uint8_t*>(split_ ? const_cast<void*>(args.inputs[0]) : args.outputs[0]) + o * row_ + a;
+            uint8_t* part = static_cast<uint8_t*>(split_ ? args.outputs[i] : const_cast<void*>(args.inputs[i])) + o * n + (a - off);
+            if (split_) std::memcpy(part, whole, z - a);
+            else std::memcpy(whole, part, z - a);
+          }
+        }
+      });
+      return;
+    }
     int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(65536 / row_));
     parallelFor(args.pool, outer_, grain, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
@@ -274,6 +295,7 @@ class AxisCopyKernel : public CpuKernel {
   }
 
  private:
+  static constexpr size_t kChunk = 65536;
   bool split_;
   int64_t outer_;
   std::vector<size_t> parts_;

@@ -1177,6 +1177,25 @@ TEST_CASE("cpu Concat and Split match the reference kernels on any element type"
       INFO("Concat axis " << axis << " dtype " << static_cast<int>(t));
       checkAgainstRef(*model, feeds, "cpu.concat.copy");
     }
+  // Few rows of many bytes (a channel concat of one or two images): copied in 64 KiB chunks over
+  // the threads, parts starting and ending inside chunks.
+  for (int64_t n : {1, 2})
+    for (DType t : {DType::Float, DType::UInt8}) {
+      std::map<std::string, RtValue> feeds;
+      auto model = oneNode("Concat", 13,
+                           {{countingTensor(t, {n, 1777, 31}, rng), false},
+                            {countingTensor(t, {n, 3, 31}, rng), false},
+                            {countingTensor(t, {n, 0, 31}, rng), false},
+                            {countingTensor(t, {n, 4099, 31}, rng), true}},
+                           {testutil::one("axis", 1)}, feeds);
+      INFO("Concat of long rows, n " << n << " dtype " << static_cast<int>(t));
+      checkAgainstRef(*model, feeds, "cpu.concat.copy");
+      std::map<std::string, RtValue> sfeeds;
+      auto split = oneNode("Split", 13, {{countingTensor(t, {n, 5879, 31}, rng), false}, {i64({3}, {1777, 3, 4099}), true}},
+                           {testutil::one("axis", 1)}, sfeeds, 3);
+      INFO("Split of long rows");
+      checkAgainstRef(*split, sfeeds, "cpu.split.copy");
+    }
   struct PCase {
     int64_t opset;
     std::vector<int64_t> dims;
