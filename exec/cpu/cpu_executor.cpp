@@ -1810,6 +1810,9 @@ class Specialization {
         st.kernelName = std::string(st.def->name) + st.kernel->variant();
       }
     }
+    size_t twins = 0, ran = 0;
+    for (size_t i = 0; i < nSteps; ++i) twins += twin[i] != nullptr, ran += on[i] && convs >= 3;
+    if (twins) spdlog::debug("cpu executor: blocked layout: {} of {} steps with a blocked twin run it ({} convolutions)", ran, twins, convs);
     for (Step& st : steps_)
       if (st.kernel) st.kernel->nchwcTwin.reset();
   }
