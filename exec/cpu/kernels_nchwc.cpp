@@ -164,24 +164,25 @@ const auto kPwTiles1 = pwTable<1, false>(std::make_integer_sequence<int, kPwMr1>
 const auto kPwTiles2Plain = pwTable<2, true>(std::make_integer_sequence<int, kPwMr2>{});
 const auto kPwTiles1Plain = pwTable<1, true>(std::make_integer_sequence<int, kPwMr1>{});
 
-/// 8 output pixels of a stride-1, undilated row of KW taps: each input vector loaded once and
-/// multiplied into every output that reads it (8 + KW - 1 loads for 8 KW products).
-template <int KW>
+/// 8 output pixels of an undilated row of KW taps, stride S: each input vector loaded once and
+/// multiplied into every output that reads it (7 S + KW loads for 8 KW products).
+template <int KW, int S>
 ONNXTOOL_AVX2 inline void dwRow8(const float* row, const float* wk, __m256 acc[8]) {
   __m256 w[KW];
 #pragma GCC unroll 8
   for (int kj = 0; kj < KW; ++kj) w[kj] = _mm256_loadu_ps(wk + kj * B);
-#pragma GCC unroll 16
-  for (int t = 0; t < 8 + KW - 1; ++t) {
+#pragma GCC unroll 32
+  for (int t = 0; t < 7 * S + KW; ++t) {  // input column t feeds output o = (t - kj) / S
     const __m256 v = _mm256_loadu_ps(row + t * B);
 #pragma GCC unroll 8
     for (int kj = 0; kj < KW; ++kj)
-      if (t - kj >= 0 && t - kj < 8) acc[t - kj] = _mm256_fmadd_ps(v, w[kj], acc[t - kj]);
+      if (t - kj >= 0 && (t - kj) % S == 0 && (t - kj) / S < 8) acc[(t - kj) / S] = _mm256_fmadd_ps(v, w[kj], acc[(t - kj) / S]);
   }
 }
 
-/// Pixels [ox, ox + 8 * n) of a stride-1 undilated row (KW taps), 8 at a time; returns the next ox.
-template <int KW>
+/// Pixels [ox, ox + 8 * n) of an undilated row of stride S (KW taps), 8 at a time; returns the
+/// next ox.
+template <int KW, int S>
 ONNXTOOL_AVX2 int64_t dwInterior8(const float* x, int64_t w, int64_t rowLo, int64_t rowHi, int64_t iy0, int64_t ox, int64_t ox1,
                                   const ConvGeometry& g, const float* wt, __m256 b, const float* res, float* y, __m256 lo, __m256 hi,
                                   bool clamp) {
@@ -190,7 +191,7 @@ ONNXTOOL_AVX2 int64_t dwInterior8(const float* x, int64_t w, int64_t rowLo, int6
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) acc[i] = b;
     for (int64_t ki = rowLo; ki < rowHi; ++ki)
-      dwRow8<KW>(x + ((iy0 + ki * g.dh) * w + ox - g.padL) * B, wt + ki * KW * B, acc);
+      dwRow8<KW, S>(x + ((iy0 + ki * g.dh) * w + ox * S - g.padL) * B, wt + ki * KW * B, acc);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(y + (ox + i) * B, finish(acc[i], res ? res + (ox + i) * B : nullptr, lo, hi, clamp));
   }
@@ -198,16 +199,18 @@ ONNXTOOL_AVX2 int64_t dwInterior8(const float* x, int64_t w, int64_t rowLo, int6
 }
 
 /// Output pixels [ox0, ox1) of output row oy of one depthwise block, every tap inside the
-/// input (the interior): 8 pixels at a time with loads shared between taps (stride 1, 3 or 5
-/// taps a row, no dilation), else 4 at a time.
+/// input (the interior): 8 pixels at a time with loads shared between taps (stride 1 or 2, 3
+/// or 5 taps a row, no dilation), else 4 at a time.
 ONNXTOOL_AVX2 void dwInterior(const float* x, int64_t w, int64_t rowLo, int64_t rowHi, int64_t iy0, int64_t ox0, int64_t ox1,
                               const ConvGeometry& g, const float* wt, const float* bias, const float* res, float* y, const Epi& e) {
   const __m256 b = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
   const __m256 lo = _mm256_set1_ps(e.lo), hi = _mm256_set1_ps(e.hi);
   const int64_t step = g.sw * B;
   int64_t ox = ox0;
-  if (g.sw == 1 && g.dw == 1 && g.kw == 3) ox = dwInterior8<3>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
-  if (g.sw == 1 && g.dw == 1 && g.kw == 5) ox = dwInterior8<5>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
+  if (g.dw == 1 && g.kw == 3 && g.sw == 1) ox = dwInterior8<3, 1>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
+  if (g.dw == 1 && g.kw == 5 && g.sw == 1) ox = dwInterior8<5, 1>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
+  if (g.dw == 1 && g.kw == 3 && g.sw == 2) ox = dwInterior8<3, 2>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
+  if (g.dw == 1 && g.kw == 5 && g.sw == 2) ox = dwInterior8<5, 2>(x, w, rowLo, rowHi, iy0, ox, ox1, g, wt, b, res, y, lo, hi, e.clamp);
   for (; ox + 4 <= ox1; ox += 4) {
     __m256 a0 = b, a1 = b, a2 = b, a3 = b;
     for (int64_t ki = rowLo; ki < rowHi; ++ki) {
