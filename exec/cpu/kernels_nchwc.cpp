@@ -683,16 +683,19 @@ class NchwcAdapter : public CpuKernel {
   bool readsInput(size_t i) const override { return k_->readsInput(i); }
   void compute(const CpuComputeArgs& args) const override {
     char* ws = static_cast<char*>(args.workspace);
-    std::vector<const void*> ins(args.inputs.begin(), args.inputs.end());
+    // No allocation on the compute path: a convolution step has at most 5 inputs, 1 output.
+    std::array<const void*, kMaxInputs> ins{};
+    const size_t nIn = std::min(args.inputs.size(), kMaxInputs);
+    std::copy_n(args.inputs.begin(), nIn, ins.begin());
     for (size_t j = 0; j < plainIn_.size(); ++j) {
       float* dst = reinterpret_cast<float*>(ws + inOff_[j]);
       nchwcFromPlain(static_cast<const float*>(ins[plainIn_[j]]), dst, plane(plainIn_[j]), args.pool, threads_);
       ins[plainIn_[j]] = dst;
     }
-    std::vector<void*> outs(args.outputs.begin(), args.outputs.end());
+    std::array<void*, 1> outs{args.outputs[0]};
     if (plainOut_) outs[0] = ws + outOff_;
     CpuComputeArgs a = args;
-    a.inputs = ins;
+    a.inputs = std::span<const void* const>(ins.data(), nIn);
     a.outputs = outs;
     a.workspace = k_->workspaceBytes() ? ws : nullptr;
     k_->compute(a);
@@ -700,6 +703,7 @@ class NchwcAdapter : public CpuKernel {
   }
 
  private:
+  static constexpr size_t kMaxInputs = 8;
   static size_t alignUp(size_t n) { return (n + 63) / 64 * 64; }
   const NchwcPlane& plane(size_t input) const { return input == 3 ? k_->in3 : k_->in0; }
   std::unique_ptr<NchwcKernel> k_;
