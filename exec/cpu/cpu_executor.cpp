@@ -150,6 +150,9 @@ struct Step {
   std::string kernelName;
   int graphNodes = 1;  ///< nodes of the graph this step runs (fusions make it more)
   const char* fusedOp = nullptr;  ///< the op a fused step computes, when not its node's
+  /// The epilogue a fused Conv step's kernel was made with (planFusions), kept to make it again
+  /// (a deferred plain kernel: planBlockedLayout); null for unfused steps.
+  std::shared_ptr<const cpu::FusedEpilogue> fusedEpi;
   /// Control-flow ops (If, Loop, Scan): their reference kernel runs these bodies as cpu sub-plans
   std::vector<std::unique_ptr<CpuBody>> bodies;
   std::string refKernelName;  ///< with bodies: the name for a run in which a body fell back to ref
@@ -1240,6 +1243,7 @@ class Specialization {
       Step& st = c->step;
       acceptKernel(st, c->job);
       if (!st.kernel) continue;
+      st.fusedEpi = std::make_shared<const cpu::FusedEpilogue>(c->epi);
       // for profiles: the Conv and what it absorbed
       st.graphNodes = 1 + static_cast<int>(c->chain.size() + c->pre.size());
       const Node* place = c->chain.empty() ? st.node : c->chain.back();  // the step runs at its last node's place
@@ -1790,7 +1794,8 @@ class Specialization {
     }
     size_t convs = 0;
     for (size_t i = 0; i < nSteps; ++i) convs += on[i] && twin[i]->outputBlocked();
-    if (convs >= 3 || (force && convs > 0)) {
+    if (convs < 3 && !(force && convs > 0)) std::fill(on.begin(), on.end(), 0);
+    {
       std::vector<std::pair<std::vector<size_t>, bool>> io(nSteps);  // per blocked step: plain inputs, plain output
       for (size_t i = 0; i < nSteps; ++i) {
         if (!on[i]) continue;
@@ -1810,8 +1815,24 @@ class Specialization {
         st.kernelName = std::string(st.def->name) + st.kernel->variant();
       }
     }
+    // The steps left plain whose plain kernel was deferred (PendingPlainConv) get it now.
+    for (size_t i = 0; i < nSteps; ++i) {
+      Step& st = steps_[i];
+      if (on[i] || !dynamic_cast<const cpu::PendingPlainConv*>(st.kernel.get())) continue;
+      const OpSchema* schema = findSchema(st.node->domain, st.node->opType, st.opset);
+      KernelJob job;
+      if (!schema || !kernelJob(st, *schema, threads, st.fusedEpi.get(), job))
+        fail(ErrorKind::Internal, "cpu executor: node '{}': its plain convolution kernel cannot be made", st.node->displayName());
+      job.info.nchwc = false;
+      job.info.deferredFrom = true;
+      createKernel(job, 0);
+      st.kernel.reset();
+      acceptKernel(st, job);
+      if (!st.kernel)
+        fail(ErrorKind::Internal, "cpu executor: node '{}': its plain convolution kernel declined", st.node->displayName());
+    }
     size_t twins = 0, ran = 0;
-    for (size_t i = 0; i < nSteps; ++i) twins += twin[i] != nullptr, ran += on[i] && convs >= 3;
+    for (size_t i = 0; i < nSteps; ++i) twins += twin[i] != nullptr, ran += on[i] != 0;
     if (twins) spdlog::debug("cpu executor: blocked layout: {} of {} steps with a blocked twin run it ({} convolutions)", ran, twins, convs);
     for (Step& st : steps_)
       if (st.kernel) st.kernel->nchwcTwin.reset();

@@ -105,6 +105,9 @@ struct CpuNodeInfo {
   /// depthwise convolution of whole channel blocks (where the layout gains); kernels then make
   /// their blocked twins (CpuKernel::nchwcTwin), else none (no packing twice).
   bool nchwc = false;
+  /// Set when the plan creates the plain kernel of a step whose blocked twin it did not keep
+  /// (kernels_nchwc.h PendingPlainConv): create() must not decline what it took the first time.
+  bool deferredFrom = false;
   const StaticTensorType& in(size_t i) const { return *inputs.at(i); }
   const StaticTensorType& out(size_t i) const { return *outputs.at(i); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i]; }

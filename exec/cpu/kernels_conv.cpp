@@ -1407,6 +1407,13 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
       std::memcpy(bias.data(), b->raw.data(), b->raw.size());
     }
     if (biasOk) twin = makeNchwcConv(g, ep, weights, bias.empty() ? nullptr : bias.data(), suffix, info.threads);
+    // The plain kernel only if the plan keeps this step plain (it asks again, nchwc off): most
+    // steps of such plans run blocked, and packing both doubled MobileNetV2's weight packing.
+    if (twin) {
+      auto pending = std::make_unique<PendingPlainConv>();
+      pending->nchwcTwin = std::move(twin);
+      return pending;
+    }
   }
   std::unique_ptr<CpuKernel> k;
   if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale && ep.inScale.empty()) {
@@ -1421,9 +1428,10 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     const GemmMicroKernelInfo mk = activeGemmMicroKernel(g.m / g.group);
     bool px = pixelMajor(g, mk);
     if (px && ep.inputScale) {
-      // The executor then runs the Mul, and the conv pixel-major; but with a blocked twin (which
-      // scales its input itself) the fused step stays, channel-major where it runs plain.
-      if (!twin) return nullptr;
+      // The executor then runs the Mul, and the conv pixel-major; but in a plan with blocked
+      // twins (which scale their input themselves) the fused step stays, channel-major where it
+      // runs plain.
+      if (!info.deferredFrom) return nullptr;
       px = false;
     }
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.padT == 0 && g.padL == 0 && g.oh == g.h && g.ow == g.w;

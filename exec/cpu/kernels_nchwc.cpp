@@ -13,12 +13,17 @@
 
 #include "exec/cpu/isa.h"
 #include "exec/cpu/prefaulted.h"
+#include "lib/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 namespace onnxtool::cpu {
+
+void PendingPlainConv::compute(const CpuComputeArgs&) const {
+  throw Error(ErrorKind::Internal, "cpu executor: a convolution's plain kernel was never created (blocked layout pass)");
+}
 
 std::vector<size_t> NchwcKernel::blockedInputs() const {
   std::vector<size_t> r;

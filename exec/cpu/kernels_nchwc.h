@@ -68,6 +68,17 @@ class NchwcKernel : public CpuKernel {
 /// 4). nullptr where it does not apply.
 std::unique_ptr<NchwcKernel> makeNchwcConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights,
                                            const float* bias, const std::string& suffix, int threads);
+/// What createPackedConv returns in a plan that may use the blocked layout (CpuNodeInfo::nchwc)
+/// where a convolution has a blocked twin: the twin only, the plain kernel not packed yet. The
+/// plan runs the twin or, where the layout stays plain, creates the plain kernel then (from the
+/// same node and epilogue, nchwc off); meanwhile it reads every input (the weights stay). Its
+/// compute() is never called.
+class PendingPlainConv : public CpuKernel {
+ public:
+  void compute(const CpuComputeArgs& args) const override;
+  std::string variant() const override { return ".pending"; }
+};
+
 /// GlobalAveragePool [n, c, hw...] -> [n, c, 1, 1] reading a blocked input (c a multiple of 8).
 std::unique_ptr<NchwcKernel> makeNchwcGlobalAveragePool(int64_t n, int64_t c, int64_t hw, int threads);
 
