@@ -483,8 +483,7 @@ class NchwcPointwiseConv : public NchwcKernel {
 };
 
 /// Depthwise convolution: blocks of 8 channels, each output row's interior 4 pixels at a time
-/// (every tap a whole vector), the edge pixels with their taps checked. Threads split (image,
-/// block) units, and the rows too when there are few blocks.
+/// (every tap a whole vector), the edge pixels with their taps checked. Threads split the rows.
 class NchwcDepthwiseConv : public NchwcKernel {
  public:
   NchwcDepthwiseConv(const ConvGeometry& g, const ConvEpilogue& ep, const float* weights, const float* bias, std::string suffix,
@@ -512,15 +511,18 @@ class NchwcDepthwiseConv : public NchwcKernel {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* res = residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    const int64_t blocks = g_.n * g_.c / B;
+    const int64_t cb = g_.c / B, blocks = g_.n * cb;
     const int threads = blocks * g_.oh * g_.ow * g_.kh * g_.kw * B < 65536 ? 1 : threads_;
-    const int64_t rowParts = blocks < 4 * threads ? std::min<int64_t>(g_.oh, 4) : 1;
-    parallelRanges(args.pool, threads, blocks * rowParts, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t u = b; u < e; ++u) {
-        const int64_t blk = u / rowParts, part = u % rowParts;
-        const int64_t r0 = g_.oh * part / rowParts, r1 = g_.oh * (part + 1) / rowParts;
-        plane(x + blk * g_.h * g_.w * B, res ? res + blk * g_.oh * g_.ow * B : nullptr, y + blk * g_.oh * g_.ow * B,
-              blk % (g_.c / B), r0, r1);
+    // Threads split the output rows (every channel block of a band of rows), as the pointwise
+    // convolutions around split the pixels: a thread then reads maps its own core wrote (by
+    // channel blocks, half of every input came from the other core's L2: no gain from 2 threads).
+    parallelRanges(args.pool, threads, g_.n * g_.oh, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t img = b / g_.oh; img * g_.oh < e; ++img) {
+        const int64_t r0 = std::max(b, img * g_.oh) - img * g_.oh, r1 = std::min(e, (img + 1) * g_.oh) - img * g_.oh;
+        for (int64_t c = 0; c < cb; ++c) {
+          const int64_t blk = img * cb + c;
+          plane(x + blk * g_.h * g_.w * B, res ? res + blk * g_.oh * g_.ow * B : nullptr, y + blk * g_.oh * g_.ow * B, c, r0, r1);
+        }
       }
     });
   }
