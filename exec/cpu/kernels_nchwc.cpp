@@ -322,6 +322,15 @@ ONNXTOOL_AVX2 void stemEdge(const float* x, const ConvGeometry& g, int nb, int64
 
 constexpr int kStemMr = 6;
 
+using StemTileFn = void (*)(const float*, const ConvGeometry&, int64_t, int64_t, int64_t, int64_t, const float*, float*, int64_t,
+                            const float*, const Epi&);
+template <int NB, int... I>
+constexpr auto stemTable(std::integer_sequence<int, I...>) {
+  return std::array<StemTileFn, sizeof...(I)>{&stemTile<I + 1, NB>...};
+}
+const auto kStemTail2 = stemTable<2>(std::make_integer_sequence<int, kStemMr - 1>{});
+const auto kStemTail1 = stemTable<1>(std::make_integer_sequence<int, kStemMr - 1>{});
+
 /// GlobalAveragePool of one block: y[i] = mean over p of x[p][i].
 ONNXTOOL_AVX2 void gapBlock(const float* x, int64_t hw, float* y) {
   __m256d s0 = _mm256_setzero_pd(), s1 = s0;
@@ -623,6 +632,12 @@ class NchwcStemConv : public NchwcKernel {
         const int64_t ix0 = ox * g_.sw - g_.padL;
         if (nb == 2) stemTile<kStemMr, 2>(x, g_, rowLo, rowHi, iy0, ix0, wg, yr + ox * B, hw * B, bias, e_);
         else stemTile<kStemMr, 1>(x, g_, rowLo, rowHi, iy0, ix0, wg, yr + ox * B, hw * B, bias, e_);
+      }
+      if (ox < oxHi_) {  // the interior's last 1-5 pixels: one narrower tile (12 accumulator chains' worth of ILP, not 1)
+        const int64_t ix0 = ox * g_.sw - g_.padL;
+        (nb == 2 ? kStemTail2 : kStemTail1)[static_cast<size_t>(oxHi_ - ox - 1)](x, g_, rowLo, rowHi, iy0, ix0, wg, yr + ox * B, hw * B,
+                                                                                 bias, e_);
+        ox = oxHi_;
       }
       for (; ox < g_.ow; ++ox) stemEdge(x, g_, nb, rowLo, rowHi, iy0, ox, wg, yr, hw * B, bias, e_);
     }
