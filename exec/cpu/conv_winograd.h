@@ -63,6 +63,10 @@ struct WinogradOps {
   /// Whether |x[i]| < limit for every i < n (false when one is NaN).
   bool (*allBelow)(const float* x, int64_t n, float limit);
   void (*epilogueRow)(const float* x, float bias, const float* res, float* y, int64_t n, bool clamp, float lo, float hi);
+  /// U = G g G^T of the m x c filters w ([m][c][3][3]) in double, rounded to float, stored as
+  /// u[((xi * kPanels + k / mr) * c + ci) * mr + k % mr] (xi < 36); rows of the last panel past
+  /// m are left as they are (zero in a fresh buffer).
+  void (*transformWeights)(const float* w, int64_t m, int64_t c, int64_t kPanels, float* u);
 };
 
 const WinogradOps& winogradOpsPortable();

@@ -32,10 +32,6 @@ namespace onnxtool::cpu {
 
 namespace {
 
-/// G of F(4x4, 3x3) (see conv_winograd.h).
-constexpr double kG[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                             {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-
 /// Inputs of this magnitude or more (and NaN, infinities) run on the direct fallback: the
 /// transforms multiply by up to 100 (B^T twice) before the GEMM sums thousands of terms.
 constexpr float kFiniteLimit = 1e30f;
@@ -72,29 +68,9 @@ class WinogradConvKernel : public CpuKernel {
     // Tile rows that would leave the transforms' vectors mostly empty are packed one after
     // another first (28x28 maps: 7 tiles a row, 14x14: 4, on 16 lanes).
     packed_ = tx_ % wd != 0 && tx_ < 2 * wd;
-    // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero; one row panel at a time through
-    // `t` ([c][row][xi], in cache), so that the stores into U run in order (scattered ones made
-    // this transform a third of ResNet-50's prepare).
+    // U[xi][panel][c][mr] = (G g G^T)[xi], rows past m zero (conv_winograd.h).
     u_.resize(static_cast<size_t>(36 * kpad_ * g.c));  // zeros (prefaulted.h)
-    std::vector<float> t(static_cast<size_t>(g.c * mr * 36));
-    for (int64_t kp = 0; kp < kPanels_; ++kp) {
-      const int64_t rows = std::min<int64_t>(mr, g.m - kp * mr);
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* w = weights + ((kp * mr + r) * g.c + c) * 9;
-          double gw[6][3];  // G g
-          for (int i = 0; i < 6; ++i)
-            for (int b = 0; b < 3; ++b) gw[i][b] = kG[i][0] * w[b] + kG[i][1] * w[3 + b] + kG[i][2] * w[6 + b];
-          float* out = t.data() + (c * mr + r) * 36;
-          for (int i = 0; i < 6; ++i)
-            for (int j = 0; j < 6; ++j) out[i * 6 + j] = static_cast<float>(gw[i][0] * kG[j][0] + gw[i][1] * kG[j][1] + gw[i][2] * kG[j][2]);
-        }
-      for (int64_t xi = 0; xi < 36; ++xi) {
-        float* dst = u_.data() + (xi * kPanels_ + kp) * g.c * mr;
-        for (int64_t c = 0; c < g.c; ++c)
-          for (int64_t r = 0; r < rows; ++r) dst[c * mr + r] = t[static_cast<size_t>((c * mr + r) * 36 + xi)];
-      }
-    }
+    ops_.transformWeights(weights, g.m, g.c, kPanels_, u_.data());
   }
 
   /// One block's V and M, then each thread's small buffers (a page apart).
