@@ -32,6 +32,46 @@ ONNXTOOL_AVX2 inline __m256 even8(const float* q) {
 /// Column `ox` of a stride-1 or stride-2 padded row.
 ONNXTOOL_AVX2 inline __m256 columns8(const float* q, int64_t sw) { return sw == 1 ? _mm256_loadu_ps(q) : even8(q); }
 
+/// The epilogue of rows [0, m) of a tile 16 columns wide, in vectors (storeTileScalar's
+/// arithmetic: the same adds in the same order, Clip as max then min with NaN kept).
+template <int kRows>
+ONNXTOOL_AVX2 __attribute__((always_inline)) inline void storeRows16(const __m256 (&acc)[kRows][2], float* c, int64_t ldc, int m,
+                                                                    const TileEpilogue& ep) {
+  const __m256 lo = _mm256_set1_ps(ep.lo), hi = _mm256_set1_ps(ep.hi);
+#pragma GCC unroll 6
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= m) break;
+    float* ci = c + i * ldc;
+    __m256 v0 = acc[i][0], v1 = acc[i][1];
+    if (ep.accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
+    }
+    if (ep.last) {
+      if (ep.bias) {
+        __m256 bv = _mm256_set1_ps(ep.bias[i]);
+        v0 = _mm256_add_ps(v0, bv);
+        v1 = _mm256_add_ps(v1, bv);
+      }
+      if (ep.colBias) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.colBias));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.colBias + 8));
+      }
+      if (ep.residual) {
+        const float* r = ep.residual + i * ep.ldr;
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
+      }
+      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
+        v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+        v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+      }
+    }
+    _mm256_storeu_ps(ci, v0);
+    _mm256_storeu_ps(ci + 8, v1);
+  }
+}
+
 ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                               const TileEpilogue& ep) {
   const int64_t ldb = ep.ldb ? ep.ldb : kNr;  // B's k rows: packed, or unpacked rows ldb apart
@@ -67,7 +107,7 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
     c51 = _mm256_fmadd_ps(av, b1, c51);
   }
   const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (m < kMr || n < kNr) {  // a partial tile: through memory and the scalar epilogue
+  if (n < kNr) {  // a partial tile: through memory and the scalar epilogue
     alignas(32) float tile[kMr * kNr];
     for (int i = 0; i < kMr; ++i) {
       _mm256_store_ps(tile + i * kNr, acc[i][0]);
@@ -76,37 +116,10 @@ ONNXTOOL_AVX2 void kernel6x16(int64_t kc, const float* a, const float* b, float*
     storeTileScalar(tile, kNr, c, ldc, m, n, ep);
     return;
   }
-  __m256 lo = _mm256_set1_ps(ep.lo), hi = _mm256_set1_ps(ep.hi);
-  for (int i = 0; i < kMr; ++i) {
-    float* ci = c + i * ldc;
-    __m256 v0 = acc[i][0], v1 = acc[i][1];
-    if (ep.accumulate) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
-    }
-    if (ep.last) {
-      if (ep.bias) {
-        __m256 bv = _mm256_set1_ps(ep.bias[i]);
-        v0 = _mm256_add_ps(v0, bv);
-        v1 = _mm256_add_ps(v1, bv);
-      }
-      if (ep.colBias) {
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.colBias));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.colBias + 8));
-      }
-      if (ep.residual) {
-        const float* r = ep.residual + i * ep.ldr;
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + 8));
-      }
-      if (ep.clamp) {  // max(lo, v) and min(hi, v) return v when v is NaN (the second operand)
-        v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
-        v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
-      }
-    }
-    _mm256_storeu_ps(ci, v0);
-    _mm256_storeu_ps(ci + 8, v1);
-  }
+  // Whole rows in vectors, also for fewer than 6 (a panel of M's last rows: with M = 8 or 16 a
+  // third to a half of the tiles; scalar, their epilogue cost LeNet-sized convolutions as much
+  // as their k loop).
+  storeRows16<kMr>(acc, c, ldc, m, ep);
 }
 
 /// Up to five rows (skinny GEMMs, tails): the tile through memory and the scalar epilogue.
@@ -130,6 +143,10 @@ ONNXTOOL_AVX2 void kernelMx16(int64_t kc, const float* a, const float* b, float*
       acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
     }
+  }
+  if (n == kNr) {
+    storeRows16<kRows>(acc, c, ldc, m, ep);
+    return;
   }
   alignas(32) float tile[kRows * kNr];
   for (int i = 0; i < kRows; ++i) {
@@ -162,9 +179,15 @@ ONNXTOOL_AVX2 void kernel1x16(int64_t kc, const float* a, const float* b, float*
     s0[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * ldb), s0[0]);
     s1[0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + k * ldb + 8), s1[0]);
   }
+  const __m256 acc[1][2] = {{_mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), _mm256_add_ps(s0[2], s0[3])),
+                             _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), _mm256_add_ps(s1[2], s1[3]))}};
+  if (n == kNr) {
+    storeRows16<1>(acc, c, ldc, m, ep);
+    return;
+  }
   alignas(32) float tile[kNr];
-  _mm256_store_ps(tile, _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), _mm256_add_ps(s0[2], s0[3])));
-  _mm256_store_ps(tile + 8, _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), _mm256_add_ps(s1[2], s1[3])));
+  _mm256_store_ps(tile, acc[0][0]);
+  _mm256_store_ps(tile + 8, acc[0][1]);
   storeTileScalar(tile, kNr, c, ldc, m, n, ep);
 }
 
