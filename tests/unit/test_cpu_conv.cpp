@@ -2018,9 +2018,12 @@ Builder nchwcChain(int64_t n, int64_t h, int64_t w, int64_t c, int64_t dwK, int6
 TEST_CASE("cpu convolution chains in the blocked layout (NCHWc) match the reference kernel", "[cpu][conv][nchwc]") {
   const char* setting = GENERATE("", "0");
   ScopedEnv forced("ONNXTOOL_NCHWC", setting);
+  // small maps' depthwise convolutions from a zero-padded plane, or on edge-checked rows
+  const char* padded = GENERATE("", "0");
+  ScopedEnv forcedPad("ONNXTOOL_NCHWC_DWPAD", padded);
   // The layout is chosen where the AVX2 path runs (ONNXTOOL_ISA=avx2 on an AVX-512 machine too).
   const bool expectBlocked = cpu::activeIsa() == cpu::Isa::Avx2 && std::string(setting) != "0";
-  INFO("ONNXTOOL_NCHWC=" << setting << ", isa " << cpu::isaName(cpu::activeIsa()));
+  INFO("ONNXTOOL_NCHWC=" << setting << " ONNXTOOL_NCHWC_DWPAD=" << padded << ", isa " << cpu::isaName(cpu::activeIsa()));
   std::mt19937 rng(811);
   struct Shape {
     int64_t n, h, w, c, k, dil;
