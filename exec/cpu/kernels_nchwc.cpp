@@ -385,6 +385,14 @@ ONNXTOOL_AVX2 void scaleBlock(const float* x, const float* s, float* y, int64_t 
   for (int64_t p = 0; p < hw; ++p) _mm256_storeu_ps(y + p * B, _mm256_mul_ps(_mm256_loadu_ps(x + p * B), v));
 }
 
+/// y[c][j] = w[c][j] * s[c] for c < rows, j < width (a multiple of 8).
+ONNXTOOL_AVX2 void scaleRows(const float* w, const float* s, float* y, int64_t rows, int64_t width) {
+  for (int64_t c = 0; c < rows; ++c) {
+    const __m256 v = _mm256_broadcast_ss(s + c);
+    for (int64_t j = 0; j < width; j += B) _mm256_storeu_ps(y + c * width + j, _mm256_mul_ps(_mm256_loadu_ps(w + c * width + j), v));
+  }
+}
+
 void (*activation(VecUnary act))(const float*, float*, int64_t) {
   return act != VecUnary::Count ? vecKernels().unary[static_cast<int>(act)] : nullptr;
 }
@@ -425,7 +433,13 @@ class NchwcPointwiseConv : public NchwcKernel {
     plainIn_ = true;
     return true;
   }
-  size_t workspaceBytes() const override { return scale_ ? static_cast<size_t>(in0.floats()) * sizeof(float) : 0; }
+  /// The channel scale goes into a per-image copy of the weights where they are smaller than
+  /// the input (m < h w: the large maps), else into a scaled copy of the input.
+  bool scalesWeights() const { return scale_ && g_.m < g_.h * g_.w; }
+  size_t workspaceBytes() const override {
+    if (!scale_) return 0;
+    return static_cast<size_t>(scalesWeights() ? g_.n * g_.m * g_.c : in0.floats()) * sizeof(float);
+  }
   double flops() const override { return 2.0 * g_.n * g_.m * g_.c * g_.h * g_.w; }
   std::string variant() const override { return variant_ + (plainIn_ ? ".plainin" : ""); }
   bool readsInput(size_t i) const override { return i != 1 && i != 2; }
@@ -436,7 +450,23 @@ class NchwcPointwiseConv : public NchwcKernel {
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t hw = g_.h * g_.w, cb = g_.c / B;
     const int threads = 2.0 * g_.n * g_.m * g_.c * hw < 4e5 ? 1 : threads_;
-    if (scale_) {
+    const float* weights = w_.data();
+    int64_t imageWeights = 0;  // floats between the images' weights (scaled per image)
+    if (scalesWeights()) {
+      // y = W (s . x) = (W diag s) x: each group's packed rows [c][nb * 8] times s[img][c]
+      const float* s = static_cast<const float*>(args.inputs[4]);
+      float* ws = static_cast<float*>(args.workspace);
+      imageWeights = g_.m * g_.c;
+      parallelRanges(args.pool, threads, g_.n * groups_, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t u = b; u < e; ++u) {
+          const int64_t img = u / groups_, gi = u % groups_, width = nbOf(gi) * B;
+          const float* src = w_.data() + gi * 2 * B * g_.c;
+          float* dst = ws + img * imageWeights + gi * 2 * B * g_.c;
+          scaleRows(src, s + img * g_.c, dst, g_.c, width);
+        }
+      });
+      weights = ws;
+    } else if (scale_) {
       const float* s = static_cast<const float*>(args.inputs[4]);
       float* xs = static_cast<float*>(args.workspace);
       parallelRanges(args.pool, threads, g_.n * cb, 1, [&](int64_t b, int64_t e, int) {
@@ -463,7 +493,8 @@ class NchwcPointwiseConv : public NchwcKernel {
                 const int64_t img = t / tilesPerImage, p0 = t % tilesPerImage * kPwMr2;
                 // the last tile fetches the next group's weights for this channel block
                 const bool pf = t + 1 == te && gi + 1 < g1 && nbOf(gi + 1) == 2;
-                run(x, res, y, img, p0, static_cast<int>(std::min<int64_t>(kPwMr2, hw - p0)), gi, kb, pf);
+                run(x, weights + img * imageWeights, res, y, img, p0, static_cast<int>(std::min<int64_t>(kPwMr2, hw - p0)), gi, kb,
+                    pf);
               }
             }
       if (act_ != VecUnary::Count) {  // over what this range wrote, each block's pixels contiguous
@@ -486,11 +517,13 @@ class NchwcPointwiseConv : public NchwcKernel {
  private:
   int nbOf(int64_t gi) const { return gi * 2 + 1 < g_.m / B ? 2 : 1; }
   /// Tile (img, p0, mr pixels) of group gi over input blocks [kb, kb + kcBlocks_).
-  void run(const float* x, const float* res, float* y, int64_t img, int64_t p0, int mr, int64_t gi, int64_t kb, bool prefetch) const {
+  /// `weights`: the packed weights (w_, or the image's scaled copy).
+  void run(const float* x, const float* weights, const float* res, float* y, int64_t img, int64_t p0, int mr, int64_t gi, int64_t kb,
+           bool prefetch) const {
     const int64_t hw = g_.h * g_.w, nb = nbOf(gi), cbs = g_.c / B, kc = std::min(kcBlocks_, cbs - kb);
     const bool first = kb == 0, last = kb + kc == cbs;
     const float* xi = x + img * g_.c * hw + kb * B * hw;
-    const float* wg = w_.data() + gi * 2 * B * g_.c + kb * B * nb * B;
+    const float* wg = weights + gi * 2 * B * g_.c + kb * B * nb * B;
     const float* pf = prefetch && nb == 2 ? wg + 2 * B * g_.c : nullptr;
     const int64_t yOff = (img * (g_.m / B) + gi * 2) * hw * B + p0 * B;
     const float* bias = bias_.empty() ? nullptr : bias_.data() + gi * 2 * B;

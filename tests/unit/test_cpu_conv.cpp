@@ -2037,6 +2037,7 @@ TEST_CASE("cpu convolution chains in the blocked layout (NCHWc) match the refere
       {1, 28, 28, 32, 3, 1, false}, // enough work for two threads
       {1, 10, 10, 96, 3, 1, true},  // 288 channels: the pointwise conv sums two blocks of 256 input channels
       {1, 14, 21, 8, 5, 1, true},   // 5x5 rows of 17 interior pixels: two runs of 8 sharing loads, a tail
+      {2, 22, 20, 8, 3, 1, true},   // two images, the channel scale in per-image weights (40 < 11x10 pixels)
   };
   int iter = 0;
   for (const Shape& s : shapes) {
