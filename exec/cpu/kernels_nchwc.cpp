@@ -490,11 +490,11 @@ class NchwcPointwiseConv : public NchwcKernel {
             for (int64_t gi = gc; gi < std::min(g1, gc + chunk_); ++gi) {
               const int64_t te = std::min(t1, tb + tileBlock_);
               for (int64_t t = tb; t < te; ++t) {
-                const int64_t img = t / tilesPerImage, p0 = t % tilesPerImage * kPwMr2;
+                const int64_t img = t / tilesPerImage, p0 = tileStart(t % tilesPerImage, tilesPerImage);
                 // the last tile fetches the next group's weights for this channel block
                 const bool pf = t + 1 == te && gi + 1 < g1 && nbOf(gi + 1) == 2;
-                run(x, weights + img * imageWeights, res, y, img, p0, static_cast<int>(std::min<int64_t>(kPwMr2, hw - p0)), gi, kb,
-                    pf);
+                run(x, weights + img * imageWeights, res, y, img, p0,
+                    static_cast<int>(tileStart(t % tilesPerImage + 1, tilesPerImage) - p0), gi, kb, pf);
               }
             }
       if (act_ != VecUnary::Count) {  // over what this range wrote, each block's pixels contiguous
@@ -503,8 +503,8 @@ class NchwcPointwiseConv : public NchwcKernel {
           for (int j = 0; j < nbOf(gi); ++j) {
             const int64_t ob = gi * 2 + j;
             for (int64_t img = t0 / tilesPerImage; img <= (t1 - 1) / tilesPerImage && img < g_.n; ++img) {
-              const int64_t pb = std::max<int64_t>(0, t0 * kPwMr2 - img * tilesPerImage * kPwMr2);
-              const int64_t pe = std::min<int64_t>(hw, t1 * kPwMr2 - img * tilesPerImage * kPwMr2);
+              const int64_t pb = tileStart(std::clamp<int64_t>(t0 - img * tilesPerImage, 0, tilesPerImage), tilesPerImage);
+              const int64_t pe = tileStart(std::clamp<int64_t>(t1 - img * tilesPerImage, 0, tilesPerImage), tilesPerImage);
               if (pb >= pe) continue;
               float* yb = y + ((img * (g_.m / B) + ob) * hw + pb) * B;
               f(yb, yb, (pe - pb) * B);
@@ -516,6 +516,13 @@ class NchwcPointwiseConv : public NchwcKernel {
 
  private:
   int nbOf(int64_t gi) const { return gi * 2 + 1 < g_.m / B ? 2 : 1; }
+  /// The first pixel of tile t of an image's `tiles` (t <= tiles): the pixels spread evenly,
+  /// 5 or 6 a tile rather than 6 and a remainder (7x7 maps: 4 tiles of 6 and 5 of 5, where 8 of
+  /// 6 and one pixel left a tile of two accumulators bound by the FMA latency).
+  int64_t tileStart(int64_t t, int64_t tiles) const {
+    const int64_t hw = g_.h * g_.w, base = hw / tiles, extra = hw % tiles;
+    return t * base + std::min(t, extra);
+  }
   /// Tile (img, p0, mr pixels) of group gi over input blocks [kb, kb + kcBlocks_).
   /// `weights`: the packed weights (w_, or the image's scaled copy).
   void run(const float* x, const float* weights, const float* res, float* y, int64_t img, int64_t p0, int mr, int64_t gi, int64_t kb,
