@@ -486,8 +486,95 @@ ONNXTOOL_AVX2 void avgPoolFlat(const float* x, int64_t hw, int64_t w, int64_t kh
 }  // namespace
 
 GemmMicroKernelInfo gemmMicroKernelAvx2() { return {kMr, kNr, kernel6x16, Isa::Avx2}; }
+/// Even and odd lanes of 16 consecutive floats (lo, hi): [lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6] and
+/// the odd ones.
+ONNXTOOL_AVX2 inline __m256 evenOf(__m256 lo, __m256 hi) {
+  const __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+ONNXTOOL_AVX2 inline __m256 oddOf(__m256 lo, __m256 hi) {
+  const __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/// Columns [c, c + 8) of row r (w wide), -inf outside it (nothing outside it read).
+ONNXTOOL_AVX2 inline __m256 rowLoad8(const float* r, int64_t c, int64_t w) {
+  if (c >= 0 && c + 8 <= w) return _mm256_loadu_ps(r + c);
+  alignas(32) float t[8];
+  for (int i = 0; i < 8; ++i) t[i] = c + i >= 0 && c + i < w ? r[c + i] : -__builtin_inff();
+  return _mm256_load_ps(t);
+}
+
+/// RowOps::maxPool3x3 (conv_microkernels.h), stride S, as the AVX-512 path does it with 8 lanes:
+/// each input row's 3-column maxima once into one of three rotated row buffers, each output
+/// row the maximum of three of them. Stride 2, per 8 outputs: columns c0 .. c0 + 15 (taps 0 and
+/// 1: their even and odd lanes) and c0 + 2 .. c0 + 17 (tap 2: the even lanes); stride 1: three
+/// loads a column apart. Unordered compares of loads covering every column read find a NaN.
+template <int S>
+ONNXTOOL_AVX2 bool maxPool3x3T(const float* x, int64_t h, int64_t w, int64_t padT, int64_t padL, int64_t oh, int64_t ow, float* y,
+                               float* hbuf) {
+  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+  const int64_t len = (ow + 15) / 16 * 16;
+  int nan = 0;
+  auto rowMax = [&](int64_t iy, float* dst) __attribute__((always_inline, target("avx2,fma"))) {
+    if (iy < 0 || iy >= h) return false;
+    const float* r = x + iy * w;
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const int64_t c0 = S * ox - padL;  // column of lane 0, tap 0
+      if constexpr (S == 2) {
+        const __m256 a0 = rowLoad8(r, c0, w), a1 = rowLoad8(r, c0 + 8, w), b0 = rowLoad8(r, c0 + 2, w), b1 = rowLoad8(r, c0 + 10, w);
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q)) | _mm256_movemask_ps(_mm256_cmp_ps(b0, b1, _CMP_UNORD_Q));
+        _mm256_storeu_ps(dst + ox, _mm256_max_ps(_mm256_max_ps(evenOf(a0, a1), oddOf(a0, a1)), evenOf(b0, b1)));
+      } else {
+        const __m256 q0 = rowLoad8(r, c0, w), q1 = rowLoad8(r, c0 + 1, w), q2 = rowLoad8(r, c0 + 2, w);
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(q0, q2, _CMP_UNORD_Q));  // columns c0 .. c0 + 9
+        _mm256_storeu_ps(dst + ox, _mm256_max_ps(_mm256_max_ps(q0, q1), q2));
+      }
+    }
+    return true;
+  };
+  float* h0 = hbuf;
+  float* h1 = hbuf + len;
+  float* h2 = hbuf + 2 * len;
+  bool v0 = rowMax(-padT, h0), v1 = S == 1 ? rowMax(1 - padT, h1) : false, v2 = false;
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const int64_t r0 = S * oy - padT;
+    if constexpr (S == 2) v1 = rowMax(r0 + 1, h1);
+    v2 = rowMax(r0 + 2, h2);
+    float* yr = y + oy * ow;
+    int64_t ox = 0;
+    for (; ox < ow; ox += 8) {
+      __m256 acc = ninf;
+      if (v0) acc = _mm256_loadu_ps(h0 + ox);
+      if (v1) acc = _mm256_max_ps(acc, _mm256_loadu_ps(h1 + ox));
+      if (v2) acc = _mm256_max_ps(acc, _mm256_loadu_ps(h2 + ox));
+      if (ow - ox >= 8) {
+        _mm256_storeu_ps(yr + ox, acc);
+      } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, acc);
+        for (int64_t i = 0; i < ow - ox; ++i) yr[ox + i] = t[i];
+      }
+    }
+    if constexpr (S == 2) {  // r0 + 2 is the next r0
+      std::swap(h0, h2);
+      v0 = v2;
+    } else {  // r0 + 1, r0 + 2 are the next r0, r0 + 1
+      float* t = h0;
+      h0 = h1, h1 = h2, h2 = t;
+      v0 = v1, v1 = v2;
+    }
+  }
+  return nan == 0;
+}
+
+ONNXTOOL_AVX2 bool maxPool3x3(const float* x, int64_t h, int64_t w, int64_t stride, int64_t padT, int64_t padL, int64_t oh, int64_t ow,
+                              float* y, float* hbuf) {
+  return stride == 1 ? maxPool3x3T<1>(x, h, w, padT, padL, oh, ow, y, hbuf) : maxPool3x3T<2>(x, h, w, padT, padL, oh, ow, y, hbuf);
+}
+
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, nullptr, maxPoolFlat, avgPoolFlat, nullptr,
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, nullptr,
           maxNan};
 }
 

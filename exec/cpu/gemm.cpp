@@ -155,18 +155,23 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
   const int64_t kBlocks = p.k == 0 ? 1 : ceilDiv(p.k, kc);
   const int64_t mcMax = std::max<int64_t>(mr, cfg.mc / mr * mr);
   int64_t ncMax = p.packedB ? roundUp(n1 - n0, nr) : std::max<int64_t>(nr, cfg.nc / nr * nr);
+  const bool directA = cfg.mk.stridedA && !p.transA && p.alpha == 1.f;
   // A prepacked B read by several row blocks: each row block re-reads the kc x nc block, which
-  // must then stay in L2: an eighth of it (on Zen 4's 1 MiB L2, MiniLM's 1024 x 384 x 1536
-  // FFN's 192 x 1536 block (1.2 MB) came from L3 for each of its 8 row blocks: its MatMuls
-  // 97-99 -> 103-104 GFLOP/s at 1 thread with 128 KiB blocks, 100-102 with 256 KiB).
+  // must then stay in L2: an eighth of it where the kernel reads A in place (on Zen 4's 1 MiB
+  // L2, MiniLM's 1024 x 384 x 1536 FFN's 192 x 1536 block (1.2 MB) came from L3 for each of its
+  // 8 row blocks: its MatMuls 97-99 -> 103-104 GFLOP/s at 1 thread with 128 KiB blocks, 100-102
+  // with 256 KiB). Where A is packed (AVX2), once per column block, the block is all of L2: an
+  // eighth of Zen 2's 512 KiB made 64-column blocks, A packed again for every 64 columns
+  // (BERT-base at batch 8, M = 1024, 1 thread: 71-79 GFLOP/s, OpenBLAS 93-96; with L2-sized
+  // blocks 88-90).
   if (p.packedB && m1 - m0 > mcMax)
-    ncMax = std::min(ncMax, std::max<int64_t>(nr, l2CacheBytes() / 8 / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(kc, 1)) / nr * nr));
+    ncMax = std::min(ncMax, std::max<int64_t>(nr, l2CacheBytes() / (directA ? 8 : 1) /
+                                                      (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(kc, 1)) / nr * nr));
   float* packedA = ws;
   float* packedBlock = ws + mcMax * std::max<int64_t>(kc, 1);
   const GemmEpilogue& ep = p.ep;
   const bool postAct = ep.act != VecUnary::Count;
   const VecKernels& vk = vecKernelsFor(cfg.isa);
-  const bool directA = cfg.mk.stridedA && !p.transA && p.alpha == 1.f;
   TileEpilogue te;
   te.clamp = ep.clamp;
   te.lo = ep.lo;
@@ -244,8 +249,11 @@ void gemmBlock(const GemmConfig& cfg, const GemmProblem& p, int64_t bi, int64_t 
 }
 
 /// Splits `threads` into tm x tn parts over mPanels x nPanels that minimise the tiles of the
-/// largest part (ties: more column parts, so that each thread streams its own part of B).
-void gridSplit(int64_t mPanels, int64_t nPanels, int threads, int& tm, int& tn) {
+/// largest part. Ties: more column parts, so that each thread streams its own part of B; or,
+/// with `preferRows` (every part gets whole row blocks of its own), more row parts, so that each
+/// thread packs only its own rows of A once per column block (BERT-base at batch 8, M = 1024,
+/// 2 threads, Zen 2: the FFN's MatMuls 103-163 -> 164-175 GFLOP/s, OpenBLAS 172-188).
+void gridSplit(int64_t mPanels, int64_t nPanels, int threads, bool preferRows, int& tm, int& tn) {
   tm = tn = 1;
   int64_t best = -1;
   for (int c = 1; c <= threads; ++c) {
@@ -253,7 +261,7 @@ void gridSplit(int64_t mPanels, int64_t nPanels, int threads, int& tm, int& tn) 
     const int r = threads / c;
     if (r > mPanels || c > nPanels) continue;
     const int64_t cost = ceilDiv(mPanels, r) * ceilDiv(nPanels, c);
-    if (best < 0 || cost <= best) {
+    if (best < 0 || cost < best || (cost == best && !preferRows)) {
       best = cost;
       tm = r;
       tn = c;
@@ -457,7 +465,8 @@ void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int thr
   }
   const int64_t mPanels = ceilDiv(p.m, mr), nPanels = ceilDiv(p.n, nr);
   int tm, tn;
-  gridSplit(mPanels, nPanels, threads, tm, tn);
+  const int64_t mcMax = std::max<int64_t>(mr, cfg.mc / mr * mr);
+  gridSplit(mPanels, nPanels, threads, p.m >= mcMax * threads, tm, tn);
   const int64_t parts = static_cast<int64_t>(tm) * tn;
   for (int64_t bi = 0; bi < p.batches; ++bi)
     parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {

@@ -54,6 +54,9 @@ const Shape kShapes[] = {
     {"bert", "ffn down", 1, 128, 768, 3072, false, true},
     {"bert", "Q*K^T x12", 12, 128, 128, 64, false, false},
     {"bert", "P*V x12", 12, 128, 64, 128, false, false},
+    {"bert-b8", "qkv/out proj", 1, 1024, 768, 768, false, true},
+    {"bert-b8", "ffn up", 1, 1024, 3072, 768, false, true},
+    {"bert-b8", "ffn down", 1, 1024, 768, 3072, false, true},
     {"mobilenetv2", "classifier", 1, 1, 1000, 1280, true, true},
     {"mobilenetv2", "1x1 conv 96<-16 112^2", 1, 96, 12544, 16, false, false},
     {"mobilenetv2", "1x1 conv 320<-960 7^2", 1, 320, 49, 960, false, false},
@@ -180,7 +183,7 @@ int main(int argc, char** argv) {
     } else if (a == "--mc" && i + 1 < argc) {
       mcOverride = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gemm_bench_ISA [--threads 1,2] [--model bert|mobilenetv2|resnet50] [--cold] [--mr N] [--kc N] [--mc N]\n");
+      std::fprintf(stderr, "usage: gemm_bench_ISA [--threads 1,2] [--model bert|bert-b8|mobilenetv2|resnet50] [--cold] [--mr N] [--kc N] [--mc N]\n");
       return 2;
     }
   }
