@@ -186,8 +186,10 @@ TEST_CASE("gemm: odd shapes, transposes and alpha on every ISA path match a doub
   for (const auto& s : tails)
     for (int t = 0; t < 2; ++t) checkCase(Case{s[0], s[1], s[2], false, t == 1}, rng);
   // Several row blocks over a prepacked B wider than an L2-sized column block (an eighth of L2
-  // over kc rows: 96 to 224 columns here), a partial last block.
+  // over kc rows where A is read in place: 96 to 224 columns here; all of L2 where it is packed:
+  // 864 to 1744), a partial last block; at 2 threads the rows split (a row block each).
   for (int t = 0; t < 2; ++t) checkCase(Case{300, 700, 300, false, t == 1}, rng);
+  checkCase(Case{300, 2100, 300, false, false}, rng);
 }
 
 TEST_CASE("gemm: epilogues (C accumulated, row and column bias, residual, clamp, activations) match", "[cpu][gemm]") {
