@@ -88,6 +88,21 @@ TEST_CASE("vec exp, erf, tanh, sigmoid and GELU keep their documented error boun
     CHECK(sg.maxRel <= 3e-7);
     auto si = measure(vk.unary[idx(VecUnary::Silu)], sweep(-87.f, 87.f), [](double x) { return x / (1 + std::exp(-x)); }, 1e-37);
     CHECK(si.maxRel <= 3e-7);
+    // Past that range, where exp(-x) saturates (AVX2/portable: 2^128 = +inf from -x = 88.4 on):
+    // within 1e-38 of the exact values, which are below FLT_MIN there, or equal to 1 and x.
+    std::vector<float> low, high;
+    for (int i = 0; i <= 20001; ++i) {
+      low.push_back(-110.f + 23.f * static_cast<float>(i) / 20001.f);
+      high.push_back(87.f + 23.f * static_cast<float>(i) / 20001.f);
+    }
+    auto sgLow = measure(vk.unary[idx(VecUnary::Sigmoid)], low, [](double x) { return 1 / (1 + std::exp(-x)); }, 1);
+    CHECK(sgLow.maxAbs <= 1e-38);
+    auto siLow = measure(vk.unary[idx(VecUnary::Silu)], low, [](double x) { return x / (1 + std::exp(-x)); }, 1);
+    CHECK(siLow.maxAbs <= 1e-36);
+    auto sgHigh = measure(vk.unary[idx(VecUnary::Sigmoid)], high, [](double x) { return 1 / (1 + std::exp(-x)); }, 0);
+    CHECK(sgHigh.maxRel <= 1e-37);  // 1 in float
+    auto siHigh = measure(vk.unary[idx(VecUnary::Silu)], high, [](double x) { return x / (1 + std::exp(-x)); }, 0);
+    CHECK(siHigh.maxRel <= 6e-8);  // x in float
     UNSCOPED_INFO("silu rel " << si.maxRel);
     // GELU: |error| <= |x| times the erf/tanh bound (plus rounding of the product).
     auto ge = measure(vk.unary[idx(VecUnary::GeluErf)], sweep(-10.f, 10.f),
