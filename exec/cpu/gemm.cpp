@@ -465,8 +465,11 @@ void gemm(const GemmConfig& cfg, const GemmProblem& p, ThreadPool* pool, int thr
   }
   const int64_t mPanels = ceilDiv(p.m, mr), nPanels = ceilDiv(p.n, nr);
   int tm, tn;
+  // Row parts on ties only where A is packed (each part then packs only its rows); where the
+  // kernel reads A in place (AVX-512) the column split stays (not measured otherwise).
   const int64_t mcMax = std::max<int64_t>(mr, cfg.mc / mr * mr);
-  gridSplit(mPanels, nPanels, threads, p.m >= mcMax * threads, tm, tn);
+  const bool packsA = !(cfg.mk.stridedA && !p.transA && p.alpha == 1.f);
+  gridSplit(mPanels, nPanels, threads, packsA && p.m >= mcMax * threads, tm, tn);
   const int64_t parts = static_cast<int64_t>(tm) * tn;
   for (int64_t bi = 0; bi < p.batches; ++bi)
     parallelFor(pool, parts, 1, [&](int64_t pb, int64_t pe) {
