@@ -239,7 +239,7 @@ std::unique_ptr<Model> parseModel(const uint8_t* data, size_t size, std::shared_
     fail(ErrorKind::InvalidInput, "{}: not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)", displayName);
   if (!p.has_graph() && !p.has_ir_version() && p.opset_import_size() == 0 && p.functions_size() == 0)
     fail(ErrorKind::InvalidInput, "{}: not an ONNX model: no ir_version, opset_import or graph", displayName);
-  StringLimits(displayName).check(p);
+  if (wire::mayHoldLongStrings(data, size, limits::kMaxNameBytes)) StringLimits(displayName).check(p);
   auto model = std::make_unique<Model>();
   model->path = displayName;
   model->baseDir = baseDir;

@@ -180,6 +180,46 @@ std::optional<std::string> checkNodeLimits(const uint8_t* data, size_t size, uin
 
 namespace {
 
+/// Which length-delimited fields of a message type hold a submessage (and of what type), and
+/// which hold packed numbers or tensor bytes (never strings): what mayHoldLongStrings needs.
+enum class Msg { Model, Graph, Node, Attribute, Tensor, SparseTensor, Function, Training, None };
+
+Msg submessage(Msg in, uint32_t field) {
+  switch (in) {
+    case Msg::Model: return field == 7 ? Msg::Graph : field == 25 ? Msg::Function : field == 20 ? Msg::Training : Msg::None;
+    case Msg::Graph: return field == 1 ? Msg::Node : field == 5 ? Msg::Tensor : field == 15 ? Msg::SparseTensor : Msg::None;
+    case Msg::Node: return field == 5 ? Msg::Attribute : Msg::None;
+    case Msg::Attribute:
+      return field == 5 || field == 10 ? Msg::Tensor : field == 6 || field == 11 ? Msg::Graph : field == 22 || field == 23 ? Msg::SparseTensor
+                                                                                                                        : Msg::None;
+    case Msg::SparseTensor: return field == 1 || field == 2 ? Msg::Tensor : Msg::None;
+    case Msg::Function: return field == 7 ? Msg::Node : Msg::None;
+    case Msg::Training: return field == 1 || field == 2 ? Msg::Graph : Msg::None;
+    default: return Msg::None;
+  }
+}
+
+/// TensorProto's fields that are never strings: dims (1), float/int32/int64/double/uint64
+/// data packed (4, 5, 7, 10, 11), raw_data (9).
+bool numericTensorField(uint32_t field) { return field == 1 || field == 4 || field == 5 || field == 7 || field == 9 || field == 10 || field == 11; }
+
+bool noLongStrings(const uint8_t* data, size_t begin, size_t end, Msg type, size_t limit) {
+  return walk(data, begin, end, [&](const Field& f) {
+    if (f.wireType != 2 || f.end - f.payloadStart <= limit) return true;  // a string within the limit, or no string
+    if (type == Msg::Tensor && numericTensorField(f.number)) return true;
+    const Msg sub = submessage(type, f.number);
+    return sub != Msg::None && noLongStrings(data, f.payloadStart, f.end, sub, limit);
+  });
+}
+
+}  // namespace
+
+bool mayHoldLongStrings(const uint8_t* data, size_t size, size_t limit) {
+  return !noLongStrings(data, 0, size, Msg::Model, limit);
+}
+
+namespace {
+
 constexpr uint32_t kAttributeTensor = 5;
 
 /// The single raw_data field of the TensorProto [begin, end) when it holds at least `minBytes`;

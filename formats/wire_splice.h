@@ -46,4 +46,12 @@ std::optional<Spliced> spliceInitializerData(const uint8_t* data, size_t size, s
 /// not plain wire format (protobuf then reports what is wrong).
 std::optional<std::string> checkNodeLimits(const uint8_t* data, size_t size, uint64_t maxNodes, int maxDepth);
 
+/// False when every length-delimited field of the serialized ModelProto [data, data+size) longer
+/// than `limit` bytes is, on the wire, a submessage that itself holds no such field, or a
+/// tensor's raw_data or packed numbers: then no string field can be longer than `limit`, and the
+/// per-field check of the parsed message (through protobuf's reflection, whose descriptors cost
+/// ~0.6 ms to build on first use) has nothing to find. True otherwise, also for bytes that are
+/// not plain wire format.
+bool mayHoldLongStrings(const uint8_t* data, size_t size, size_t limit);
+
 }  // namespace onnxtool::wire

@@ -405,43 +405,73 @@ static void collectOuterReads(const Graph& sub, std::vector<Value*>& out) {
 }
 
 std::optional<std::vector<Node*>> Graph::topologicalOrder() const {
-  std::unordered_map<const Node*, size_t> pending;
-  std::unordered_map<const Node*, std::vector<Node*>> consumers;
-  std::vector<Node*> ready;
+  // Nodes by file position; each node's producers as positions (deduplicated), `count` for a
+  // producer that is not among this graph's nodes (the node then never becomes ready). Shape
+  // inference orders every graph on every run: no hashing per edge, and a graph already in
+  // order (the common case) is returned as it is.
+  const uint32_t count = static_cast<uint32_t>(nodes_.size());
+  std::vector<Node*> byPosition;
+  byPosition.reserve(count);
+  std::unordered_map<const Node*, uint32_t> position;
+  position.reserve(count);
   for (const auto& np : nodes_) {
-    Node* n = np.get();
-    std::vector<Value*> reads(n->inputs_.begin(), n->inputs_.end());
+    position.emplace(np.get(), static_cast<uint32_t>(byPosition.size()));
+    byPosition.push_back(np.get());
+  }
+  std::vector<uint32_t> depStart(count + 1), deps;
+  deps.reserve(count * 2);
+  std::vector<Value*> reads;
+  bool inOrder = true;
+  for (uint32_t i = 0; i < count; ++i) {
+    Node* n = byPosition[i];
+    depStart[i] = static_cast<uint32_t>(deps.size());
+    reads.assign(n->inputs_.begin(), n->inputs_.end());
     for (Graph* g : n->subgraphs()) collectOuterReads(*g, reads);
-    std::unordered_set<const Node*> deps;
     for (Value* v : reads) {
-      if (v && v->producer_ && v->graph_ == this && v->producer_ != n) deps.insert(v->producer_);
-      if (v && v->producer_ == n) deps.insert(n);  // self loop
-    }
-    pending[n] = deps.size();
-    for (const Node* d : deps) consumers[d].push_back(n);
-    if (deps.empty()) ready.push_back(n);
-  }
-  std::vector<Node*> order;
-  order.reserve(nodes_.size());
-  // Keep file order among ready nodes: process in the order they become ready, stably.
-  std::unordered_map<const Node*, size_t> position;
-  size_t idx = 0;
-  for (const auto& np : nodes_) position[np.get()] = idx++;
-  auto cmp = [&](Node* a, Node* b) { return position[a] > position[b]; };
-  std::make_heap(ready.begin(), ready.end(), cmp);
-  while (!ready.empty()) {
-    std::pop_heap(ready.begin(), ready.end(), cmp);
-    Node* n = ready.back();
-    ready.pop_back();
-    order.push_back(n);
-    for (Node* c : consumers[n]) {
-      if (--pending[c] == 0) {
-        ready.push_back(c);
-        std::push_heap(ready.begin(), ready.end(), cmp);
+      if (!v || !v->producer_) continue;
+      uint32_t d;
+      if (v->producer_ == n) {
+        d = i;  // self loop
+      } else if (v->graph_ == this) {
+        auto it = position.find(v->producer_);
+        d = it == position.end() ? count : it->second;
+      } else {
+        continue;
       }
+      if (std::find(deps.begin() + depStart[i], deps.end(), d) == deps.end()) deps.push_back(d);
+      inOrder &= d < i;
     }
   }
-  if (order.size() != nodes_.size()) return std::nullopt;
+  depStart[count] = static_cast<uint32_t>(deps.size());
+  if (inOrder) return byPosition;
+  // Kahn's algorithm; among ready nodes the first in file order goes first.
+  std::vector<uint32_t> pending(count), consumerStart(count + 3, 0), consumers(deps.size());
+  for (uint32_t i = 0; i < count; ++i) {
+    pending[i] = depStart[i + 1] - depStart[i];
+    for (uint32_t k = depStart[i]; k < depStart[i + 1]; ++k) ++consumerStart[deps[k] + 2];
+  }
+  for (uint32_t d = 0; d <= count + 1; ++d) consumerStart[d + 1] += consumerStart[d];
+  for (uint32_t i = 0; i < count; ++i)
+    for (uint32_t k = depStart[i]; k < depStart[i + 1]; ++k) consumers[consumerStart[deps[k] + 1]++] = i;
+  std::vector<uint32_t> ready;
+  for (uint32_t i = 0; i < count; ++i)
+    if (!pending[i]) ready.push_back(i);
+  std::vector<Node*> order;
+  order.reserve(count);
+  const auto later = std::greater<uint32_t>();
+  std::make_heap(ready.begin(), ready.end(), later);
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end(), later);
+    const uint32_t i = ready.back();
+    ready.pop_back();
+    order.push_back(byPosition[i]);
+    for (uint32_t k = consumerStart[i]; k < consumerStart[i + 1]; ++k)
+      if (--pending[consumers[k]] == 0) {
+        ready.push_back(consumers[k]);
+        std::push_heap(ready.begin(), ready.end(), later);
+      }
+  }
+  if (order.size() != count) return std::nullopt;
   return order;
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -184,7 +185,7 @@ class InferEngine {
   void inferNode(Node& n);
   void inferFunctionCall(Node& n, const Function& f);
   void checkConstraints(const Node& n, const OpSchema& s);
-  void mergeInto(Value* v, const TypeInfo& inferred, const Node& n);
+  void mergeInto(Value* v, TypeInfo inferred, const Node& n);
   void reconcileDeclarations();
   void applyInputDims(Graph& g);
   const InferFnDef* findFn(std::string_view domain, std::string_view op, int version) const;
@@ -200,6 +201,7 @@ class InferEngine {
   const std::vector<OpsetImport>* imports_ = nullptr;
   const std::vector<const Attribute*>* callerAttrs_ = nullptr;
   std::unordered_set<const Function*> activeFunctions_;
+  std::vector<std::tuple<std::string_view, std::string, const Value*>> boundScratch_;  ///< checkConstraints'
 };
 
 void InferEngine::finding(std::string msg, const Node* node, std::string what, std::string code) {
@@ -329,8 +331,29 @@ void InferEngine::reconcileDeclarations() {
   });
 }
 
+namespace {
+
+/// "tensor(float)" and the like per element type (constraintStr of a tensor type), built once:
+/// checking every input of every node formatted one each time.
+const std::string& tensorConstraintName(int32_t elemType) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int32_t e = 0; e < 64; ++e) v.push_back(TypeInfo::tensor(static_cast<DType>(e), Shape::unknownRank()).constraintStr());
+    return v;
+  }();
+  return names[static_cast<size_t>(elemType)];
+}
+
+}  // namespace
+
 void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
-  std::unordered_map<std::string_view, std::pair<std::string, const Value*>> bound;
+  // The type parameters bound so far: (parameter, type, the input that bound it); a handful.
+  std::vector<std::tuple<std::string_view, std::string, const Value*>>& bound = boundScratch_;
+  bound.clear();
+  auto find = [&](std::string_view param) {
+    return std::find_if(bound.begin(), bound.end(), [&](const auto& b) { return std::get<0>(b) == param; });
+  };
+  std::string formatted;
   for (size_t i = 0; i < n.inputs().size(); ++i) {
     const Value* v = n.inputs()[i];
     if (!v || v->type().isNone() || s.inputs.empty()) continue;
@@ -338,7 +361,10 @@ void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
     size_t f = std::min(i, s.inputs.size() - 1);
     if (i >= s.inputs.size() && s.inputs.back().option != ParamOption::Variadic) continue;
     const FormalParam& p = s.inputs[f];
-    std::string actual = v->type().constraintStr();
+    const TypeInfo& t = v->type();
+    const bool table = t.isTensor() && t.elemType > 0 && t.elemType < 64;
+    if (!table) formatted = t.constraintStr();
+    const std::string& actual = table ? tensorConstraintName(t.elemType) : formatted;
     const TypeConstraint* c = s.findConstraint(p.typeStr);
     if (!c) {
       if (actual != p.typeStr)
@@ -348,18 +374,19 @@ void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
     if (std::find(c->allowedTypes.begin(), c->allowedTypes.end(), actual) == c->allowedTypes.end())
       throw InferFailure(fmt::format("input '{}' has type {}, not allowed for {}", v->name(), actual, p.typeStr));
     if (p.option == ParamOption::Variadic && !p.isHomogeneous) continue;
-    auto [it, fresh] = bound.try_emplace(p.typeStr, actual, v);
-    if (!fresh && it->second.first != actual)
+    auto it = find(p.typeStr);
+    if (it == bound.end()) bound.emplace_back(p.typeStr, actual, v);
+    else if (std::get<1>(*it) != actual)
       throw InferFailure(fmt::format("input '{}' has type {} but input '{}' bound {} to {}", v->name(), actual,
-                                     it->second.second->name(), p.typeStr, it->second.first));
+                                     std::get<2>(*it)->name(), p.typeStr, std::get<1>(*it)));
   }
   // Outputs whose type is a constraint bound by an input, or a concrete type, get their dtype now;
   // the op's function refines them.
   for (size_t i = 0; i < n.outputs().size() && !s.outputs.empty(); ++i) {
     const FormalParam& p = s.outputs[std::min(i, s.outputs.size() - 1)];
     TypeInfo t;
-    if (auto it = bound.find(p.typeStr); it != bound.end()) {
-      t = it->second.second->type();
+    if (auto it = find(p.typeStr); it != bound.end()) {
+      t = std::get<2>(*it)->type();
       if (t.isTensor()) t.shape = Shape::unknownRank();
     } else if (p.typeStr.starts_with("tensor(")) {
       if (auto dt = dtypeFromName(p.typeStr)) t = TypeInfo::tensor(*dt, Shape::unknownRank());
@@ -368,11 +395,12 @@ void InferEngine::checkConstraints(const Node& n, const OpSchema& s) {
   }
 }
 
-void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
+void InferEngine::mergeInto(Value* v, TypeInfo inferred, const Node& n) {
   // The value's type before this run is a claim (a declaration, or what an earlier run inferred):
-  // kept aside for checking, never merged into what passes read.
+  // kept aside for checking, never merged into what passes read. (`claim` is read only before
+  // the value's type is set.)
   declared.try_emplace(v, v->type());
-  const TypeInfo claim = v->type();
+  const TypeInfo& claim = v->type();
   auto conflict = [&] {
     std::string what = fmt::format("output '{}' inferred as {} but declared as {}", v->name(), inferred.str(),
                                    claim.str());
@@ -387,21 +415,20 @@ void InferEngine::mergeInto(Value* v, const TypeInfo& inferred, const Node& n) {
     return;
   }
   if (claim.isNone()) {
-    v->setType(inferred);
+    v->setType(std::move(inferred));
     return;
   }
   if (claim.kind != inferred.kind) {
     conflict();
-    v->setType(inferred);
+    v->setType(std::move(inferred));
     return;
   }
   if (!claim.isTensor()) return;  // sequences, optionals: no pass reads their shapes; keep the declaration
-  TypeInfo merged = inferred;
-  if (!merged.elemType) merged.elemType = claim.elemType;
   if ((claim.elemType && inferred.elemType && claim.elemType != inferred.elemType) ||
       shapesContradict(claim.shape, inferred.shape))
     conflict();
-  v->setType(std::move(merged));
+  if (!inferred.elemType) inferred.elemType = claim.elemType;
+  v->setType(std::move(inferred));
 }
 
 void InferEngine::inferNode(Node& n) {
@@ -440,7 +467,7 @@ void InferEngine::inferNode(Node& n) {
   }
   pending = nullptr;
   for (size_t i = 0; i < outputs.size(); ++i)
-    if (Value* v = n.outputs()[i]) mergeInto(v, outputs[i], n);
+    if (Value* v = n.outputs()[i]) mergeInto(v, std::move(outputs[i]), n);
 }
 
 void InferEngine::inferFunctionCall(Node& n, const Function& f) {
@@ -493,7 +520,7 @@ void InferEngine::inferFunctionCall(Node& n, const Function& f) {
   for (auto& [v, d] : outData)
     if (v) data[v] = std::move(d);
   for (size_t i = 0; i < n.outputs().size() && i < outputs.size(); ++i)
-    if (Value* v = n.outputs()[i]) mergeInto(v, outputs[i], n);
+    if (Value* v = n.outputs()[i]) mergeInto(v, std::move(outputs[i]), n);
 }
 
 // ------------------------------------------------------------------------------ context

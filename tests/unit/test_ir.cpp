@@ -143,6 +143,30 @@ TEST_CASE("topological order sorts, keeps file order among ready nodes, and find
   cyc.addNode("Neg", {p->output(0)}, {"q"});
   CHECK_FALSE(cyc.topologicalOrder());
   CHECK_FALSE(cyc.sortTopologically());
+
+  // a node reading one producer twice, listed before it, and a diamond after it
+  Graph d;
+  Value* in = d.createValue("in");
+  d.addInput(in);
+  Value* mv = d.createValue("m");
+  Value* sv = d.createValue("s");
+  Node* sq = d.addNode("Mul", {mv, mv}, {"sq"});
+  Node* l = d.addNode("Neg", {sv}, {"l"});
+  Node* r = d.addNode("Abs", {sv}, {"r"});
+  Node* j = d.addNode("Add", {l->output(0), r->output(0)}, {"j"});
+  Node* m = d.addNode("Relu", {in}, {"m"});
+  Node* sn = d.addNode("Sin", {sq->output(0)}, {"s"});
+  auto o = d.topologicalOrder();
+  REQUIRE(o);
+  CHECK(*o == std::vector<Node*>{m, sq, sn, l, r, j});
+  // in order already: returned as listed
+  REQUIRE(d.sortTopologically());
+  CHECK(*d.topologicalOrder() == std::vector<Node*>{m, sq, sn, l, r, j});
+
+  // a node reading its own output
+  Graph self;
+  self.addNode("Neg", {self.createValue("z")}, {"z"});
+  CHECK_FALSE(self.topologicalOrder());
 }
 
 TEST_CASE("uniqueName avoids names of enclosing graphs", "[ir]") {

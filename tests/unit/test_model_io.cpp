@@ -452,6 +452,61 @@ TEST_CASE("node count and subgraph depth are counted on the wire, functions and 
   CHECK_FALSE(checkNodeLimits(junk, sizeof junk, 1, 1));
 }
 
+TEST_CASE("long strings are found on the wire before the reflection check runs", "[io][limits]") {
+  using onnxtool::wire::mayHoldLongStrings;
+  constexpr size_t kLimit = 65536;
+  // big tensors (raw_data, packed floats) in big graphs, nodes and attributes: no long string
+  pb::ModelProto m;
+  m.set_ir_version(8);
+  auto* g = m.mutable_graph();
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(pb::TensorProto::FLOAT);
+  w->add_dims(30000);
+  w->set_raw_data(std::string(120000, '\1'));
+  auto* p = g->add_initializer();
+  p->set_name("p");
+  p->set_data_type(pb::TensorProto::FLOAT);
+  p->add_dims(20000);
+  for (int i = 0; i < 20000; ++i) p->add_float_data(1.f);
+  auto* n = g->add_node();
+  n->set_op_type("Constant");
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(pb::AttributeProto::TENSOR);
+  a->mutable_t()->set_raw_data(std::string(100000, '\2'));
+  auto check = [&] {
+    std::string bytes = m.SerializeAsString();
+    return mayHoldLongStrings(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kLimit);
+  };
+  CHECK_FALSE(check());
+  // a long name inside a big initializer, a long doc string of a node, a long string attribute
+  w->set_name(std::string(kLimit + 1, 'n'));
+  CHECK(check());
+  w->set_name("w");
+  n->set_doc_string(std::string(kLimit + 1, 'd'));
+  CHECK(check());
+  n->clear_doc_string();
+  a->set_s(std::string(kLimit + 1, 's'));
+  CHECK(check());
+  a->clear_s();
+  CHECK_FALSE(check());
+  // at the limit: fine
+  w->set_name(std::string(kLimit, 'n'));
+  CHECK_FALSE(check());
+  // and the loader still names the field past the limit when it sits in such a model
+  w->set_name(std::string(kLimit + 1, 'n'));
+  try {
+    loadModelFromBytes(m.SerializeAsString(), ".", "m.onnx");
+    FAIL("a 64 KiB + 1 name was accepted");
+  } catch (const onnxtool::Error& e) {
+    CHECK(std::string(e.what()).find("graph.initializer[0].name is 65537 bytes long") != std::string::npos);
+  }
+  // bytes that are not plain wire format go to the full check
+  const uint8_t junk[] = {0x3a, 0x7f, 0x01};
+  CHECK(mayHoldLongStrings(junk, sizeof junk, kLimit));
+}
+
 TEST_CASE("dynamic dims written as -1 or as \"?\" load as unknown dims", "[io]") {
   // paddle2onnx writes a PaddleOCR classifier's input as [-1, 3, "?", "?"] and feeds it 48x192:
   // onnx.checker accepts that, and ONNX Runtime reads each of them as an independent unknown dim.
