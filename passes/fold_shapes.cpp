@@ -37,6 +37,7 @@ class FoldShapesPass : public Pass {
     InferOptions opts;
     opts.valueData = &data;
     inferShapes(ctx.model(), opts);
+    ctx.noteShapesInferred();
     bool changed = false;
     std::vector<Node*> order;
     for (const auto& n : g.nodes()) order.push_back(n.get());

@@ -56,8 +56,13 @@ class PassContext {
   bool tryRewrite(const std::string& what);
   /// Adds to a pass-specific counter shown by --stats.
   void count(const std::string& counter, int64_t n = 1) { stats_.counters[counter] += n; }
+  /// A pass that ran shape inference over the whole model says so: if it then changed nothing,
+  /// the types are fresh and the next pass that needs them does not infer again.
+  void noteShapesInferred() { shapesInferred_ = true; }
+  bool shapesInferred() const { return shapesInferred_; }
 
  private:
+  bool shapesInferred_ = false;
   Model& model_;
   PassStats& stats_;
   int64_t* budget_;  ///< remaining rewrites, negative = unlimited

@@ -336,6 +336,7 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
     std::string name;
     std::unique_ptr<Pass> pass;
     size_t statsIndex;
+    uint64_t quietAt = UINT64_MAX;  ///< `changes` when this pass last ran and changed nothing
   };
   std::vector<Instance> instances;
   for (const PipelineEntry& e : pipeline.passes) {
@@ -369,11 +370,16 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
     report.declarationConflicts = timedInfer().declarationConflicts;
     shapesFresh = true;
   }
+  // Passes are deterministic functions of the model: one that changed nothing when it last ran
+  // has nothing to do while no pass has changed the model since (the last iteration of a
+  // fixpoint then runs only the passes before the last change's pass).
+  uint64_t changes = 0;
   for (int iter = 0; iter < std::max(1, options.maxIterations); ++iter) {
     report.iterations = iter + 1;
     bool changedAny = false;
     for (Instance& inst : instances) {
       PassStats& stats = report.stats[inst.statsIndex].second;
+      if (inst.quietAt == changes) continue;
       if (inst.pass->needsShapes() && !shapesFresh) {
         timedInfer();
         shapesFresh = true;
@@ -389,7 +395,12 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
       }
       stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (stats.rewrites != before) report.lastRewritePass = inst.name;
+      if (!changed) {
+        inst.quietAt = changes;
+        if (ctx.shapesInferred()) shapesFresh = true;  // its inference saw the model as it is now
+      }
       if (changed) {
+        ++changes;
         changedAny = true;
         shapesFresh = false;
         if (options.verifyEach) verifyModel(model, inst.name);

@@ -279,3 +279,21 @@ TEST_CASE("the manager recurses into subgraphs", "[passes]") {
     CHECK(sub->outputs()[0].value->producer()->opType == "Relu");
   }
 }
+
+TEST_CASE("a pass that changed nothing is not run again until another pass changes the model", "[passes]") {
+  auto m = newModel();
+  Graph& g = *m->graph;
+  Value* v = input(g, "x", {2});
+  for (int i = 0; i < 3; ++i) v = g.addNode("Identity", {v}, {"i" + std::to_string(i)})->output(0);
+  g.addOutput(g.addNode("Relu", {v}, {"y"})->output(0));
+  // iteration 1: eliminate-identity rewrites, eliminate-dead finds nothing; iteration 2:
+  // eliminate-identity finds nothing, and eliminate-dead has seen this model already
+  PassRunReport r = runPipeline(*m, parsePipeline("eliminate-identity,eliminate-dead"));
+  CHECK(count(g, "Identity") == 0);
+  CHECK(r.iterations == 2);
+  REQUIRE(r.stats.size() == 2);
+  CHECK(r.stats[0].second.runs == 2);
+  CHECK(r.stats[1].second.runs == 1);
+  CHECK(r.inferRuns == 2);  // the opening one, and before eliminate-identity's second run
+  CHECK(g.verifyLinks().empty());
+}
