@@ -230,7 +230,7 @@ class PackedConvKernel : public CpuKernel {
           r += 4;
           continue;
         }
-        for (int64_t k = 0; k < kdim_; ++k) dst[k * mk.mr] = src[k];
+        for (int64_t k = 0; k < kdim_; ++k) std::memcpy(dst + k * mk.mr, src + k, sizeof(float));  // src: any address
         ++r;
       }
     if (implicit_) initImplicit();
@@ -1342,17 +1342,45 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   std::vector<float> ownCopy;
   float* wCopy = nullptr;
   const float* weights = nullptr;
-  if (wCount && (scaled || reinterpret_cast<uintptr_t>(wt.raw.data()) % alignof(float) != 0)) {
+  // Unaligned bytes (three initializers in four, at the offsets protobuf gives them) are read
+  // in place by the packers that load through memcpy (PackedConvKernel, Winograd's transform:
+  // ResNet-50's prepare copied 100 MB for them); the others get an aligned copy (alignedWeights).
+  const bool unaligned = reinterpret_cast<uintptr_t>(wt.raw.data()) % alignof(float) != 0;
+  if (wCount && scaled) {
     // The plan build's scratch (pages already mapped by earlier nodes), else a vector of our own;
     // only read while the kernel is made (every kernel below keeps what it needs).
     std::vector<float>& buf = info.scratch ? *info.scratch : ownCopy;
     if (buf.size() < wCount) buf.resize(wCount);
     wCopy = buf.data();
-    std::memcpy(wCopy, wt.raw.data(), wt.raw.size());
+    if (scaled && info.fused->scale.size() == static_cast<size_t>(g.m)) {
+      // copied and scaled per output channel in one pass (the bias is scaled below)
+      const int64_t per = static_cast<int64_t>(wCount) / std::max<int64_t>(g.m, 1);
+      const uint8_t* src = wt.raw.data();
+      for (int64_t oc = 0; oc < g.m; ++oc) {
+        const float sc = info.fused->scale[static_cast<size_t>(oc)];
+        float* dst = wCopy + oc * per;
+        for (int64_t i = 0; i < per; ++i) {
+          float v;
+          std::memcpy(&v, src + (oc * per + i) * 4, sizeof v);  // any alignment
+          dst[i] = v * sc;
+        }
+      }
+    } else {
+      std::memcpy(wCopy, wt.raw.data(), wt.raw.size());
+    }
     weights = wCopy;
   } else if (wCount) {
-    weights = reinterpret_cast<const float*>(wt.raw.data());
+    weights = reinterpret_cast<const float*>(wt.raw.data());  // read through memcpy where unaligned
   }
+  bool inPlaceUnaligned = wCount && !scaled && unaligned;
+  auto alignedWeights = [&]() -> const float* {
+    if (!inPlaceUnaligned) return weights;
+    std::vector<float>& buf = info.scratch ? *info.scratch : ownCopy;
+    if (buf.size() < wCount) buf.resize(wCount);
+    std::memcpy(buf.data(), wt.raw.data(), wt.raw.size());
+    inPlaceUnaligned = false;
+    return weights = buf.data();
+  };
   ConvEpilogue ep;
   std::string suffix;
   if (info.fused) {
@@ -1388,11 +1416,8 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
     if (info.hasInput(2) && (!b || b->dtype() != DType::Float || b->raw.size() != static_cast<size_t>(g.m) * sizeof(float))) return nullptr;
     ownBias.assign(static_cast<size_t>(g.m), 0.f);
     if (b) std::memcpy(ownBias.data(), b->raw.data(), b->raw.size());
-    const int64_t per = static_cast<int64_t>(wCount) / std::max<int64_t>(g.m, 1);
-    for (int64_t oc = 0; oc < g.m; ++oc) {
-      for (int64_t i = 0; i < per; ++i) wCopy[static_cast<size_t>(oc * per + i)] *= sc[static_cast<size_t>(oc)];
+    for (int64_t oc = 0; oc < g.m; ++oc)  // the weights were scaled as they were copied
       ownBias[static_cast<size_t>(oc)] = ownBias[static_cast<size_t>(oc)] * sc[static_cast<size_t>(oc)] + sh[static_cast<size_t>(oc)];
-    }
   }
   // The blocked-layout twin (kernels_nchwc.h), with a constant bias (or the folded one).
   std::unique_ptr<CpuKernel> twin;
@@ -1406,7 +1431,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
       bias.resize(static_cast<size_t>(g.m));
       std::memcpy(bias.data(), b->raw.data(), b->raw.size());
     }
-    if (biasOk) twin = makeNchwcConv(g, ep, weights, bias.empty() ? nullptr : bias.data(), suffix, info.threads);
+    if (biasOk) twin = makeNchwcConv(g, ep, alignedWeights(), bias.empty() ? nullptr : bias.data(), suffix, info.threads);
     // The plain kernel only if the plan keeps this step plain (it asks again, nchwc off): most
     // steps of such plans run blocked, and packing both doubled MobileNetV2's weight packing.
     if (twin) {
@@ -1417,7 +1442,7 @@ std::unique_ptr<CpuKernel> createPackedConv(const CpuNodeInfo& info) {
   }
   std::unique_ptr<CpuKernel> k;
   if (g.group == g.c && g.group == g.m && g.padT >= 0 && g.padL >= 0 && !ep.inputScale && ep.inScale.empty()) {
-    auto d = std::make_unique<DepthwiseConvKernel>(g, ep, weights, suffix, info.threads);
+    auto d = std::make_unique<DepthwiseConvKernel>(g, ep, alignedWeights(), suffix, info.threads);
     d->ownBias = std::move(ownBias);
     k = std::move(d);
   } else if (!ep.inputScale && ep.inScale.empty() && winogradApplies(g)) {
