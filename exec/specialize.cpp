@@ -39,7 +39,7 @@ std::vector<std::string> names(const std::vector<ValueInfoEntry>& es) {
 }  // namespace
 
 std::unique_ptr<Model> specializeModel(const Model& original, const std::map<std::string, std::vector<int64_t>>& inputDims,
-                                       int level, std::string_view who, std::string* timing) {
+                                       int level, std::string_view who, std::string* timing, bool* typesFresh) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
@@ -68,8 +68,10 @@ std::unique_ptr<Model> specializeModel(const Model& original, const std::map<std
                     report.inferRuns, report.inferSeconds * 1e3, passes);
     }
     if (names(m->graph->inputs()) == names(original.graph->inputs()) &&
-        names(m->graph->outputs()) == names(original.graph->outputs()))
+        names(m->graph->outputs()) == names(original.graph->outputs())) {
+      if (typesFresh) *typesFresh = report.shapesFresh;
       return m;
+    }
     spdlog::debug("{}: -O{} changed the model's interface; running the graph as written", who, level);
   } catch (const std::exception& e) {
     spdlog::debug("{}: -O{} failed ({}); running the graph as written", who, level, e.what());

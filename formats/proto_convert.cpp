@@ -66,6 +66,67 @@ std::string residualOf(gp::Message& msg, std::initializer_list<int> scalars, std
   return need ? msg.SerializeAsString() : std::string();
 }
 
+// Typed fast checks: `plainX(p)` is true when residualOf(p, ...) at X's call site would return "",
+// read through the generated accessors. The first reflection call builds protobuf's descriptors
+// for the whole file (~0.3 ms a process, more than loading a small model takes), so reflection
+// runs only when a check says a message holds an unknown field, a field the IR does not model,
+// or a scalar explicitly present with its default value. Each check lists every field of its
+// message that is neither converted (`heavy`) nor a scalar the IR keeps; a test walks every field
+// of every message by reflection to keep these lists complete.
+bool isDefault(const std::string& s) { return s.empty(); }
+bool isDefault(int64_t v) { return v == 0; }
+bool isDefault(int32_t v) { return v == 0; }
+bool isDefault(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits == 0;
+}
+#define ONNXTOOL_PRESENT_DEFAULT(m, f) ((m).has_##f() && isDefault((m).f()))
+
+bool plainOpset(const pb::OperatorSetIdProto& p) {
+  return p.unknown_fields().empty() && !ONNXTOOL_PRESENT_DEFAULT(p, domain) && !ONNXTOOL_PRESENT_DEFAULT(p, version);
+}
+bool plainNode(const pb::NodeProto& p) {
+  return p.unknown_fields().empty() && p.device_configurations_size() == 0 && !ONNXTOOL_PRESENT_DEFAULT(p, name) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, op_type) && !ONNXTOOL_PRESENT_DEFAULT(p, domain) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, overload) && !ONNXTOOL_PRESENT_DEFAULT(p, doc_string);
+}
+bool plainGraph(const pb::GraphProto& p) {
+  return p.unknown_fields().empty() && p.quantization_annotation_size() == 0 && !ONNXTOOL_PRESENT_DEFAULT(p, name) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, doc_string);
+}
+bool plainModel(const pb::ModelProto& p) {
+  return p.unknown_fields().empty() && p.training_info_size() == 0 && p.configuration_size() == 0 &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, ir_version) && !ONNXTOOL_PRESENT_DEFAULT(p, producer_name) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, producer_version) && !ONNXTOOL_PRESENT_DEFAULT(p, domain) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, model_version) && !ONNXTOOL_PRESENT_DEFAULT(p, doc_string);
+}
+bool plainFunction(const pb::FunctionProto& p) {
+  return p.unknown_fields().empty() && !ONNXTOOL_PRESENT_DEFAULT(p, name) && !ONNXTOOL_PRESENT_DEFAULT(p, doc_string) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, domain) && !ONNXTOOL_PRESENT_DEFAULT(p, overload);
+}
+bool plainValueInfo(const pb::ValueInfoProto& p) {
+  return p.unknown_fields().empty() && !ONNXTOOL_PRESENT_DEFAULT(p, doc_string);
+}
+bool plainTensor(const pb::TensorProto& p) {
+  // Typed data fields (4, 5, 7, 10, 11) travel in the residual as before; segment is not modelled.
+  return p.unknown_fields().empty() && !p.has_segment() && p.float_data_size() == 0 && p.int32_data_size() == 0 &&
+         p.int64_data_size() == 0 && p.double_data_size() == 0 && p.uint64_data_size() == 0 &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, data_type) && !ONNXTOOL_PRESENT_DEFAULT(p, name) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, doc_string) && !(p.has_data_location() && p.data_location() == 0);
+}
+/// `valueField`: the field number of the attribute's value (kept by the saver whenever it applies).
+bool plainAttribute(const pb::AttributeProto& p, int valueField) {
+  return p.unknown_fields().empty() && !ONNXTOOL_PRESENT_DEFAULT(p, name) && !ONNXTOOL_PRESENT_DEFAULT(p, ref_attr_name) &&
+         !ONNXTOOL_PRESENT_DEFAULT(p, doc_string) && !(p.has_type() && p.type() == 0) &&
+         (valueField == 2 || !ONNXTOOL_PRESENT_DEFAULT(p, f)) && (valueField == 3 || !ONNXTOOL_PRESENT_DEFAULT(p, i)) &&
+         (valueField == 4 || !ONNXTOOL_PRESENT_DEFAULT(p, s));
+}
+template <typename TensorLike>
+bool plainTensorKind(const TensorLike& k) {
+  return k.unknown_fields().empty() && !ONNXTOOL_PRESENT_DEFAULT(k, elem_type);
+}
+
 template <typename M>
 void parseResidual(M& p, const std::string& residual) {
   if (!residual.empty()) p.ParseFromString(residual);
@@ -116,14 +177,14 @@ Shape shapeFromProto(const pb::TensorShapeProto& sp) {
       d.param = dp.dim_param();
     }
     d.denotation = dp.denotation();
-    if (!dp.GetReflection()->GetUnknownFields(dp).empty() || (dp.has_denotation() && dp.denotation().empty())) {
+    if (!dp.unknown_fields().empty() || (dp.has_denotation() && dp.denotation().empty())) {
       pb::TensorShapeProto::Dimension copy(dp);
       copy.clear_value();
       d.residual = residualOf(copy, {3}, {});
     }
     s.dims.push_back(std::move(d));
   }
-  if (!sp.GetReflection()->GetUnknownFields(sp).empty()) {
+  if (!sp.unknown_fields().empty()) {
     pb::TensorShapeProto copy(sp);
     s.residual = residualOf(copy, {}, {1});
   }
@@ -145,6 +206,7 @@ template <typename TensorLike>
 void tensorKindFrom(const TensorLike& k, TypeInfo& t) {
   t.elemType = k.elem_type();
   if (k.has_shape()) t.shape = shapeFromProto(k.shape());
+  if (plainTensorKind(k)) return;
   TensorLike copy(k);
   t.kindResidual = residualOf(copy, {1}, {2});
 }
@@ -198,7 +260,7 @@ TypeInfo typeFromProto(const pb::TypeProto& p) {
     case pb::TypeProto::VALUE_NOT_SET: break;
   }
   t.denotation = p.denotation();
-  if (!p.GetReflection()->GetUnknownFields(p).empty() || (p.has_denotation() && p.denotation().empty())) {
+  if (!p.unknown_fields().empty() || (p.has_denotation() && p.denotation().empty())) {
     pb::TypeProto copy;
     if (p.has_denotation()) copy.set_denotation(p.denotation());
     copy.mutable_unknown_fields()->MergeFrom(p.unknown_fields());
@@ -367,7 +429,7 @@ void fromProto(pb::TensorProto& p, Tensor& t, FromCtx& ctx, const std::string& w
   } else {
     t.storage = Tensor::Storage::None;
   }
-  t.residual = residualOf(p, {2, 8, 12, 14}, {1, 6, 9, 13, 16});
+  if (!plainTensor(p)) t.residual = residualOf(p, {2, 8, 12, 14}, {1, 6, 9, 13, 16});
   if (t.storage == Tensor::Storage::External && ctx.bindExternal) ctx.bindExternal(t, where);
 }
 
@@ -409,7 +471,7 @@ std::shared_ptr<SparseTensor> sparseFromProto(pb::SparseTensorProto& p, FromCtx&
   if (p.has_values()) fromProto(*p.mutable_values(), s->values, ctx, where);
   if (p.has_indices()) fromProto(*p.mutable_indices(), s->indices, ctx, where);
   s->dims.assign(p.dims().begin(), p.dims().end());
-  s->residual = residualOf(p, {}, {1, 2, 3});
+  if (!p.unknown_fields().empty()) s->residual = residualOf(p, {}, {1, 2, 3});
   return s;
 }
 
@@ -479,7 +541,8 @@ Attribute attrFromProto(pb::AttributeProto& p, FromCtx& ctx, Graph* owner, Node*
   std::initializer_list<int> implied3 = {4};
   std::initializer_list<int> none = {};
   const auto& implied = valueField == 2 ? implied1 : valueField == 3 ? implied2 : valueField == 4 ? implied3 : none;
-  a.residual = residualOf(p, {1, 21, 13, 20, 2, 3, 4}, {5, 6, 22, 14, 7, 8, 9, 10, 11, 23, 15}, implied);
+  if (!plainAttribute(p, valueField))
+    a.residual = residualOf(p, {1, 21, 13, 20, 2, 3, 4}, {5, 6, 22, 14, 7, 8, 9, 10, 11, 23, 15}, implied);
   return a;
 }
 
@@ -525,7 +588,7 @@ ValueInfoEntry entryFrom(pb::ValueInfoProto& p, Value* v, bool first) {
     }
   }
   // name is implied by the value
-  e.residual = residualOf(p, {3}, {2, 4}, {1});
+  if (!plainValueInfo(p)) e.residual = residualOf(p, {3}, {2, 4}, {1});
   return e;
 }
 
@@ -618,7 +681,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
       }
     }
     ++nodeIndex;
-    n->residual = residualOf(np, {3, 4, 7, 8, 6}, {1, 2, 5, 9});
+    if (!plainNode(np)) n->residual = residualOf(np, {3, 4, 7, 8, 6}, {1, 2, 5, 9});
   }
   for (auto& vp : *p.mutable_output()) {
     Value* v = resolveUse(g, vp.name());
@@ -634,7 +697,7 @@ void graphFromProto(pb::GraphProto& p, Graph& g, FromCtx& ctx, const std::string
     e.value = v;
     g.valueInfos().push_back(std::move(e));
   }
-  g.residual = residualOf(p, {2, 10}, {1, 5, 15, 11, 12, 13, 16});
+  if (!plainGraph(p)) g.residual = residualOf(p, {2, 10}, {1, 5, 15, 11, 12, 13, 16});
 }
 
 void graphToProto(const Graph& g, pb::GraphProto& p, ToCtx& ctx, bool topLevel) {
@@ -667,7 +730,17 @@ OpsetImport opsetFrom(pb::OperatorSetIdProto& p) {
   OpsetImport o;
   o.domain = p.domain();
   o.version = p.version();
-  o.residual = residualOf(p, {1, 2}, {});
+  if (plainOpset(p)) return o;
+  if (p.unknown_fields().empty()) {
+    // Only a present default, as onnx.helper.make_opsetid("", v) writes domain "": the residual
+    // records the presence without reflection.
+    pb::OperatorSetIdProto r;
+    if (p.has_domain()) r.set_domain(p.domain());
+    if (p.has_version()) r.set_version(p.version());
+    o.residual = r.SerializeAsString();
+  } else {
+    o.residual = residualOf(p, {1, 2}, {});
+  }
   return o;
 }
 
@@ -704,7 +777,7 @@ std::unique_ptr<Function> functionFrom(pb::FunctionProto& p, FromCtx& ctx) {
   for (const auto& out : p.output()) gp.add_output()->set_name(out);
   graphFromProto(gp, g, ctx, where);
   // graphFromProto appended outputs with empty ValueInfo extras; function outputs are names only.
-  f->residual = residualOf(p, {1, 8, 10, 13}, {4, 5, 6, 11, 7, 9, 12, 14});
+  if (!plainFunction(p)) f->residual = residualOf(p, {1, 8, 10, 13}, {4, 5, 6, 11, 7, 9, 12, 14});
   return f;
 }
 
@@ -742,7 +815,7 @@ void fromProto(pb::ModelProto& p, Model& m, FromCtx& ctx) {
     graphFromProto(*p.mutable_graph(), *m.graph, ctx, "", true);
   }
   for (auto& f : *p.mutable_functions()) m.functions.push_back(functionFrom(f, ctx));
-  m.residual = residualOf(p, {1, 2, 3, 4, 5, 6}, {8, 7, 14, 25});
+  if (!plainModel(p)) m.residual = residualOf(p, {1, 2, 3, 4, 5, 6}, {8, 7, 14, 25});
 }
 
 void toProto(const Model& m, pb::ModelProto& p, ToCtx& ctx) {

@@ -415,6 +415,7 @@ PassRunReport runPipeline(Model& model, const Pipeline& pipeline, const PassMana
   }
   for (const auto& [name, s] : report.stats) report.rewrites += s.rewrites;
   report.lastRewrite = lastRewrite;
+  report.shapesFresh = shapesFresh;
   return report;
 }
 

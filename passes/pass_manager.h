@@ -60,6 +60,9 @@ struct PassRunReport {
   std::vector<DeclarationConflict> declarationConflicts;
   int inferRuns = 0;          ///< shape inference runs between passes (the opening one included)
   double inferSeconds = 0;    ///< their time (not in any pass's `seconds`)
+  /// The model's types are those of a shape inference run on the model as it is at the end (no
+  /// pass changed it since), as `inferShapes(model)` would give them again.
+  bool shapesFresh = false;
 };
 
 /// IR version 3 requires every initializer to be listed as a graph input too, so there a weight in

@@ -507,18 +507,21 @@ class Specialization {
     PhaseTimer timer;
     pool_ = pool;
     std::string phases;
-    model_ = specializeModel(original, inputDims, graphOptLevel, "cpu executor", &phases);
+    bool typesFresh = false;
+    model_ = specializeModel(original, inputDims, graphOptLevel, "cpu executor", &phases, &typesFresh);
     timer.lap(phases);
-    int4WeightsToNBits();
-    foldWeightDequantize();
-    cpu::foldConstantInt8Lookups(*model_->graph);
+    bool changed = int4WeightsToNBits();
+    changed |= foldWeightDequantize();
+    changed |= cpu::foldConstantInt8Lookups(*model_->graph);
     timer.lap("weights");
-    InferOptions io;
-    for (const auto& [name, dims] : inputDims) {
-      auto& d = io.inputDims[name];
-      for (int64_t x : dims) d.push_back(std::to_string(x));
+    if (changed || !typesFresh) {  // else the -O pipeline's last inference saw the model as it is
+      InferOptions io;
+      for (const auto& [name, dims] : inputDims) {
+        auto& d = io.inputDims[name];
+        for (int64_t x : dims) d.push_back(std::to_string(x));
+      }
+      inferShapes(*model_, io);
     }
-    inferShapes(*model_, io);
     timer.lap("infer");
     // resolves (and validates) every node; the main graph's initializers are ours (initValue)
     ref_ = std::make_unique<RefNodeRunner>(*model_, false);
@@ -581,7 +584,7 @@ class Specialization {
   /// MatMulNBits node of the plan's clone per reader, whose kernel keeps the codes packed and
   /// dequantizes them block by block as its GEMM runs (PackedB4): an eighth of the float weight
   /// in memory. (q - zp) is the same integer in MatMulNBits' unsigned codes (int4 + 8).
-  void int4WeightsToNBits() {
+  bool int4WeightsToNBits() {
     Graph& g = *model_->graph;
     auto constantOf = [](const Value* v) -> const TensorData* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
     std::vector<Node*> dqs;
@@ -711,6 +714,7 @@ class Specialization {
       any = true;
     }
     if (any && !model_->opsetVersion("com.microsoft")) model_->opsetImports.push_back({"com.microsoft", 1, {}});
+    return any;
   }
 
   /// Weight-only quantization (`quantize --int4`, int8 weights with float activations) and the
@@ -719,9 +723,10 @@ class Specialization {
   /// int8 fusions run as such) is computed once here and becomes
   /// a float initializer of the clone, so that MatMul/Gemm pack it and Gather reads it like any
   /// float weight (the reference kernel would dequantize it on every run).
-  void foldWeightDequantize() {
+  bool foldWeightDequantize() {
     Graph& g = *model_->graph;
     auto constantOf = [](const Value* v) -> const TensorData* { return v && v->initializer() && !v->isGraphInput() ? v->initializer() : nullptr; };
+    bool any = false;
     std::vector<Node*> dqs;
     for (const auto& n : g.nodes())
       if (n->opType == "DequantizeLinear" && n->isDomain("") && n->output(0) && !n->output(0)->isGraphOutput()) dqs.push_back(n.get());
@@ -752,7 +757,9 @@ class Specialization {
       folded->setType(dq->output(0)->type());
       dq->output(0)->replaceAllUsesWith(folded);
       g.removeNode(dq);
+      any = true;
     }
+    return any;
   }
 
  public:

@@ -32,11 +32,22 @@ std::vector<Isa> isasHere() {
 }
 
 /// A 64-byte aligned float buffer (what the executor's arena gives a kernel's workspace).
+/// The floats past the requested size hold a sentinel: `intact()` says whether the kernel kept
+/// to gemmWorkspaceFloats (sized to the product since a LeNet's GEMV took 0.9 MB).
 struct Workspace {
+  static constexpr float kSentinel = -1234.5f;
   std::vector<float> buf;
+  size_t used = 0;
   float* get(size_t floats) {
-    buf.assign(floats + 16, 0.f);
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    buf.assign(floats + 48, kSentinel);
+    float* p = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+    used = static_cast<size_t>(p - buf.data()) + floats;
+    return p;
+  }
+  bool intact() const {
+    for (size_t i = used; i < buf.size(); ++i)
+      if (buf[i] != kSentinel) return false;
+    return true;
   }
 };
 
@@ -139,6 +150,7 @@ void checkCase(const Case& c, std::mt19937& rng) {
         ThreadPool pool(threads);
         float* w = ws.get(gemmWorkspaceFloats(cfg, p) * static_cast<size_t>(threads));
         gemm(cfg, p, &pool, threads, w);
+        CHECK(ws.intact());
         int bad = 0;
         for (int64_t bi = 0; bi < c.batches; ++bi)
           for (int64_t i = 0; i < c.m; ++i) {

@@ -295,5 +295,20 @@ TEST_CASE("a pass that changed nothing is not run again until another pass chang
   CHECK(r.stats[0].second.runs == 2);
   CHECK(r.stats[1].second.runs == 1);
   CHECK(r.inferRuns == 2);  // the opening one, and before eliminate-identity's second run
+  CHECK(r.shapesFresh);     // nothing changed the model after that inference
   CHECK(g.verifyLinks().empty());
+}
+
+TEST_CASE("the report says whether the last inference saw the model as it is", "[passes]") {
+  auto m = newModel();
+  Graph& g = *m->graph;
+  Value* x = input(g, "x", {2});
+  g.addNode("Neg", {x}, {"dead"});
+  g.addOutput(g.addNode("Relu", {x}, {"y"})->output(0));
+  PassRunReport r = runPipeline(*m, parsePipeline("eliminate-dead"));  // reads no shapes
+  CHECK(count(g, "Neg") == 0);
+  CHECK(r.inferRuns == 1);
+  CHECK_FALSE(r.shapesFresh);  // the opening inference saw the Neg
+  PassRunReport again = runPipeline(*m, parsePipeline("eliminate-dead"));
+  CHECK(again.shapesFresh);
 }
