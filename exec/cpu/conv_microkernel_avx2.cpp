@@ -590,7 +590,7 @@ ONNXTOOL_AVX2 bool maxPool3x3(const float* x, int64_t h, int64_t w, int64_t stri
 }
 
 RowOps rowOpsAvx2() {
-  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 8, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, nullptr,
+  return {gatherStridedScalar, deinterleave2, lrnRow075, depthwiseRows, nullptr, depthwiseChannels, 8, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, nullptr,
           maxNan};
 }
 

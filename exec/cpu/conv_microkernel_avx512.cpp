@@ -7,6 +7,7 @@
 #include "exec/cpu/conv_microkernels.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -447,6 +448,125 @@ ONNXTOOL_AVX512 void depthwiseRows(const DepthwiseRows& a) {
   depthwiseRowsT<0, 0, 1>(a);
 }
 
+/// Lanes [lo, hi) of 16 set (none when hi <= lo).
+ONNXTOOL_AVX512 inline __mmask16 laneRange(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min<int64_t>(hi, 16);
+  return hi <= lo ? __mmask16(0) : __mmask16(mask0(static_cast<int>(hi)) & ~mask0(static_cast<int>(lo)));
+}
+
+/// 16 floats from row[off..off + 16), the lanes outside `k` zero and not read (masked loads do
+/// not fault there): off may lie before the row or past its end. The address is formed as an
+/// integer, never as a pointer outside the row.
+ONNXTOOL_AVX512 inline __m512 loadMasked(const float* row, int64_t off, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(off * 4)));
+}
+
+/// depthwiseBlock from the unpadded rows in place (RowOps::depthwiseRowsDirect). Stride 1: tap
+/// kj of output column o reads input column o + kj - padL: V + 1 masked loads a row, the taps
+/// shifted out of them (valignd). Stride 2: it reads 2 o + kj - padL: 2 V + 1 masked loads a
+/// row, their even and odd lanes gathered (vpermt2ps), tap kj the (kj / 2)-shifted even or odd
+/// vector.
+/// Full: every load of the block lies inside the rows (plain loads: a masked load costs Intel
+/// an extra uop on the FMA ports).
+template <int V, int KH, int KW, int S, bool Full>
+ONNXTOOL_AVX512 inline void depthwiseDirectBlock(const DepthwiseRows& a, int64_t ox, int64_t base, const __mmask16* lm) {
+  constexpr int R = kDepthwiseRows;
+  constexpr int L = S == 1 ? V + 1 : 2 * V + 1;  // loads a row
+  __m512 acc[R][V];
+  const __m512 vb = _mm512_set1_ps(a.bias);
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < V; ++u) acc[r][u] = vb;
+  const __m512i evenIdx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i oddIdx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#pragma GCC unroll 32
+  for (int j = 0; j < (R - 1) * S + KH; ++j) {
+    const float* row = a.rows[j];
+    __m512 ld[L];
+#pragma GCC unroll 8
+    for (int t = 0; t < L; ++t) {
+      ld[t] = Full ? _mm512_loadu_ps(row + base + 16 * t) : loadMasked(row, base + 16 * t, lm[t]);
+      __asm__("" : "+v"(ld[t]));
+    }
+    // Stride 2: ev[u] / od[u] hold input columns base + 32 u + 2 l (+ 1), u <= V (the last from
+    // one load: its lanes past 8 are never shifted in).
+    __m512 ev[S == 2 ? V + 1 : 1], od[S == 2 ? V + 1 : 1];
+    if constexpr (S == 2) {
+#pragma GCC unroll 4
+      for (int u = 0; u <= V; ++u) {
+        const __m512 hi = u < V ? ld[2 * u + 1] : _mm512_setzero_ps();
+        ev[u] = _mm512_permutex2var_ps(ld[2 * u], evenIdx, hi);
+        if (KW > 1) od[u] = _mm512_permutex2var_ps(ld[2 * u], oddIdx, hi);
+      }
+    }
+#pragma GCC unroll 8
+    for (int kj = 0; kj < KW; ++kj) {
+      __m512 v[V];
+      for (int u = 0; u < V; ++u) {
+        if constexpr (S == 1) {
+          v[u] = kj == 0 ? ld[u] : shiftIn(ld[u], ld[u + 1], kj);
+        } else {
+          const __m512* src = kj % 2 == 0 ? ev : od;
+          v[u] = kj / 2 == 0 ? src[u] : shiftIn(src[u], src[u + 1], kj / 2);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int ki = j - r * S;
+        if (ki < 0 || ki >= KH) continue;
+        const __m512 wv = _mm512_set1_ps(a.w[ki * KW + kj]);
+        for (int u = 0; u < V; ++u) acc[r][u] = _mm512_fmadd_ps(wv, v[u], acc[r][u]);
+      }
+    }
+  }
+  __mmask16 k[V];
+  for (int u = 0; u < V; ++u) k[u] = mask0(static_cast<int>(std::min<int64_t>(16, std::max<int64_t>(0, a.ow - ox - 16 * u))));
+  const __m512 vlo = _mm512_set1_ps(a.lo), vhi = _mm512_set1_ps(a.hi);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r >= a.nrows) continue;
+    for (int u = 0; u < V; ++u) {
+      __m512 v = acc[r][u];
+      if (a.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k[u], a.res + r * a.ow + ox + 16 * u));
+      if (a.clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));  // NaN stays (the second operand)
+      _mm512_mask_storeu_ps(a.y + r * a.ow + ox + 16 * u, k[u], v);
+    }
+  }
+}
+
+template <int V, int KH, int S>
+ONNXTOOL_AVX512 inline void depthwiseDirectAt(const DepthwiseRows& a, int64_t ox) {
+  constexpr int L = S == 1 ? V + 1 : 2 * V + 1;
+  const int64_t base = ox * S - a.padL;
+  __mmask16 lm[L];
+  bool full = true;
+  for (int t = 0; t < L; ++t) {
+    lm[t] = laneRange(-(base + 16 * t), a.inW - (base + 16 * t));
+    full &= lm[t] == 0xFFFF;
+  }
+  if (full)
+    depthwiseDirectBlock<V, KH, KH, S, true>(a, ox, base, lm);
+  else
+    depthwiseDirectBlock<V, KH, KH, S, false>(a, ox, base, lm);
+}
+
+template <int KH, int S>
+ONNXTOOL_AVX512 void depthwiseDirectT(const DepthwiseRows& a) {
+  int64_t ox = 0;
+  for (; ox + 16 < a.ow; ox += 32) depthwiseDirectAt<2, KH, S>(a, ox);
+  if (ox < a.ow) depthwiseDirectAt<1, KH, S>(a, ox);
+}
+
+ONNXTOOL_AVX512 void depthwiseRowsDirect(const DepthwiseRows& a) {
+  if (a.sh == 1) {
+    if (a.kh == 3) return depthwiseDirectT<3, 1>(a);
+    if (a.kh == 5) return depthwiseDirectT<5, 1>(a);
+    return depthwiseDirectT<7, 1>(a);
+  }
+  if (a.kh == 3) return depthwiseDirectT<3, 2>(a);
+  depthwiseDirectT<5, 2>(a);
+}
+
 ONNXTOOL_AVX512 void maxPoolPlane(const float* p, int64_t pw, const DepthwiseShape& s, float* y) {
   if (s.sw > 2) return maxPoolPlaneScalar(p, pw, s, y);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -629,7 +749,7 @@ GemmMicroKernelInfo gemmMicroKernelAvx512(int64_t m) {
   return {12, kNr, kernelMx32<12>, Isa::Avx512, nullptr, true, true};
 }
 RowOps rowOpsAvx512() {
-  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, deinterleave3,
+  return {gatherStrided, deinterleave2, lrnRow075, depthwiseRows, depthwiseRowsDirect, depthwiseChannels, 16, maxPoolPlane, maxPool3x3, maxPoolFlat, avgPoolFlat, deinterleave3,
           maxNan};
 }
 

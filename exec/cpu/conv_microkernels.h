@@ -116,6 +116,11 @@ constexpr int kDepthwiseRows = 4;
 struct DepthwiseRows {
   const float* const* rows;
   int64_t phaseLen;
+  /// RowOps::depthwiseRowsDirect only: rows[j] is the unpadded input row itself (inW floats;
+  /// where the row is padding, a zero row readable from padL floats before it to inW + 32 sw + 16
+  /// after), column ix = px - padL of padded column px; the kernel reads it in place, masking off
+  /// the columns outside [0, inW) (no branch per row: a branch kept the accumulators in memory).
+  int64_t inW, padL;
   const float* w;  ///< the filter, kh x kw
   int64_t kh, kw, sh, sw, dh, dw, ow;
   int nrows;
@@ -213,6 +218,10 @@ struct RowOps {
   void (*lrnRow075)(float* y, const float* x, const float* t, int64_t n, float bias, float scale);
   /// Up to kDepthwiseRows output rows of a depthwise convolution (see DepthwiseRows).
   void (*depthwiseRows)(const DepthwiseRows& a);
+  /// The same from the unpadded input rows in place (DepthwiseRows::inW, padL): no row copies.
+  /// Dilation 1, sh = sw in {1, 2}, 3x3, 5x5 or 7x7 at stride 1, 3x3 or 5x5 at stride 2
+  /// (depthwiseDirectFits); nullptr where the path has none (only AVX-512 has masked loads).
+  void (*depthwiseRowsDirect)(const DepthwiseRows& a);
   /// Small planes depthwiseLanes channels at a time (see DepthwiseChannels); nullptr on the
   /// portable path.
   void (*depthwiseChannels)(const DepthwiseChannels& a);
@@ -253,6 +262,11 @@ struct RowOps {
   /// y[i] = maxNanScalar's larger of a[i] and b[i] for i < n (y may be a or b).
   void (*maxNan)(const float* a, const float* b, float* y, int64_t n);
 };
+/// Whether RowOps::depthwiseRowsDirect takes this filter (see there).
+inline bool depthwiseDirectFits(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw) {
+  if (dh != 1 || dw != 1 || sh != sw || kh != kw) return false;
+  return sh == 1 ? kh == 3 || kh == 5 || kh == 7 : sh == 2 && (kh == 3 || kh == 5);
+}
 RowOps rowOpsAvx512();
 RowOps rowOpsAvx2();
 RowOps rowOpsPortable();

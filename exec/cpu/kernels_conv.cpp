@@ -70,7 +70,7 @@ void lrnRow075Portable(float* y, const float* x, const float* t, int64_t n, floa
 
 GemmMicroKernelInfo gemmMicroKernelPortable() { return {kPortableMr, kPortableNr, kernelPortable, Isa::Portable}; }
 RowOps rowOpsPortable() {
-  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, 0, maxPoolPlaneScalar, nullptr, nullptr, nullptr, nullptr,
+  return {gatherStridedScalar, deinterleave2Scalar, lrnRow075Portable, depthwiseRowsScalar, nullptr, nullptr, 0, maxPoolPlaneScalar, nullptr, nullptr, nullptr, nullptr,
           maxNanScalar};
 }
 
@@ -1104,7 +1104,7 @@ class DepthwiseConvKernel : public CpuKernel {
   DepthwiseConvKernel(ConvGeometry g, ConvEpilogue ep, const float* weights, std::string suffix, int threads)
       : g_(g), ep_(ep), variant_(".depthwise" + suffix), threads_(std::max(threads, 1)) {
     w_.assign(weights, weights + g.c * g.kh * g.kw);
-    const char* env = std::getenv("ONNXTOOL_DEPTHWISE");  // rows | channels: force one path where it can run (tests)
+    const char* env = std::getenv("ONNXTOOL_DEPTHWISE");  // rows | direct | channels: force one path where it can run (tests)
     const std::string force = env ? env : "";
     // Small planes L channels at a time (L = 16 on AVX-512, 8 on AVX2): rows shorter than a
     // vector waste lanes and per-row work dominates there.
@@ -1119,7 +1119,7 @@ class DepthwiseConvKernel : public CpuKernel {
     // thread: 5x5 on 672 x 14x14 174 us vs 235 in rows, 5x5/2 on 240 x 28x28 104 vs 153; 3x3 on
     // 384 x 14x14 65 vs 45: rows).
     const bool small = g.ow <= 8 || (g.ow <= 16 && taps >= 25);
-    channels_ = ops.depthwiseChannels && force != "rows" && (force == "channels" || small) && chanBytes <= 131072 && pix > 0;
+    channels_ = ops.depthwiseChannels && force != "rows" && force != "direct" && (force == "channels" || small) && chanBytes <= 131072 && pix > 0;
     if (channels_) {
       const int64_t blocks = (g.c + lanes_ - 1) / lanes_;
       wl_.assign(static_cast<size_t>(blocks * taps * lanes_), 0.f);
@@ -1134,6 +1134,14 @@ class DepthwiseConvKernel : public CpuKernel {
       return;
     }
     span_ = (kDepthwiseRows - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+    // The rows read in place where the path can (AVX-512's masked loads): no ring of copied
+    // rows (MobileNetV2 on Sapphire Rapids spent a quarter of its depthwise time copying and
+    // deinterleaving rows). ONNXTOOL_DEPTHWISE=rows keeps the ring (tests).
+    direct_ = ops.depthwiseRowsDirect && force != "rows" && depthwiseDirectFits(g.kh, g.kw, g.sh, g.sw, g.dh, g.dw);
+    if (direct_) {
+      zeroRow_.assign(static_cast<size_t>(g.padL + g.w + 32 * g.sw + 16), 0.f);
+      return;
+    }
     phaseLen_ = roundUp(roundUp(g.ow, 32) + (g.kw - 1) * g.dw / g.sw, 16);
     rowFloats_ = g.sw * phaseLen_;
     // Image columns a row keeps: those inside the phases (the rest no output reads).
@@ -1151,6 +1159,10 @@ class DepthwiseConvKernel : public CpuKernel {
       parallelRanges(args.pool, threads, g_.n * blocks, 1, [&](int64_t b, int64_t e, int part) {
         computeChannels(args, b, e, reinterpret_cast<float*>(static_cast<char*>(args.workspace) + part * partBytes_));
       });
+      return;
+    }
+    if (direct_) {
+      parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int) { computeDirect(args, b, e); });
       return;
     }
     parallelRanges(args.pool, threads, g_.n * g_.c, 1, [&](int64_t b, int64_t e, int part) {
@@ -1191,6 +1203,40 @@ class DepthwiseConvKernel : public CpuKernel {
       a.y = y + plane0 * pix;
       activeRowOps().depthwiseChannels(a);
       if (act) act(a.y, a.y, a.nch * pix);
+    }
+  }
+
+  /// Planes (image, channel) [begin, end) from their rows in place (RowOps::depthwiseRowsDirect).
+  void computeDirect(const CpuComputeArgs& args, int64_t begin, int64_t end) const {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* bias = !ownBias.empty() ? ownBias.data() : args.inputs.size() > 2 ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    const float* res = ep_.residual ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t pix = g_.oh * g_.ow;
+    const RowOps& ops = activeRowOps();
+    void (*act)(const float*, float*, int64_t) = ep_.act != VecUnary::Count ? vecKernels().unary[static_cast<int>(ep_.act)] : nullptr;
+    const float* rows[(kDepthwiseRows - 1) * 2 + 7];  // span_ at most (depthwiseDirectFits)
+    DepthwiseRows a{};
+    a.rows = rows;
+    a.inW = g_.w, a.padL = g_.padL;
+    a.kh = g_.kh, a.kw = g_.kw, a.sh = g_.sh, a.sw = g_.sw, a.dh = 1, a.dw = 1, a.ow = g_.ow;
+    a.clamp = ep_.clamp, a.lo = ep_.lo, a.hi = ep_.hi;
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t ch = plane % g_.c;
+      const float* xp = x + plane * g_.h * g_.w;
+      a.w = w_.data() + ch * g_.kh * g_.kw;
+      a.bias = bias ? bias[ch] : 0.f;
+      for (int64_t oy = 0; oy < g_.oh; oy += kDepthwiseRows) {
+        for (int64_t j = 0; j < span_; ++j) {
+          const int64_t iy = oy * g_.sh + j - g_.padT;
+          rows[j] = iy >= 0 && iy < g_.h ? xp + iy * g_.w : zeroRow_.data() + g_.padL;
+        }
+        a.nrows = static_cast<int>(std::min<int64_t>(kDepthwiseRows, g_.oh - oy));
+        a.res = res ? res + plane * pix + oy * g_.ow : nullptr;
+        a.y = y + plane * pix + oy * g_.ow;
+        ops.depthwiseRowsDirect(a);
+      }
+      if (act) act(y + plane * pix, y + plane * pix, pix);
     }
   }
 
@@ -1275,6 +1321,8 @@ class DepthwiseConvKernel : public CpuKernel {
   std::vector<float> w_;
   int64_t span_ = 0, phaseLen_ = 0, rowFloats_ = 0, imageCols_ = 0, partBytes_ = 0;
   bool channels_ = false;
+  bool direct_ = false;  ///< the rows read in place (RowOps::depthwiseRowsDirect)
+  std::vector<float> zeroRow_;  ///< direct_: what a padding row reads (DepthwiseRows::inW)
   std::vector<float> wl_;                  ///< channels_: the filters lanes_ channels a block, tap-major
   std::vector<int32_t> tapOff_, pixOff_;  ///< channels_: tap and output pixel offsets into the gathered input
   int64_t lanes_ = 0, chanPw_ = 0, chanT_ = 0;

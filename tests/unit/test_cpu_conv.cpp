@@ -604,9 +604,10 @@ TEST_CASE("cpu pointwise Conv reading its input in place matches the reference k
 
 TEST_CASE("cpu depthwise Conv on every kernel size, stride, row tail and tiny plane matches the reference kernel",
           "[cpu][conv][depthwise]") {
-  // Each path the kernel has: its own choice, output rows forced, channels in the lanes forced
-  // (16 on AVX-512, 8 on AVX2; the portable path has the rows only).
-  const char* path = GENERATE("", "rows", "channels");
+  // Each path the kernel has: its own choice, output rows from a ring of copied rows forced,
+  // output rows from the input rows in place forced (AVX-512 only, else the ring), channels in
+  // the lanes forced (16 on AVX-512, 8 on AVX2; the portable path has the ring rows only).
+  const char* path = GENERATE("", "rows", "direct", "channels");
   ScopedEnv forced("ONNXTOOL_DEPTHWISE", path);
   INFO("ONNXTOOL_DEPTHWISE=" << path);
   std::mt19937 rng(61);
