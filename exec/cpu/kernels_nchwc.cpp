@@ -38,22 +38,24 @@ namespace {
 
 /// dst[c * rows + r] = w[r * ld + c] for r < rows (a multiple of 4), c < cols: weight rows
 /// (output channels) into columns, 4 x 4 at a time (a scalar gather, 16 streams wide, was a
-/// quarter of EfficientNet-B0's plan build).
+/// quarter of EfficientNet-B0's plan build). Four columns of every row before the next four:
+/// each destination line (the rows of one column) is written whole while in L1; row groups
+/// outermost had swept the whole destination once per 4 rows (EfficientNet-B0's blocked
+/// pointwise weights, AVX2 path on Sapphire Rapids: perf samples in the transpose 2940 -> 1750).
 void transposeRows(const float* w, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; r += 4) {
-    const float* s = w + r * ld;
-    int64_t c = 0;
-    for (; c + 4 <= cols; c += 4) {
-      __m128 r0 = _mm_loadu_ps(s + c), r1 = _mm_loadu_ps(s + ld + c), r2 = _mm_loadu_ps(s + 2 * ld + c), r3 = _mm_loadu_ps(s + 3 * ld + c);
+  int64_t c = 0;
+  for (; c + 4 <= cols; c += 4)
+    for (int64_t r = 0; r < rows; r += 4) {
+      const float* s = w + r * ld + c;
+      __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + ld), r2 = _mm_loadu_ps(s + 2 * ld), r3 = _mm_loadu_ps(s + 3 * ld);
       _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
       _mm_storeu_ps(dst + c * rows + r, r0);
       _mm_storeu_ps(dst + (c + 1) * rows + r, r1);
       _mm_storeu_ps(dst + (c + 2) * rows + r, r2);
       _mm_storeu_ps(dst + (c + 3) * rows + r, r3);
     }
-    for (; c < cols; ++c)
-      for (int64_t i = 0; i < 4; ++i) dst[c * rows + r + i] = s[i * ld + c];
-  }
+  for (; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = w[r * ld + c];
 }
 
 }  // namespace
