@@ -85,6 +85,23 @@ struct DivOp {
   }
 };
 
+/// Integer Mod of known constants (shape arithmetic: torch exports window padding as
+/// (w - h % w) % w): fmod 0 takes the divisor's sign (as Python's %), fmod 1 the dividend's (as
+/// C's %); a zero divisor leaves the element unknown.
+void mod(InferContext& c) {
+  broadcastAll(c, c.inputDType(0));
+  if (!dtypeIsInteger(c.inputDType(0))) return;
+  const bool cStyle = c.attrInt("fmod", 0) != 0;
+  propagate2(c, 0, 1, [cStyle](const SymDim& x, const SymDim& y) -> SymDim {
+    if (!x || !y) return std::nullopt;
+    auto cx = x->asConstant(), cy = y->asConstant();
+    if (!cx || !cy || *cy == 0) return std::nullopt;
+    int64_t r = *cx % *cy;
+    if (!cStyle && r != 0 && ((r < 0) != (*cy < 0))) r += *cy;
+    return SymExpr(r);
+  });
+}
+
 /// Max and Min: known when the operands are constants, equal, or (a max with 0 / a min with 0)
 /// against a provably non-negative dim expression.
 template <bool IsMax>
@@ -201,7 +218,8 @@ void registerInferElementwise(InferRegistry& r) {
   r.add({"", "Sub", 1, arith<SubOp>});
   r.add({"", "Mul", 1, arith<MulOp>});
   r.add({"", "Div", 1, arith<DivOp>});
-  for (std::string_view op : {"Pow", "Mod", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}) r.add({"", op, 1, variadic});
+  for (std::string_view op : {"Pow", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}) r.add({"", op, 1, variadic});
+  r.add({"", "Mod", 1, mod});
   for (std::string_view op : {"Sum", "Mean"}) r.add({"", op, 1, variadic});
   r.add({"", "Max", 1, maxMin<true>});
   r.add({"", "Min", 1, maxMin<false>});

@@ -25,6 +25,49 @@ SymDim product(const SymShape& s, size_t from, size_t to) {
   return p;
 }
 
+/// The dims of `s` when every one is a known constant and their product is `count` (the
+/// element count of a value's propagated data), else nullopt.
+std::optional<std::vector<int64_t>> constantDimsOf(const SymShape& s, size_t count) {
+  std::vector<int64_t> dims;
+  int64_t n = 1;
+  for (const SymDim& d : s) {
+    if (!d || !d->asConstant() || *d->asConstant() < 0) return std::nullopt;
+    dims.push_back(*d->asConstant());
+    n *= dims.back();
+  }
+  if (n != static_cast<int64_t>(count)) return std::nullopt;
+  return dims;
+}
+
+/// Row-major strides of `dims`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  for (size_t k = dims.size(); k-- > 1;) st[k - 1] = st[k] * dims[k];
+  return st;
+}
+
+/// Data gathered from `d` (of row-major shape `inDims`) into an output of shape `outDims`: output
+/// index (o_0, ..., o_r-1) reads input index (idx[0][o_0], ..., idx[r-1][o_r-1]) (Slice with
+/// per-axis index lists, Transpose with the input strides permuted).
+std::vector<SymDim> gatherData(const std::vector<SymDim>& d, const std::vector<int64_t>& outDims,
+                               const std::vector<std::vector<int64_t>>& offsets) {
+  int64_t total = 1;
+  for (int64_t x : outDims) total *= x;
+  std::vector<SymDim> r;
+  r.reserve(static_cast<size_t>(std::max<int64_t>(total, 0)));
+  std::vector<int64_t> o(outDims.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t src = 0;
+    for (size_t k = 0; k < o.size(); ++k) src += offsets[k][static_cast<size_t>(o[k])];
+    r.push_back(d[static_cast<size_t>(src)]);
+    for (size_t k = o.size(); k-- > 0;) {
+      if (++o[k] < outDims[k]) break;
+      o[k] = 0;
+    }
+  }
+  return r;
+}
+
 
 /// Axes from input `inputIndex` (when the version has them as an input) or attribute `name`.
 std::optional<std::vector<int64_t>> axesOf(InferContext& c, bool fromInput, size_t inputIndex,
@@ -212,6 +255,22 @@ void transpose(InferContext& c) {
     out.push_back((*s)[a]);
   }
   c.setOutput(0, c.inputDType(0), out);
+  // Data through the permutation (torch's F.pad exports its pads as a [-1, 2] Reshape, a
+  // reversing Slice and a Transpose before the Pad): output axis k walks input axis perm[k].
+  if (const auto* d = c.inputData(0))
+    if (auto dims = constantDimsOf(*s, d->size())) {
+      const auto st = stridesOf(*dims);
+      std::vector<int64_t> outDims;
+      std::vector<std::vector<int64_t>> offsets;
+      for (int64_t p : perm) {
+        const auto a = static_cast<size_t>(c.normalizeAxis(p, static_cast<int64_t>(s->size())));
+        outDims.push_back((*dims)[a]);
+        std::vector<int64_t> off;
+        for (int64_t j = 0; j < (*dims)[a]; ++j) off.push_back(j * st[a]);
+        offsets.push_back(std::move(off));
+      }
+      c.setOutputData(0, gatherData(*d, outDims, offsets));
+    }
 }
 
 void squeeze(InferContext& c) {
@@ -505,16 +564,38 @@ void slice(InferContext& c) {
     out[k] = stepsKnown ? sliceLength((*s)[k], (*starts)[i], (*ends)[i], step) : std::nullopt;
   }
   c.setOutput(0, c.inputDType(0), out);
+  // Data of any rank with static dims: each axis walks its own index list (start, clamped as
+  // the output length above was, then step by step; untouched axes whole).
   const auto* d = c.inputData(0);
-  if (d && rank == 1 && stepsKnown && out[0] && out[0]->isConstant() && (*s)[0] && (*s)[0]->isConstant()) {
-    auto n = static_cast<int64_t>(d->size());
-    int64_t step = steps ? (*steps)[0] : 1;
-    int64_t st = (*starts)[0] < 0 ? (*starts)[0] + n : (*starts)[0];
-    st = step > 0 ? std::clamp<int64_t>(st, 0, n) : std::clamp<int64_t>(st, 0, std::max<int64_t>(n - 1, 0));
-    std::vector<SymDim> r;
-    for (int64_t j = 0, idx = st; j < *out[0]->asConstant(); ++j, idx += step) r.push_back((*d)[idx]);
-    c.setOutputData(0, std::move(r));
+  if (!d || !stepsKnown) return;
+  const auto inDims = constantDimsOf(*s, d->size());
+  std::vector<int64_t> od;
+  for (const SymDim& x : out) {
+    if (!x || !x->asConstant()) return;
+    od.push_back(*x->asConstant());
   }
+  if (!inDims) return;
+  const auto st = stridesOf(*inDims);
+  std::vector<std::vector<int64_t>> offsets(static_cast<size_t>(rank));
+  std::vector<bool> sliced(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < axes->size(); ++i) {
+    const auto k = static_cast<size_t>(c.normalizeAxis((*axes)[i], rank));
+    const int64_t n = (*inDims)[k], step = steps ? (*steps)[i] : 1;
+    int64_t first = (*starts)[i] < 0 ? (*starts)[i] + n : (*starts)[i];
+    first = step > 0 ? std::clamp<int64_t>(first, 0, n) : std::clamp<int64_t>(first, 0, std::max<int64_t>(n - 1, 0));
+    offsets[k].clear();
+    for (int64_t j = 0, idx = first; j < od[k]; ++j, idx += step) {
+      if (idx < 0 || idx >= n) return;  // not where the length says: leave the data unknown
+      offsets[k].push_back(idx * st[k]);
+    }
+    sliced[k] = true;
+  }
+  for (size_t k = 0; k < sliced.size(); ++k)
+    if (!sliced[k]) {
+      if (od[k] != (*inDims)[k]) return;
+      for (int64_t j = 0; j < od[k]; ++j) offsets[k].push_back(j * st[k]);
+    }
+  c.setOutputData(0, gatherData(*d, od, offsets));
 }
 
 void gather(InferContext& c) {

@@ -479,3 +479,81 @@ TEST_CASE("data propagation through ReduceProd and Max of shape vectors", "[shap
   CHECK(typeOf(flat) == "tensor(float)[b*s,768]");
   CHECK(typeOf(cut) == "tensor(float)[s]");
 }
+
+namespace {
+/// The propagated integer contents of `v` after inference, as constants (empty when unknown).
+std::vector<int64_t> dataOf(Builder& b, const Value* v) {
+  std::unordered_map<const Value*, std::vector<std::optional<SymExpr>>> data;
+  InferOptions opts;
+  opts.valueData = &data;
+  auto report = inferShapes(*b.m, opts);
+  INFO(fmt::format("{}", fmt::join(report.errors, "\n")));
+  REQUIRE(report.errors.empty());
+  std::vector<int64_t> r;
+  auto it = data.find(v);
+  if (it == data.end()) return r;
+  for (const auto& e : it->second) {
+    if (!e || !e->asConstant()) return {};
+    r.push_back(*e->asConstant());
+  }
+  return r;
+}
+}  // namespace
+
+TEST_CASE("data propagation through Mod (both fmod modes, negative operands)", "[shape]") {
+  Builder b(17);
+  Value* a = b.ints("a", {7, -7, 7, -7, 6, 0});
+  Value* d = b.ints("d", {3, 3, -3, -3, 3, 5});
+  Node* py = b.node("Mod", {a, d}, {"py"});  // fmod 0: the divisor's sign
+  Node* cm = b.node("Mod", {a, d}, {"c"});
+  cm->setAttr(Attribute::ofInt("fmod", 1));  // the dividend's sign
+  Node* zero = b.node("Mod", {a, b.ints("z", {0})}, {"by_zero"});
+  CHECK(dataOf(b, py->output(0)) == std::vector<int64_t>{1, 2, -2, -1, 0, 0});
+  CHECK(dataOf(b, cm->output(0)) == std::vector<int64_t>{1, -1, 1, -1, 0, 0});
+  CHECK(dataOf(b, zero->output(0)).empty());
+}
+
+TEST_CASE("data propagation through Transpose and Slice of any rank", "[shape]") {
+  Builder b(17);
+  Value* m = b.ints("m", {2, 3}, {1, 2, 3, 4, 5, 6});
+  Node* t = b.node("Transpose", {m}, {"t"});  // [[1, 4], [2, 5], [3, 6]]
+  Node* t3 = b.node("Transpose", {b.ints("c", {2, 1, 3}, {1, 2, 3, 4, 5, 6})}, {"t3"});
+  t3->setAttr(Attribute::ofInts("perm", {2, 0, 1}));  // [3][2][1]
+  // Rows reversed (step -1 from the end), then columns 2 and 0 (step -2 from -1).
+  Node* rev = b.node("Slice", {m, b.ints("s0", {-1, -1}), b.ints("e0", {INT64_MIN, INT64_MIN}), b.ints("a0", {0, 1}),
+                               b.ints("st0", {-1, -2})},
+                     {"rev"});
+  Node* mid = b.node("Slice", {m, b.ints("s1", {1}), b.ints("e1", {100}), b.ints("a1", {1})}, {"mid"});  // columns 1..2
+  CHECK(dataOf(b, t->output(0)) == std::vector<int64_t>{1, 4, 2, 5, 3, 6});
+  CHECK(dataOf(b, t3->output(0)) == std::vector<int64_t>{1, 4, 2, 5, 3, 6});
+  CHECK(dataOf(b, rev->output(0)) == std::vector<int64_t>{6, 4, 3, 1});
+  CHECK(dataOf(b, mid->output(0)) == std::vector<int64_t>{2, 3, 5, 6});
+  CHECK(typeOf(rev) == "tensor(int64)[2,2]");
+}
+
+// torch's F.pad with amounts computed from the input's shape (Swin's window padding): the pads
+// pass through a [-1, 2] Reshape, a reversing Slice and a Transpose; one inference now gives the
+// Pad's output its static shape (before: one -O3 iteration per such block).
+TEST_CASE("the exported F.pad pattern gives Pad a static output in one inference", "[shape]") {
+  Builder b(17);
+  Value* x = b.input("x", DType::Float, {"1", "54", "54", "96"});
+  Node* shape = b.node("Shape", {x}, {"shape"});
+  Node* h = b.node("Gather", {shape->output(0), b.ints("one", {}, {1})}, {"h"});
+  Node* rem = b.node("Mod", {h->output(0), b.ints("win", {}, {7})}, {"rem"});          // 54 % 7 = 5
+  Node* left = b.node("Sub", {b.ints("win2", {}, {7}), rem->output(0)}, {"left"});  // 2
+  Node* amount = b.node("Mod", {left->output(0), b.ints("win3", {}, {7})}, {"amount"});  // 2
+  Node* u = b.node("Unsqueeze", {amount->output(0), b.ints("ax", {0})}, {"u"});
+  // F.pad's list, last dim first: (0, 0, 0, amount, 0, amount) -> [0,0, 0,amount, 0,amount, 0,0]
+  Node* cat = b.node("Concat", {b.ints("z4", {0, 0, 0}), u->output(0), b.ints("z1", {0}), u->output(0), b.ints("z2", {0, 0})},
+                     {"cat"});
+  cat->setAttr(Attribute::ofInt("axis", 0));
+  Node* pairs = b.node("Reshape", {cat->output(0), b.ints("pr", {-1, 2})}, {"pairs"});
+  Node* rev = b.node("Slice", {pairs->output(0), b.ints("rs", {-1}), b.ints("re", {INT64_MIN}), b.ints("ra", {0}), b.ints("rst", {-1})},
+                     {"rev"});
+  Node* tr = b.node("Transpose", {rev->output(0)}, {"tr"});
+  tr->setAttr(Attribute::ofInts("perm", {1, 0}));
+  Node* flat = b.node("Reshape", {tr->output(0), b.ints("m1", {-1})}, {"flat"});
+  Node* pad = b.node("Pad", {x, flat->output(0)}, {"padded"});
+  CHECK(dataOf(b, flat->output(0)) == std::vector<int64_t>{0, 0, 0, 0, 0, 2, 2, 0});
+  CHECK(typeOf(pad) == "tensor(float)[1,56,56,96]");
+}
